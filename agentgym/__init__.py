@@ -1,0 +1,27 @@
+"""agentgym: Gymnasium text environments and trainers for multi-turn LLM agent RL.
+
+`import agentgym` registers every built-in environment under the `agentgym/` namespace
+without importing any environment's code, torch or other heavy dependencies.
+"""
+
+from agentgym.chat import ChatEnv
+from agentgym.core import INFO_KEYS, AnyText, TextEnv
+from agentgym.errors import AgentGymError
+from agentgym.parsing import ActionParser, JSONToolCallParser, ParsedAction, RawActionParser, TagActionParser
+from agentgym.registration import get_task_space, make, register_env, registered_envs
+from agentgym.rollout import collect
+from agentgym.tasks.space import TaskSpace
+from agentgym.tasks.spec import TaskSpec
+from agentgym.trajectory import Step, Trajectory, load_trajectories, save_trajectories
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActionParser", "AgentGymError", "AnyText", "ChatEnv", "INFO_KEYS", "JSONToolCallParser", "ParsedAction",
+    "RawActionParser", "Step", "TagActionParser", "TaskSpace", "TaskSpec", "TextEnv", "Trajectory", "collect",
+    "get_task_space", "load_trajectories", "make", "register_env", "registered_envs", "save_trajectories",
+]
+
+from agentgym.registration import register_builtin_envs as _register_builtin_envs
+
+_register_builtin_envs()

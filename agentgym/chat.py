@@ -1,0 +1,119 @@
+"""ChatEnv: what an LLM sees and does in a TextEnv.
+
+Observations become chat message lists; actions are the model's raw text, from which an
+ActionParser extracts the env action. Two prompt layouts:
+
+* history=k (int): every step is its own prompt, one user message holding the instruction, the
+  last k (action, observation) pairs and the current observation (verl-agent / GiGPO style);
+* history="full": one growing conversation in which the model's replies are assistant messages
+  (LOOP style, one sequence per episode).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from agentgym.parsing import ActionParser, get_parser
+
+Messages = list[dict[str, str]]
+
+
+class ChatEnv(gym.Wrapper):
+    def __init__(
+        self,
+        env: gym.Env,
+        parser: str | ActionParser = "tag",
+        history: int | str = 2,
+        show_admissible: bool = True,
+        max_admissible: int = 64,
+        invalid_penalty: float = 0.0,
+        system_prompt: str | None = None,
+    ):
+        super().__init__(env)
+        if not (history == "full" or (isinstance(history, int) and history >= 0)):
+            raise ValueError(f"history must be a non-negative int or 'full', got {history!r}")
+        self.parser = get_parser(parser)
+        self.history = history
+        self.show_admissible = show_admissible
+        self.max_admissible = max_admissible
+        self.invalid_penalty = float(invalid_penalty)
+        rules = getattr(env.unwrapped, "rules", "") or ""
+        self.system_prompt = system_prompt if system_prompt is not None else (
+            f"You are an agent acting in a text environment.\n{rules}\n\n{self.parser.format_instructions}".strip()
+        )
+        self._turns: list[tuple[str, str]] = []  # (action or raw reply summary, observation)
+        self._messages: Messages = []
+        self._instruction = ""
+
+    # --- Gymnasium API ----------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Messages, dict]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._instruction = info["instruction"]
+        self._turns = []
+        info = dict(info, env_observation=obs)
+        self._messages = [{"role": "system", "content": self.system_prompt}]
+        if self.history == "full":
+            self._messages.append({"role": "user", "content": self._first_user_message(obs, info)})
+        return self._prompt(obs, info), info
+
+    def step(self, text: str) -> tuple[Messages, float, bool, bool, dict]:
+        parsed = self.parser.parse(text)
+        if parsed.action is None:
+            # Step the env with an empty action so that the turn counts against the time limit;
+            # every TextEnv treats it as an invalid action that leaves its state unchanged.
+            obs, reward, terminated, truncated, info = self.env.step("")
+            shown = f"Your reply could not be used: {parsed.error}. {self.parser.format_instructions}"
+            info = dict(info, action_valid=False, parse_error=parsed.error)
+        else:
+            obs, reward, terminated, truncated, info = self.env.step(parsed.action)
+            shown = obs
+            info = dict(info)
+        if not info["action_valid"]:
+            reward -= self.invalid_penalty
+        info["env_observation"] = obs
+        info["action"] = parsed.action
+        self._turns.append((parsed.action if parsed.action is not None else "(unparseable reply)", shown))
+        if self.history == "full":
+            self._messages.append({"role": "assistant", "content": text if isinstance(text, str) else ""})
+            self._messages.append({"role": "user", "content": self._turn_message(shown, info)})
+        return self._prompt(shown, info), reward, terminated, truncated, info
+
+    # --- prompt building --------------------------------------------------------------------
+    def _prompt(self, obs: str, info: dict) -> Messages:
+        if self.history == "full":
+            return list(self._messages)
+        return [self._messages[0], {"role": "user", "content": self._windowed_message(obs, info)}]
+
+    def _admissible(self, info: dict) -> str:
+        actions = info.get("admissible_actions")
+        if not self.show_admissible or not actions:
+            return ""
+        shown = actions[: self.max_admissible]
+        more = f" (and {len(actions) - len(shown)} more)" if len(actions) > len(shown) else ""
+        return "\nAdmissible actions: " + ", ".join(shown) + more
+
+    def _first_user_message(self, obs: str, info: dict) -> str:
+        return f"Your task: {self._instruction}\n\n{obs}{self._admissible(info)}"
+
+    def _turn_message(self, obs: str, info: dict) -> str:
+        return f"{obs}{self._admissible(info)}"
+
+    def _windowed_message(self, obs: str, info: dict) -> str:
+        parts = [f"Your task: {self._instruction}"]
+        done = len(self._turns)
+        window = self._turns[-self.history :] if self.history else []
+        if window:
+            first = done - len(window) + 1
+            parts.append(f"You have taken {done} step(s). Your last {len(window)} action(s) and what followed:")
+            for i, (action, seen) in enumerate(window, first):
+                parts.append(f"[Step {i}] Action: {action}\nObservation: {seen}")
+        parts.append(f"Current observation (step {done + 1}):\n{obs}{self._admissible(info)}")
+        parts.append(self.parser.format_instructions)
+        return "\n\n".join(parts)
+
+    @property
+    def instruction(self) -> str:
+        return self._instruction
+
+    def format_action(self, action: str) -> str:
+        return self.parser.format(action)

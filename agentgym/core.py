@@ -1,0 +1,118 @@
+"""TextEnv: the Gymnasium base class of every agentgym environment.
+
+Observations and actions are strings. `reset` takes the task to play through
+`options={"task": TaskSpec | task_id | None}`; `step` accepts any string and never raises on
+bad input: an action the environment cannot parse or execute comes back as a helpful
+observation with `info["action_valid"] = False`.
+
+Subclasses implement `_reset(task)` and `_step(action)`; this class resolves tasks and checks
+that every info dict carries the keys the trainers rely on (INFO_KEYS).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+
+from agentgym.tasks.space import TaskSpace
+from agentgym.tasks.spec import TaskSpec
+
+INFO_KEYS = ("task_id", "instruction", "anchor", "admissible_actions", "action_valid", "success", "score")
+
+
+class AnyText(gym.spaces.Text):
+    """A Text space that contains every Python string.
+
+    gymnasium's Text only accepts characters of its charset; text environments can emit any
+    character (user queries, file contents, unicode), so membership is just `isinstance(str)`.
+    `sample()` still draws from the default alphanumeric charset."""
+
+    def __init__(self, max_length: int = 1 << 20):
+        super().__init__(max_length=max_length, min_length=0)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+    def __repr__(self) -> str:
+        return f"AnyText(max_length={self.max_length})"
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, AnyText) and other.max_length == self.max_length
+
+
+class TextEnv(gym.Env[str, str]):
+    metadata: ClassVar[dict] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    #: The family's task space; set by subclasses (an instance, shared by all envs of the id).
+    task_space: TaskSpace
+    #: The rules of the game and the action grammar, shown to LLM agents by ChatEnv.
+    rules: ClassVar[str] = ""
+
+    def __init__(self, render_mode: str | None = None):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.render_mode = render_mode
+        self.observation_space = AnyText()
+        self.action_space = AnyText()
+        self.task: TaskSpec | None = None
+        self._last_obs = ""
+
+    # --- to implement -----------------------------------------------------------------------
+    def _reset(self, task: TaskSpec) -> tuple[str, dict]:
+        """Build the initial state of `task`; return (observation, info with INFO_KEYS)."""
+        raise NotImplementedError
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        raise NotImplementedError
+
+    # --- Gymnasium API ----------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        super().reset(seed=seed)
+        self.task = self.resolve_task((options or {}).get("task"))
+        obs, info = self._reset(self.task)
+        self._last_obs = obs
+        return obs, self._checked(info)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        if self.task is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if not isinstance(action, str):
+            action = "" if action is None else str(action)
+        obs, reward, terminated, truncated, info = self._step(action)
+        self._last_obs = obs
+        return obs, float(reward), bool(terminated), bool(truncated), self._checked(info)
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._last_obs
+        if self.render_mode == "human":
+            print(self._last_obs)
+        return None
+
+    # --- helpers ----------------------------------------------------------------------------
+    def resolve_task(self, task: TaskSpec | str | dict | None) -> TaskSpec:
+        """A TaskSpec from what the caller passed; with none, a train task drawn with np_random."""
+        if task is None:
+            train = self.task_space._splits("train")
+            return train[int(self.np_random.integers(len(train)))]
+        if isinstance(task, TaskSpec):
+            return task
+        if isinstance(task, dict):
+            return TaskSpec.from_dict(task)
+        if isinstance(task, str):
+            return self.task_space.find(task)
+        raise TypeError(f"options['task'] must be a TaskSpec, a task id or None, got {type(task).__name__}")
+
+    @staticmethod
+    def _checked(info: dict) -> dict:
+        missing = [k for k in INFO_KEYS if k not in info]
+        if missing:
+            raise KeyError(f"environment bug: info is missing {missing}")
+        return info
+
+
+def rng_from(seed: int) -> np.random.Generator:
+    """The generator every family uses to build a task's initial state from its seed."""
+    return np.random.default_rng(seed)

@@ -1,0 +1,169 @@
+"""The rollout engine: play G tasks x N episodes with one policy.
+
+Every episode of a group is reset with the same task and seed, hence the same initial state.
+At each turn the prompts of all still-active episodes go to the policy in one batched call;
+finished episodes get no generation. Environments run in an executor (in-process or a process
+pool); an episode whose environment broke is kept, marked `infra_error`, and the rest go on.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from agentgym.chat import ChatEnv
+from agentgym.executors import EnvResult, make_executor
+from agentgym.policies.base import Completion, Policy, SamplingParams, TurnContext
+from agentgym.tasks.spec import TaskSpec
+from agentgym.trajectory import Step, Trajectory
+
+
+def make_chat_env(env_id: str, env_kwargs: dict | None = None, **chat_kwargs) -> ChatEnv:
+    """Top-level (hence picklable through functools.partial) factory used by the executors."""
+    import agentgym  # noqa: F401  registers the built-in ids inside worker processes
+    from agentgym.registration import make
+
+    return ChatEnv(make(env_id, **(env_kwargs or {})), **chat_kwargs)
+
+
+@dataclass
+class _Episode:
+    slot: int
+    task: TaskSpec
+    traj: Trajectory
+    prompt: Any = None
+    info: dict = field(default_factory=dict)
+    observation: str = ""
+    done: bool = False
+
+
+def collect(
+    env: str | Callable[[], ChatEnv],
+    tasks: Sequence[TaskSpec],
+    policy: Policy,
+    group_size: int = 1,
+    *,
+    seed: int = 0,
+    sampling: SamplingParams | None = None,
+    executor: str = "inprocess",
+    num_workers: int = 2,
+    env_kwargs: dict | None = None,
+    chat: dict | None = None,
+    max_turns: int = 1000,
+    record_messages: bool = True,
+    on_turn: Callable[[int, int], None] | None = None,
+) -> list[Trajectory]:
+    """Play every task `group_size` times; returns the trajectories grouped task by task.
+
+    env: a registered id, or a picklable factory returning a ChatEnv.
+    seed: the reset seed of group g is `seed + g`, shared by the group's episodes.
+    chat: options for ChatEnv (parser, history, show_admissible, invalid_penalty, ...).
+    on_turn(done_episodes, total_episodes) is called after every batched turn (progress bars).
+    """
+    if group_size < 1:
+        raise ValueError("group_size must be >= 1")
+    factory = env if callable(env) else functools.partial(make_chat_env, env, env_kwargs, **(chat or {}))
+    env_id = env if isinstance(env, str) else ""
+    episodes: list[_Episode] = []
+    for g, task in enumerate(tasks):
+        for _ in range(group_size):
+            traj = Trajectory(task_id=task.task_id, group_id=f"{g}:{task.task_id}", env_id=env_id or task.env_id,
+                              seed=seed + g, task=task.to_dict())
+            episodes.append(_Episode(slot=len(episodes), task=task, traj=traj))
+    if not episodes:
+        return []
+
+    pool = make_executor(executor, factory, len(episodes), num_workers=num_workers)
+    format_action = _action_formatter(pool, factory)
+    try:
+        results = pool.reset([(ep.slot, ep.task, ep.traj.seed) for ep in episodes])
+        for ep, res in zip(episodes, results):
+            _on_reset(ep, res)
+        turn = 0
+        while turn < max_turns:
+            active = [ep for ep in episodes if not ep.done]
+            if not active:
+                break
+            contexts = [TurnContext(episode=str(ep.slot), task=ep.task, turn=len(ep.traj.steps), info=ep.info,
+                                    format_action=format_action) for ep in active]
+            completions = policy.generate([ep.prompt for ep in active], sampling, contexts)
+            if len(completions) != len(active):
+                raise RuntimeError(f"policy returned {len(completions)} completions for {len(active)} prompts")
+            to_step = []
+            for ep, comp in zip(active, completions):
+                if comp.error is not None:  # the policy backend failed: not the agent's fault
+                    _fail(ep, f"policy error: {comp.error}")
+                else:
+                    ep.traj.steps.append(_new_step(ep, comp, record_messages))
+                    to_step.append(ep)
+            results = pool.step([(ep.slot, ep.traj.steps[-1].text) for ep in to_step])
+            for ep, res in zip(to_step, results):
+                _on_step(ep, res)
+            turn += 1
+            if on_turn is not None:
+                on_turn(sum(ep.done for ep in episodes), len(episodes))
+        for ep in episodes:
+            if not ep.done:  # the engine's own safety cap, beyond the env's time limit
+                ep.traj.truncated = True
+                ep.done = True
+    finally:
+        pool.close()
+    return [ep.traj for ep in episodes]
+
+
+def _action_formatter(pool, factory):
+    """How this env wants actions written (for scripted policies), from one ChatEnv's parser."""
+    envs = getattr(pool, "envs", None)
+    chat_env = envs[0] if envs else factory()
+    parser = chat_env.parser
+    if not envs:
+        chat_env.close()
+    return parser.format
+
+
+def _new_step(ep: _Episode, comp: Completion, record_messages: bool) -> Step:
+    return Step(
+        observation=ep.observation,
+        anchor=str(ep.info.get("anchor", "")),
+        text=comp.text,
+        prompt_ids=comp.prompt_ids,
+        response_ids=comp.response_ids,
+        response_logprobs=comp.response_logprobs,
+        messages=ep.prompt if record_messages else None,
+    )
+
+
+def _fail(ep: _Episode, message: str) -> None:
+    ep.traj.infra_error = True
+    ep.traj.error = message
+    ep.done = True
+
+
+def _on_reset(ep: _Episode, res: EnvResult) -> None:
+    if res.error is not None:
+        _fail(ep, f"reset failed: {res.error}")
+        return
+    ep.prompt, ep.info = res.obs, res.info
+    ep.observation = res.info.get("env_observation", "")
+    ep.traj.instruction = res.info["instruction"]
+
+
+def _on_step(ep: _Episode, res: EnvResult) -> None:
+    if res.error is not None:
+        _fail(ep, f"step failed: {res.error}")
+        return
+    step = ep.traj.steps[-1]
+    info = res.info
+    step.action = info.get("action")
+    step.action_valid = bool(info["action_valid"])
+    step.reward = float(res.reward)
+    step.progress = info.get("progress")
+    ep.prompt, ep.info = res.obs, info
+    ep.observation = info.get("env_observation", "")
+    ep.traj.success = bool(info["success"])
+    ep.traj.score = float(info["score"])
+    ep.traj.terminated, ep.traj.truncated = res.terminated, res.truncated
+    if res.terminated or res.truncated:
+        ep.traj.final_observation = ep.observation
+        ep.done = True

@@ -1,0 +1,93 @@
+"""Step and Trajectory: the one record every rollout produces and every trainer consumes.
+
+Token ids are the ones the policy saw and produced at generation time; they are stored as
+they came and never re-derived from text, so a saved trajectory replays exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+
+@dataclass
+class Step:
+    observation: str  # what the env showed before this action
+    anchor: str  # canonical state key of that observation's state (GiGPO anchor groups)
+    text: str = ""  # the model's full output
+    action: str | None = None  # the env action parsed from text (None when it did not parse)
+    action_valid: bool = False
+    reward: float = 0.0
+    prompt_ids: list[int] | None = None
+    response_ids: list[int] | None = None
+    response_logprobs: list[float] | None = None
+    progress: float | None = None
+    messages: list[dict] | None = None  # the chat prompt, for SFT and inspection
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Step":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class Trajectory:
+    task_id: str
+    group_id: str
+    env_id: str = ""
+    seed: int | None = None
+    steps: list[Step] = field(default_factory=list)
+    success: bool = False
+    score: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    infra_error: bool = False
+    error: str | None = None  # why infra_error is set
+    task: dict | None = None  # the TaskSpec as a dict
+    instruction: str = ""
+    final_observation: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_reward(self) -> float:
+        return float(sum(s.reward for s in self.steps))
+
+    @property
+    def num_invalid(self) -> int:
+        return sum(not s.action_valid for s in self.steps)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["steps"] = [s.to_dict() for s in self.steps]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Trajectory":
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["steps"] = [Step.from_dict(s) for s in d.get("steps", [])]
+        return cls(**kw)
+
+
+def save_trajectories(path: str | Path, trajectories: Iterable[Trajectory], append: bool = False) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a" if append else "w", encoding="utf-8") as f:
+        for t in trajectories:
+            f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
+
+
+def iter_trajectories(path: str | Path) -> Iterator[Trajectory]:
+    with Path(path).open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield Trajectory.from_dict(json.loads(line))
+
+
+def load_trajectories(path: str | Path) -> list[Trajectory]:
+    return list(iter_trajectories(path))

@@ -1,0 +1,1 @@
+"""search environment family (see its issue); not built yet."""

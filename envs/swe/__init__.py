@@ -1,0 +1,1 @@
+"""swe environment family (see its issue); not built yet."""

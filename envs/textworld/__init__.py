@@ -1,0 +1,1 @@
+"""textworld environment family (see its issue); not built yet."""

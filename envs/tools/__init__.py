@@ -1,0 +1,1 @@
+"""tools environment family (see its issue); not built yet."""

@@ -1,0 +1,1 @@
+"""webshop environment family (see its issue); not built yet."""

@@ -1,0 +1,53 @@
+"""The Policy interface: a batch of chat prompts in, one Completion per prompt out.
+
+LLM backends fill the token ids and logprobs they generated; scripted policies leave them
+None. `contexts` carries what the rollout engine knows about each prompt's episode (task,
+turn, env info): LLM policies ignore it, scripted ones (random, oracle) act on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from agentgym.tasks.spec import TaskSpec
+
+Messages = list[dict[str, str]]
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 64
+    seed: int | None = None
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_ids: list[int] | None = None
+    response_ids: list[int] | None = None
+    response_logprobs: list[float] | None = None
+    finish_reason: str = "stop"  # "stop" | "length" | "error"
+    error: str | None = None  # set when the backend failed for this prompt (infra error)
+
+
+@dataclass
+class TurnContext:
+    episode: str  # unique key of the episode within a rollout
+    task: TaskSpec
+    turn: int
+    info: dict[str, Any] = field(default_factory=dict)
+    format_action: Any = None  # callable(action) -> text in the env's action format
+
+
+@runtime_checkable
+class Policy(Protocol):
+    def generate(
+        self,
+        prompts: list[Messages],
+        sampling: SamplingParams | None = None,
+        contexts: list[TurnContext] | None = None,
+    ) -> list[Completion]: ...

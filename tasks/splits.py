@@ -1,0 +1,50 @@
+"""Split manifests: JSONL files with one TaskSpec (and its id) per line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+from agentgym.errors import HeldoutTaskError, SplitFileError
+from agentgym.tasks.spec import TaskSpec
+
+TRAIN_SPLITS = ("train",)
+HELDOUT_SPLITS = ("heldout", "heldout_unseen")
+
+
+def save_split(path: str | Path, tasks: Iterable[TaskSpec]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for t in tasks:
+            f.write(json.dumps(t.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def load_split(path: str | Path) -> list[TaskSpec]:
+    path = Path(path)
+    if not path.is_file():
+        raise SplitFileError(f"split file {path} does not exist: pass a JSONL file of TaskSpecs")
+    tasks = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                tasks.append(TaskSpec.from_dict(json.loads(line)))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise SplitFileError(
+                    f"{path}:{lineno}: not a TaskSpec ({type(exc).__name__}: {exc}); each line must be "
+                    '{"env_id": ..., "params": {...}, "seed": N}'
+                ) from None
+    return tasks
+
+
+def refuse_heldout(tasks: Iterable[TaskSpec], heldout_ids: set[str], what: str = "training") -> None:
+    """Raise if any task is held out: held-out ids are never trained on."""
+    for t in tasks:
+        if t.task_id in heldout_ids:
+            raise HeldoutTaskError(
+                f"task {t.task_id} belongs to a held-out split and cannot be used for {what}: "
+                "use the `train` split or tasks generated from it"
+            )

@@ -1,0 +1,1 @@
+"""Trainers: advantage estimators, losses, the training loop, SFT, evaluation. Import torch lazily."""
