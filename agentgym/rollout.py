@@ -12,6 +12,9 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
+
 from agentgym.chat import ChatEnv
 from agentgym.executors import EnvResult, make_executor
 from agentgym.policies.base import Completion, Policy, SamplingParams, TurnContext
@@ -19,12 +22,17 @@ from agentgym.tasks.spec import TaskSpec
 from agentgym.trajectory import Step, Trajectory
 
 
-def make_chat_env(env_id: str, env_kwargs: dict | None = None, **chat_kwargs) -> ChatEnv:
-    """Top-level (hence picklable through functools.partial) factory used by the executors."""
+def make_chat_env(env: str | EnvSpec, env_kwargs: dict | None = None, **chat_kwargs) -> ChatEnv:
+    """Top-level (hence picklable through functools.partial) factory used by the executors.
+
+    Given an EnvSpec it needs no registry, so envs registered at run time in the parent process
+    also build in spawned worker processes."""
     import agentgym  # noqa: F401  registers the built-in ids inside worker processes
     from agentgym.registration import make
 
-    return ChatEnv(make(env_id, **(env_kwargs or {})), **chat_kwargs)
+    if isinstance(env, EnvSpec):
+        return ChatEnv(gym.make(env, **(env_kwargs or {})), **chat_kwargs)
+    return ChatEnv(make(env, **(env_kwargs or {})), **chat_kwargs)
 
 
 @dataclass
@@ -63,8 +71,14 @@ def collect(
     """
     if group_size < 1:
         raise ValueError("group_size must be >= 1")
-    factory = env if callable(env) else functools.partial(make_chat_env, env, env_kwargs, **(chat or {}))
     env_id = env if isinstance(env, str) else ""
+    if env_id:
+        from agentgym.registration import check_env_id
+
+        env_id = check_env_id(env_id)
+        factory = functools.partial(make_chat_env, gym.spec(env_id), env_kwargs, **(chat or {}))
+    else:
+        factory = env
     episodes: list[_Episode] = []
     for g, task in enumerate(tasks):
         for _ in range(group_size):

@@ -1,0 +1,171 @@
+"""The `agentgym` command line: envs, play, rollout (here) and the commands that the trainer,
+evaluation and task packages register (train, sft, eval, tasks).
+
+Errors a user can cause (AgentGymError) are printed as one line, exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import agentgym
+from agentgym.errors import AgentGymError, ConfigError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train and evaluate LLM agents on text environments.")
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+# Packages that add their own commands through a `register(app)` function.
+_PLUGINS = ("agentgym.trainers.cli", "agentgym.trainers.eval_cli", "agentgym.tasks.cli")
+
+
+@app.command("envs")
+def envs_command():
+    """List the registered agentgym environment ids."""
+    table = Table(title="agentgym environments")
+    table.add_column("id")
+    table.add_column("max steps", justify="right")
+    table.add_column("description")
+    for env_id, meta in sorted(agentgym.registered_envs().items()):
+        table.add_row(env_id, str(meta["max_episode_steps"] or "-"), meta["description"])
+    console.print(table)
+
+
+def load_tasks(env_id: str, tasks: str, limit: Optional[int] = None) -> list:
+    """Tasks from a split name of the env's task space or a JSONL manifest path."""
+    from agentgym.tasks.splits import load_split
+
+    space = agentgym.get_task_space(env_id)
+    chosen = load_split(tasks) if tasks.endswith(".jsonl") or Path(tasks).is_file() else space.split(tasks)
+    return chosen[:limit] if limit else chosen
+
+
+def make_scripted_policy(name: str, env_id: str, seed: int = 0):
+    from agentgym.policies import OraclePolicy, RandomPolicy
+
+    if name == "random":
+        return RandomPolicy(seed=seed)
+    if name == "oracle":
+        return OraclePolicy(agentgym.get_task_space(env_id))
+    raise ConfigError(f"unknown policy {name!r} for rollout; choose 'random' or 'oracle'")
+
+
+@app.command("rollout")
+def rollout_command(
+    env: str = typer.Argument(..., help="environment id, e.g. agentgym/Household-v0"),
+    policy: str = typer.Option("random", help="random | oracle"),
+    tasks: str = typer.Option("heldout", help="split name (train, heldout, heldout_unseen) or a JSONL file"),
+    episodes: int = typer.Option(1, help="episodes per task (the group size)"),
+    limit: Optional[int] = typer.Option(None, help="play only the first N tasks"),
+    out: Optional[Path] = typer.Option(None, help="write trajectories to this JSONL file"),
+    executor: str = typer.Option("inprocess", help="inprocess | process"),
+    workers: int = typer.Option(2, help="worker processes for --executor process"),
+    seed: int = typer.Option(0),
+):
+    """Play tasks with a scripted policy and summarize the episodes."""
+    env_id = agentgym.registration.check_env_id(env)
+    task_list = load_tasks(env_id, tasks, limit)
+    pol = make_scripted_policy(policy, env_id, seed)
+    total = len(task_list) * episodes
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        bar = progress.add_task(f"{policy} on {env_id}", total=total)
+        trajs = agentgym.collect(env_id, task_list, pol, group_size=episodes, seed=seed, executor=executor,
+                                 num_workers=workers, on_turn=lambda done, n: progress.update(bar, completed=done))
+    if out is not None:
+        agentgym.save_trajectories(out, trajs)
+    console.print(summary_table(trajs, title=f"{policy} on {env_id} ({tasks})"))
+    if out is not None:
+        console.print(f"trajectories written to {out}")
+
+
+def summary_table(trajs, title: str) -> Table:
+    ok = [t for t in trajs if not t.infra_error]
+    steps = sum(len(t.steps) for t in ok)
+    table = Table(title=title)
+    for col in ("episodes", "success rate", "mean score", "mean steps", "invalid-action rate", "infra errors"):
+        table.add_column(col, justify="right")
+    n = max(len(ok), 1)
+    table.add_row(
+        str(len(trajs)),
+        f"{sum(t.success for t in ok) / n:.3f}",
+        f"{sum(t.score for t in ok) / n:.3f}",
+        f"{steps / n:.1f}",
+        f"{sum(t.num_invalid for t in ok) / max(steps, 1):.3f}",
+        str(len(trajs) - len(ok)),
+    )
+    return table
+
+
+@app.command("play")
+def play_command(
+    env: str = typer.Argument(..., help="environment id"),
+    task: Optional[str] = typer.Option(None, help="task id (default: a random train task)"),
+    seed: Optional[int] = typer.Option(None),
+):
+    """Play an environment yourself in the terminal (type `quit` to stop, `help` for actions)."""
+    env_id = agentgym.registration.check_env_id(env)
+    game = agentgym.make(env_id)
+    obs, info = game.reset(seed=seed, options={"task": task})
+    console.print(f"[bold]Task:[/bold] {info['instruction']}\n{obs}")
+    steps = 0
+    while True:
+        try:
+            action = input("> ")
+        except EOFError:
+            break
+        if action.strip() in ("quit", "exit"):
+            break
+        if action.strip() == "help":
+            actions = info.get("admissible_actions")
+            console.print(", ".join(actions) if actions else "This environment has an open action space.")
+            continue
+        obs, reward, terminated, truncated, info = game.step(action)
+        steps += 1
+        console.print(obs)
+        if not info["action_valid"]:
+            console.print("[dim](action not valid here; type `help` to list the admissible actions)[/dim]")
+        if terminated or truncated:
+            verdict = "[green]solved[/green]" if info["success"] else "[red]not solved[/red]"
+            console.print(f"Episode over after {steps} steps: {verdict}, score {info['score']:.2f}")
+            break
+    game.close()
+
+
+def _register_plugins() -> None:
+    for module in _PLUGINS:
+        if importlib.util.find_spec(module) is not None:
+            importlib.import_module(module).register(app)
+
+
+_register_plugins()
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except AgentGymError as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        sys.exit(130)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+import functools
+
+import pytest
+
+import agentgym
+from agentgym.policies import Completion, OraclePolicy, RandomPolicy
+from agentgym.rollout import make_chat_env
+from agentgym.toy import COUNTER_ID, CounterTaskSpace, register_counter
+from agentgym.trajectory import load_trajectories, save_trajectories
+
+register_counter()
+SPACE = CounterTaskSpace()
+TASKS = SPACE.split("train")
+
+
+class RecordingPolicy:
+    """Wraps a policy and records every batch it was asked to complete."""
+
+    def __init__(self, inner):
+        self.inner, self.batches = inner, []
+
+    def generate(self, prompts, sampling=None, contexts=None):
+        self.batches.append([c.episode for c in contexts])
+        return self.inner.generate(prompts, sampling, contexts)
+
+
+def test_oracle_solves_and_groups_share_initial_state():
+    tasks = [TASKS[0], TASKS[5], TASKS[10]]
+    trajs = agentgym.collect(COUNTER_ID, tasks, OraclePolicy(SPACE), group_size=3, seed=5)
+    assert len(trajs) == 9 and all(t.success for t in trajs)
+    for g in range(3):
+        group = trajs[3 * g: 3 * g + 3]
+        assert len({t.group_id for t in group}) == 1
+        assert len({(t.steps[0].observation, t.steps[0].anchor, t.seed, t.task_id) for t in group}) == 1
+    assert trajs[0].steps[0].text == "<action>inc</action>"
+
+
+def test_one_batched_call_per_turn_and_finished_episodes_get_no_generation():
+    tasks = [TASKS[0], TASKS[10]]  # targets 1 and 3: the first group finishes after one turn
+    policy = RecordingPolicy(OraclePolicy(SPACE))
+    trajs = agentgym.collect(COUNTER_ID, tasks, policy, group_size=2)
+    assert [len(b) for b in policy.batches] == [4, 2, 2]
+    assert set(policy.batches[1]) == {"2", "3"}
+    assert [len(t.steps) for t in trajs] == [1, 1, 3, 3]
+
+
+def test_same_task_and_seed_give_byte_identical_trajectories(tmp_path):
+    runs = []
+    for i in range(2):
+        trajs = agentgym.collect(COUNTER_ID, TASKS[:4], RandomPolicy(seed=1), group_size=2, seed=3)
+        save_trajectories(tmp_path / f"{i}.jsonl", trajs)
+        runs.append((tmp_path / f"{i}.jsonl").read_bytes())
+    assert runs[0] == runs[1]
+
+
+def test_trajectories_round_trip_through_jsonl(tmp_path):
+    class TokenPolicy:
+        def generate(self, prompts, sampling=None, contexts=None):
+            return [Completion("<action>inc</action>", [1, 2, 3], [4, 5], [-0.5, -0.25]) for _ in prompts]
+
+    trajs = agentgym.collect(COUNTER_ID, TASKS[:2], TokenPolicy(), group_size=2)
+    save_trajectories(tmp_path / "t.jsonl", trajs)
+    back = load_trajectories(tmp_path / "t.jsonl")
+    assert back == trajs
+    assert back[0].steps[0].response_logprobs == [-0.5, -0.25]
+
+
+def test_policy_error_marks_only_that_episode_infra_error():
+    class FlakyPolicy:
+        def generate(self, prompts, sampling=None, contexts=None):
+            return [Completion("", error="HTTP 503") if c.episode == "1" else Completion("<action>inc</action>")
+                    for c in contexts]
+
+    trajs = agentgym.collect(COUNTER_ID, TASKS[:1], FlakyPolicy(), group_size=3)
+    assert [t.infra_error for t in trajs] == [False, True, False]
+    assert "HTTP 503" in trajs[1].error and trajs[0].success
+
+
+@pytest.mark.parametrize("executor,mode", [("inprocess", "raise"), ("process", "raise"), ("process", "exit")])
+def test_crashing_env_marks_its_trajectories_infra_error_and_the_rest_go_on(executor, mode):
+    factory_ok = functools.partial(make_chat_env, COUNTER_ID)
+    crashing = functools.partial(make_chat_env, COUNTER_ID, {"crash_at": 2, "crash_mode": mode})
+    # Slot 0 (worker 0) crashes at its second step; slot 1 (worker 1) solves a target-1 task first.
+    tasks = [TASKS[10], TASKS[0]]
+
+    def factory_by_slot(counter=iter(range(10**6))):
+        return crashing() if next(counter) % 2 == 0 else factory_ok()
+
+    if executor == "process":
+        factory = _SlotFactory(crash_kwargs={"crash_at": 2, "crash_mode": mode})
+    else:
+        factory = factory_by_slot
+    trajs = agentgym.collect(factory, tasks, OraclePolicy(SPACE), group_size=1, executor=executor, num_workers=2)
+    assert trajs[0].infra_error and "failed" in trajs[0].error
+    assert not trajs[1].infra_error and trajs[1].success
+
+
+class _SlotFactory:
+    """Picklable factory: envs built in a process whose first slot is even crash (process executor:
+    worker 0 hosts the even slots)."""
+
+    def __init__(self, crash_kwargs):
+        self.crash_kwargs = crash_kwargs
+
+    def __call__(self):
+        import multiprocessing
+        name = multiprocessing.current_process().name
+        worker_index = int(name.rsplit("-", 1)[-1]) if name != "MainProcess" else 1
+        kwargs = self.crash_kwargs if worker_index % 2 == 1 else {}
+        return make_chat_env(COUNTER_ID, kwargs)
+
+
+def test_process_executor_matches_inprocess():
+    a = agentgym.collect(COUNTER_ID, TASKS[:6], RandomPolicy(seed=2), group_size=2, executor="inprocess")
+    b = agentgym.collect(COUNTER_ID, TASKS[:6], RandomPolicy(seed=2), group_size=2, executor="process")
+    assert [t.to_dict() for t in a] == [t.to_dict() for t in b]
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        agentgym.collect(COUNTER_ID, TASKS[:1], RandomPolicy(), group_size=0)
+    from agentgym.errors import ConfigError
+    with pytest.raises(ConfigError):
+        agentgym.collect(COUNTER_ID, TASKS[:1], RandomPolicy(), executor="ray-someday")
