@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Everything agentgym needs on a fresh Debian/Ubuntu machine: system packages for the SWE
+# sandbox (bubblewrap) and the browser backend (chromium), a virtual environment in .venv with
+# the CPU build of torch and every extra. Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_packages=()
+command -v bwrap >/dev/null 2>&1 || apt_packages+=(bubblewrap)
+[ -x /usr/bin/chromium ] || apt_packages+=(chromium)
+if [ ${#apt_packages[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+    else
+        echo "setup: install ${apt_packages[*]} with your package manager (sandbox and browser tests skip without them)" >&2
+    fi
+fi
+
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+# Pinned first: an unpinned torch (or one pulled in by another package) brings several GB of CUDA
+# wheels; with 2.13.0 present, the train extra's `torch>=2.4` installs nothing more.
+.venv/bin/python -m pip install -q "torch==2.13.0"
+.venv/bin/python -m pip install -q -e ".[all]"
+echo "setup: done (.venv ready; activate with: source .venv/bin/activate)"
