@@ -1,0 +1,146 @@
+"""Advantage estimators: pure functions from a batch of trajectories to one advantage per step.
+
+    from agentgym.trainers.estimators import compute_advantages, EstimatorConfig
+    advantages = compute_advantages(trajectories, EstimatorConfig(name="gigpo"))
+    # advantages[i][t]: the advantage of step t of trajectory i; the trainer applies it to
+    # every response token of that step.
+
+Built in (one module each, with the paper's equation in its docstring):
+
+| name  | module          | advantage |
+| ----- | --------------- | --------- |
+| grpo  | adv_grpo.py     | (R_i - mean) / (std + eps), per episode |
+| rloo  | adv_rloo.py     | R_i - mean of the other episodes of the group |
+| loop  | adv_rloo.py     | same as rloo; LOOP's differences (epochs, asymmetric clip) are in the trainer |
+| gigpo | adv_gigpo.py    | episode advantage + omega * step advantage within anchor-state groups |
+| ppo   | adv_gae.py      | GAE from per-step values of a value head |
+| spa   | adv_spa.py      | GAE (with values) or group-baselined returns of c_t + grounding bonus |
+
+Shared rules (adv_common.py): groups are trajectories with equal group_id; infra_error
+trajectories are left out of every statistic and get all-zero advantages; std is unbiased
+(ddof=1); NaN/inf rewards raise ValueError naming the trajectory; a group of one episode with
+a group-relative estimator raises ConfigError (set group_size >= 2).
+
+A new estimator is one function `fn(batch: FlatBatch, cfg, values=None, progress=None)`
+returning a flat per-step array (steps of all trajectories end to end, see FlatBatch) or a
+list of per-trajectory arrays, registered with `register_estimator("name", fn)` or as a
+decorator `@register_estimator("name")`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from agentgym.errors import ConfigError
+from agentgym.trajectory import Trajectory
+from agentgym.trainers.adv_common import FlatBatch
+from agentgym.trainers.adv_gae import ppo_advantages
+from agentgym.trainers.adv_gigpo import gigpo_advantages
+from agentgym.trainers.adv_grpo import grpo_advantages
+from agentgym.trainers.adv_rloo import loop_advantages, rloo_advantages
+from agentgym.trainers.adv_spa import spa_advantages
+
+Estimator = Callable[..., Any]
+
+ESTIMATORS: dict[str, Estimator] = {}
+
+OUTCOMES = ("score", "success", "return")
+
+
+def register_estimator(name: str, fn: Estimator | None = None, *, overwrite: bool = False):
+    """Register `fn` under `name`; without `fn`, return a decorator that does."""
+
+    def add(f: Estimator) -> Estimator:
+        if name in ESTIMATORS and ESTIMATORS[name] is not f and not overwrite:
+            raise ConfigError(f"an advantage estimator named {name!r} is already registered: pick another name")
+        ESTIMATORS[name] = f
+        return f
+
+    return add if fn is None else add(fn)
+
+
+for _name, _fn in (
+    ("grpo", grpo_advantages),
+    ("rloo", rloo_advantages),
+    ("loop", loop_advantages),
+    ("gigpo", gigpo_advantages),
+    ("ppo", ppo_advantages),
+    ("spa", spa_advantages),
+):
+    register_estimator(_name, _fn)
+
+
+@dataclass
+class EstimatorConfig:
+    name: str = "gigpo"
+    gamma: float = 0.95  # step-return discount (GiGPO), GAE gamma
+    lam: float = 1.0  # GAE lambda
+    omega: float = 1.0  # GiGPO step-advantage weight
+    norm_std: bool = True  # divide by group std (GRPO/GiGPO); LOOP/RLOO never
+    eps: float = 1e-6
+    invalid_penalty: float = 0.0  # subtracted from the step reward of invalid actions (GiGPO public code uses 0.1)
+    grounding_bonus: float = 0.5  # SPA
+    outcome: str = "score"  # "score" or "success" (or "return": sum of step rewards): which episode outcome R_i is
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ConfigError with one line saying what to change."""
+        if self.name not in ESTIMATORS:
+            raise ConfigError(
+                f"unknown advantage estimator {self.name!r}: choose one of {', '.join(sorted(ESTIMATORS))}"
+            )
+        for field_name in ("gamma", "lam"):
+            value = getattr(self, field_name)
+            if not (0.0 <= value <= 1.0):  # also false for NaN
+                raise ConfigError(f"estimator option {field_name}={value} is out of range: use a value in [0, 1]")
+        if not (self.eps > 0.0 and math.isfinite(self.eps)):
+            raise ConfigError(f"estimator option eps={self.eps} must be a small positive number such as 1e-6")
+        for field_name in ("omega", "invalid_penalty", "grounding_bonus"):
+            value = getattr(self, field_name)
+            if not math.isfinite(value):
+                raise ConfigError(f"estimator option {field_name}={value} must be a finite number")
+        if self.outcome not in OUTCOMES:
+            raise ConfigError(f"estimator option outcome={self.outcome!r} is unknown: use one of {', '.join(OUTCOMES)}")
+
+
+def compute_advantages(
+    trajectories: Sequence[Trajectory],
+    cfg: EstimatorConfig | None = None,
+    values: Sequence[Any] | None = None,
+    progress: Sequence[Any] | None = None,
+) -> list[np.ndarray]:
+    """One float32 array per trajectory with one advantage per step.
+
+    values (ppo, optionally spa): per trajectory V(s_t) for t = 0..T-1, optionally followed by
+    V(s_T) as the bootstrap of a truncated episode. progress (spa): per trajectory the
+    progress estimator's contributions c_t. numpy arrays, lists or torch tensors.
+    """
+    cfg = cfg if cfg is not None else EstimatorConfig()
+    cfg.validate()
+    batch = FlatBatch.build(trajectories, cfg)
+    result = ESTIMATORS[cfg.name](batch, cfg, values=values, progress=progress)
+    if isinstance(result, np.ndarray) and result.ndim == 1 and len(result) == len(batch.reward):
+        flat = result.astype(np.float64, copy=False)
+    else:  # a custom estimator may return one array per trajectory
+        if len(result) != batch.num_traj:
+            raise ValueError(f"estimator {cfg.name!r} returned {len(result)} arrays for {batch.num_traj} trajectories")
+        flat = np.concatenate([np.asarray(a, dtype=np.float64).reshape(-1) for a in result] or [np.zeros(0)])
+        if len(flat) != len(batch.reward):
+            raise ValueError(f"estimator {cfg.name!r} returned {len(flat)} advantages for {len(batch.reward)} steps")
+    bad = np.flatnonzero(~np.isfinite(flat) & batch.live)
+    if len(bad):
+        i = int(batch.traj[bad[0]])
+        raise ValueError(
+            f"estimator {cfg.name!r} produced a non-finite advantage for trajectory {i} "
+            f"(task_id={trajectories[i].task_id!r}) at step {int(batch.time[bad[0]])}"
+        )
+    return batch.split(flat)
+
+
+__all__ = ["ESTIMATORS", "EstimatorConfig", "FlatBatch", "compute_advantages", "register_estimator"]
