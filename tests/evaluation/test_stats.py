@@ -1,0 +1,106 @@
+import math
+from math import comb
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentgym.trainers.stats import Estimate, bootstrap_mean, bootstrap_ratio, mean_pass_at_k, pass_at_k, wilson_interval
+
+
+def test_wilson_matches_hand_computed_8_of_10():
+    # z = 1.959964, z^2/n = 0.3841459; center = (0.8 + 0.1920729) / 1.3841459 = 0.716738;
+    # half = 1.959964 / 1.3841459 * sqrt(0.016 + 0.0096036) = 0.226578
+    est = wilson_interval(8, 10)
+    assert est.value == 0.8
+    assert est.low == pytest.approx(0.490160, abs=1e-5)
+    assert est.high == pytest.approx(0.943317, abs=1e-5)
+    assert est.n == 10 and est.method == "wilson"
+
+
+def test_wilson_at_the_edges_is_not_degenerate():
+    zero = wilson_interval(0, 10)
+    assert zero.low == 0.0 and zero.high == pytest.approx(0.3841459 / 1.3841459, abs=1e-6)  # 0.277533
+    full = wilson_interval(10, 10)
+    assert full.high == 1.0 and full.low == pytest.approx(1 - 0.277533, abs=1e-5)
+
+
+def test_wilson_other_confidence_levels_nest():
+    narrow, wide = wilson_interval(30, 100, 0.80), wilson_interval(30, 100, 0.99)
+    assert wide.low < narrow.low < 0.3 < narrow.high < wide.high
+
+
+def test_wilson_refuses_impossible_counts_and_handles_empty():
+    with pytest.raises(ValueError):
+        wilson_interval(11, 10)
+    with pytest.raises(ValueError):
+        wilson_interval(1, 10, confidence=1.0)
+    empty = wilson_interval(0, 0)
+    assert math.isnan(empty.value) and empty.n == 0 and empty.format() == "n/a"
+
+
+@given(st.integers(0, 200).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n))))
+def test_wilson_contains_the_point_estimate_inside_unit_interval(nc):
+    n, c = nc
+    est = wilson_interval(c, n)
+    if n:
+        assert 0.0 <= est.low <= est.value <= est.high <= 1.0
+
+
+def test_pass_at_k_hand_computed():
+    # n=5 samples, c=2 correct
+    assert pass_at_k(5, 2, 1) == pytest.approx(0.4)
+    assert pass_at_k(5, 2, 2) == pytest.approx(1 - 3 / 10)  # 1 - C(3,2)/C(5,2)
+    assert pass_at_k(5, 2, 3) == pytest.approx(1 - 1 / 10)  # 1 - C(3,3)/C(5,3)
+    assert pass_at_k(5, 2, 4) == 1.0  # fewer than k failures: some draw of 4 always passes
+    assert pass_at_k(4, 0, 2) == 0.0
+    assert pass_at_k(3, 3, 1) == 1.0
+
+
+@given(st.integers(1, 60).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
+def test_pass_at_k_equals_the_binomial_formula(nck):
+    n, c, k = nck
+    assert pass_at_k(n, c, k) == pytest.approx(1 - comb(n - c, k) / comb(n, k), abs=1e-9)
+
+
+def test_pass_at_k_refuses_k_beyond_n():
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)
+    with pytest.raises(ValueError):
+        pass_at_k(2, 3, 1)
+
+
+def test_mean_pass_at_k_leaves_out_tasks_with_fewer_than_k_samples():
+    counts = [(5, 2), (4, 0), (2, 1)]
+    assert mean_pass_at_k(counts, 1) == (pytest.approx((0.4 + 0.0 + 0.5) / 3), 3)
+    assert mean_pass_at_k(counts, 3) == (pytest.approx((0.9 + 0.0) / 2), 2)
+    value, used = mean_pass_at_k(counts, 6)
+    assert math.isnan(value) and used == 0
+
+
+def test_bootstrap_mean_is_the_plain_mean_with_an_interval_around_it():
+    est = bootstrap_mean([[1.0, 0.0], [0.0], [1.0, 1.0, 1.0]])
+    assert est.value == pytest.approx(4 / 6) and est.n == 6
+    assert 0.0 <= est.low <= est.value <= est.high <= 1.0 and est.low < est.high
+    assert bootstrap_mean([[1.0, 0.0], [0.0]]) == bootstrap_mean([[1.0, 0.0], [0.0]])  # seeded
+
+
+def test_bootstrap_degenerate_cases():
+    single = bootstrap_mean([[0.5, 0.5]])
+    assert (single.value, single.low, single.high) == (0.5, 0.5, 0.5)
+    constant = bootstrap_mean([[2.0], [2.0], [2.0]])
+    assert (constant.low, constant.high) == (2.0, 2.0)
+    assert math.isnan(bootstrap_mean([]).value)
+
+
+def test_bootstrap_ratio_pools_numerators_and_denominators():
+    # 1 invalid of 5 steps in the first task, 0 of 5 in the second: 1/10, not mean(1/5, 0)
+    est = bootstrap_ratio([([1.0, 0.0], [2.0, 3.0]), ([0.0], [5.0])])
+    assert est.value == pytest.approx(0.1) and est.n == 10
+
+
+def test_estimate_round_trips_and_formats():
+    est = Estimate(0.8, 0.49016, 0.943317, 10, 0.95, "wilson")
+    assert Estimate.from_dict(est.to_dict()) == est
+    assert est.format() == "0.800 [0.490, 0.943]"
+    assert est.format(percent=True) == "80.0% [49.0, 94.3]"

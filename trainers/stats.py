@@ -1,0 +1,144 @@
+"""Statistics for evaluation: confidence intervals and the unbiased pass@k estimator.
+
+numpy and the standard library only (no scipy): the normal quantile comes from
+`statistics.NormalDist`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with a confidence interval [low, high] at `confidence`."""
+
+    value: float
+    low: float
+    high: float
+    n: int  # how many observations it rests on (episodes, or tasks for pass@k)
+    confidence: float = 0.95
+    method: str = ""
+
+    def to_dict(self) -> dict:
+        """JSON-safe: an undefined estimate (no observations) has null value and bounds."""
+        return {"value": _json_float(self.value), "low": _json_float(self.low), "high": _json_float(self.high),
+                "n": self.n, "confidence": self.confidence, "method": self.method}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Estimate":
+        def num(x):
+            return math.nan if x is None else float(x)
+
+        return cls(value=num(d["value"]), low=num(d["low"]), high=num(d["high"]), n=int(d["n"]),
+                   confidence=float(d.get("confidence", 0.95)), method=d.get("method", ""))
+
+    def format(self, digits: int = 3, percent: bool = False) -> str:
+        """'0.812 [0.701, 0.891]' (or '81.2% [70.1, 89.1]')."""
+        if self.n == 0 or math.isnan(self.value):
+            return "n/a"
+        if percent:
+            d = max(0, digits - 2)
+            return f"{100 * self.value:.{d}f}% [{100 * self.low:.{d}f}, {100 * self.high:.{d}f}]"
+        return f"{self.value:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+
+def _json_float(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _z(confidence: float) -> float:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Estimate:
+    """Wilson score interval for a binomial proportion (Wilson 1927).
+
+    center = (p + z²/2n) / (1 + z²/n),  half = z/(1 + z²/n) · sqrt(p(1-p)/n + z²/4n²).
+    Unlike the normal (Wald) interval it stays inside [0, 1] and is not degenerate at 0/n or n/n,
+    which is where agents often are on hard or easy task categories."""
+    if n < 0 or successes < 0 or successes > n:
+        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+    if n == 0:
+        return Estimate(math.nan, 0.0, 1.0, 0, confidence, "wilson")
+    z = _z(confidence)
+    p = successes / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    # Clamp float round-off only: the exact interval lies in [0, 1] and contains p.
+    return Estimate(p, max(0.0, min(p, center - half)), min(1.0, max(p, center + half)), n, confidence, "wilson")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task from n samples with c correct (Chen et al. 2021, eq. 1):
+
+        pass@k = 1 - C(n-c, k) / C(n, k)
+
+    computed as a running product, 1 - prod_{i=n-c+1}^{n} (1 - k/i), which avoids huge binomials."""
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got c={c}, n={n}")
+    if not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 1 <= k <= n, got k={k}, n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def mean_pass_at_k(counts: Sequence[tuple[int, int]], k: int) -> tuple[float, int]:
+    """pass@k averaged over tasks, given (n, c) per task; tasks with fewer than k samples
+    (e.g. after infra errors) cannot estimate pass@k and are left out.
+    Returns (mean, number of tasks used); (nan, 0) when no task has k samples."""
+    values = [pass_at_k(n, c, k) for n, c in counts if n >= k]
+    return (float(np.mean(values)) if values else math.nan), len(values)
+
+
+def bootstrap_mean(
+    values_by_cluster: Sequence[Sequence[float]],
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Estimate:
+    """Mean over all values with a percentile cluster-bootstrap interval.
+
+    Episodes of one task are correlated (same initial state), so clusters (tasks) are
+    resampled with replacement rather than single episodes; with one episode per task this is
+    the ordinary bootstrap. The seed is fixed so a report is reproducible."""
+    return bootstrap_ratio([(list(v), [1.0] * len(v)) for v in values_by_cluster], confidence, resamples, seed,
+                           method="bootstrap")
+
+
+def bootstrap_ratio(
+    clusters: Sequence[tuple[Sequence[float], Sequence[float]]],
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    method: str = "bootstrap-ratio",
+) -> Estimate:
+    """sum(numerators) / sum(denominators) with a cluster-bootstrap percentile interval.
+
+    Used for pooled rates such as invalid actions / all actions, where episodes (clusters)
+    contribute different numbers of steps."""
+    clusters = [(float(np.sum(num)), float(np.sum(den))) for num, den in clusters if len(den) > 0]
+    clusters = [(num, den) for num, den in clusters if den > 0]
+    if not clusters:
+        return Estimate(math.nan, math.nan, math.nan, 0, confidence, method)
+    nums = np.array([c[0] for c in clusters])
+    dens = np.array([c[1] for c in clusters])
+    value = float(nums.sum() / dens.sum())
+    n = int(round(dens.sum()))  # observations: episodes for a mean, steps for a per-step rate
+    if len(clusters) == 1:
+        return Estimate(value, value, value, n, confidence, method)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(clusters), size=(resamples, len(clusters)))
+    stats = nums[idx].sum(axis=1) / dens[idx].sum(axis=1)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(stats, [alpha, 1 - alpha])
+    return Estimate(value, float(min(low, value)), float(max(high, value)), n, confidence, method)
