@@ -8,4 +8,31 @@ BUILTIN_ENVS: list[dict] = [
         max_episode_steps=50,
         description="ALFWorld-like household tasks: find, clean/heat/cool, place objects",
     ),
+    # TextWorld's own generators (needs the `textworld` extra); games generated on demand.
+    *(
+        dict(id=f"TextWorld-{name}-v0", entry_point="agentgym.envs.textworld.env:TextWorldEnv",
+             max_episode_steps=steps, description=f"TextWorld {challenge} games", challenge=challenge)
+        for name, challenge, steps in (
+            ("Simple", "tw-simple", 50),
+            ("CoinCollector", "tw-coin_collector", 100),
+            ("TreasureHunter", "tw-treasure_hunter", 50),
+            ("Cooking", "tw-cooking", 50),
+            ("Custom", "custom", 50),
+        )
+    ),
+    dict(id="TextWorld-v0", entry_point="agentgym.envs.textworld.env:TextWorldEnv", max_episode_steps=100,
+         description="any TextWorld game file (pass game_file=...)", challenge="file"),
+    dict(
+        id="WebShop-v0",
+        entry_point="agentgym.envs.webshop.env:WebShopEnv",
+        max_episode_steps=15,
+        description="WebShop-like shopping: search a generated catalog, pick options, buy (text backend)",
+    ),
+    dict(
+        id="WebShop-Browser-v0",
+        entry_point="agentgym.envs.webshop.env:WebShopEnv",
+        max_episode_steps=15,
+        backend="browser",
+        description="The same web shop served over HTTP and driven by headless Chromium (Playwright)",
+    ),
 ]

@@ -1,1 +1,2 @@
-"""textworld environment family (see its issue); not built yet."""
+"""Real TextWorld games (coin collector, treasure hunter, cooking, simple, custom, or any game
+file) as agentgym environments. Needs the `textworld` extra."""

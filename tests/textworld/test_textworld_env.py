@@ -1,0 +1,124 @@
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+pytest.importorskip("textworld")
+
+import agentgym  # noqa: E402
+from agentgym.envs.textworld.games import game_file  # noqa: E402
+from agentgym.envs.textworld.tasks import ENV_IDS, TextWorldTaskSpace  # noqa: E402
+from agentgym.policies import OraclePolicy  # noqa: E402
+
+TH = "agentgym/TextWorld-TreasureHunter-v0"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path_factory.getbasetemp() / "agentgym-cache"))
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = gym.make(TH)
+    yield e
+    e.close()
+
+
+def test_check_env_passes(env):
+    check_env(env.unwrapped, skip_render_check=True)
+
+
+def test_info_keys_admissible_commands_and_banner_removed(env):
+    obs, info = env.reset(options={"task": env.unwrapped.task_space.split("train")[0]})
+    assert "$$$$" not in obs and obs
+    assert info["admissible_actions"] and "look" in info["admissible_actions"]
+    assert info["instruction"] and 0.0 <= info["score"] <= 1.0 and info["success"] is False
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.text(max_size=200), st.just(""), st.just("x" * 100_000), st.just("\x00\x1b[2J go north")))
+def test_any_string_is_a_legal_action(env, action):
+    _, info0 = env.reset(options={"task": env.unwrapped.task_space.split("train")[1]})
+    if " ".join(action.lower().split()) in info0["admissible_actions"]:
+        return
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert info["action_valid"] is False and obs == "Nothing happens."
+    assert info["anchor"] == info0["anchor"] and reward == 0.0
+
+
+def test_anchor_is_the_true_state_not_the_text(env):
+    space = env.unwrapped.task_space
+    for task in space.split("train"):
+        _, info0 = env.reset(options={"task": task})
+        moves = [a for a in info0["admissible_actions"] if a.startswith("go ")]
+        if moves:
+            break
+    back = {"go north": "go south", "go south": "go north", "go east": "go west", "go west": "go east"}
+    _, _, _, _, info1 = env.step(moves[0])
+    assert info1["anchor"] != info0["anchor"]
+    _, _, _, _, info2 = env.step(back[moves[0]])
+    assert info2["anchor"] == info0["anchor"]
+
+
+def test_same_task_gives_the_same_game(tmp_path, monkeypatch):
+    task = TextWorldTaskSpace("tw-treasure_hunter").split("heldout")[0]
+    firsts = []
+    for run in ("a", "b"):
+        monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path / run))
+        env = gym.make(TH)
+        obs, info = env.reset(options={"task": task})
+        firsts.append((obs, info["anchor"], tuple(info["admissible_actions"])))
+        env.close()
+    assert firsts[0] == firsts[1]
+
+
+def test_splits_are_shipped_deterministic_and_disjoint():
+    for challenge in ENV_IDS:
+        space = TextWorldTaskSpace(challenge)
+        built = space.build_splits()
+        for name in ("train", "heldout"):
+            assert space.split(name) == built[name]
+        assert not {t.task_id for t in built["train"]} & space.heldout_ids()
+        assert max(t.seed for t in built["train"]) < min(t.seed for t in built["heldout"])
+
+
+def test_any_game_file_is_an_env(tmp_path):
+    path = game_file(TextWorldTaskSpace("tw-treasure_hunter").split("train")[2])
+    env = gym.make("agentgym/TextWorld-v0", game_file=str(path))
+    obs, info = env.reset(seed=0)
+    plan = env.unwrapped.task_space.solve(env.unwrapped.task)
+    for action in plan:
+        obs, reward, terminated, truncated, info = env.step(action)
+    assert terminated and info["success"] and reward == 1.0
+    env.close()
+
+
+def test_shaped_rewards_sum_to_the_normalized_score():
+    env = gym.make("agentgym/TextWorld-Cooking-v0", shaped_rewards=True)
+    task = env.unwrapped.task_space.split("train")[0]
+    env.reset(options={"task": task})
+    total = 0.0
+    for action in env.unwrapped.task_space.solve(task):
+        _, reward, terminated, _, info = env.step(action)
+        total += reward
+    assert info["success"] and total == pytest.approx(1.0)
+    env.close()
+
+
+def test_unknown_challenge_is_a_clear_error():
+    from agentgym.errors import ConfigError
+    with pytest.raises(ConfigError, match="choose one of"):
+        TextWorldTaskSpace("tw-nope")
+
+
+@pytest.mark.slow
+def test_oracle_wins_200_generated_games():
+    won = 0
+    for challenge, env_id in ENV_IDS.items():
+        space = TextWorldTaskSpace(challenge)
+        tasks = (space.split("train") + space.split("heldout"))[:40]
+        trajs = agentgym.collect(env_id, tasks, OraclePolicy(space), executor="process", num_workers=2)
+        assert all(t.success for t in trajs), [t.error for t in trajs if not t.success][:3]
+        won += len(trajs)
+    assert won >= 200
