@@ -104,6 +104,10 @@ class FlatBatch:
             outcome = np.fromiter((t.total_reward for t in trajectories), dtype=np.float64, count=n)
 
         _check_finite(trajectories, traj_live, reward, traj, outcome)
+        # Whatever a crashed episode recorded (NaN included) must not leak into sums with the
+        # live ones: zero it once here, the masks keep it out of every statistic after that.
+        reward = np.where(traj_live[traj], reward, 0.0)
+        outcome = np.where(traj_live, outcome, 0.0)
         # The penalty is applied after the finiteness check so the error names the raw reward.
         if cfg.invalid_penalty:
             reward = reward - cfg.invalid_penalty * (~valid)
