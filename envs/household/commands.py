@@ -1,0 +1,151 @@
+"""The command grammar: which commands make sense in a state, and reading what the agent typed.
+
+For every state the agent reaches, `entry_for(world)` builds (once, then caches in the layout)
+a table from each admissible command's exact text to the operation it performs, the anchor
+hash and the progress of that state. Stepping with a well-formed command is then one dict
+lookup; anything else goes through `normalize` (case, spacing, "put X in Y" aliases) before
+it is declared invalid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from agentgym.envs.household.goals import evaluate
+from agentgym.envs.household.world import APPLIANCE_EFFECT, CLEAN, COOL, HOT, MIDDLE, NOTHING, World
+
+GO, OPEN, CLOSE, TAKE, MOVE, TREAT, USE, EXAMINE_REC, EXAMINE_OBJ, LOOK, INVENTORY = range(11)
+TREAT_VERB = {CLEAN: "clean", HOT: "heat", COOL: "cool"}
+
+GRAMMAR = (
+    "go to X, open X, close X, take X from Y, move X to Y, heat X with Y, cool X with Y, "
+    "clean X with Y, use X, examine X, look, inventory"
+)
+VERBS = frozenset({"go", "goto", "open", "close", "take", "move", "put", "heat", "cool", "clean", "use", "examine",
+                   "look", "inventory"})
+NOTHING_HAPPENS = "Nothing happens."
+UNKNOWN_COMMAND = f"Nothing happens. That is not a command. The commands are: {GRAMMAR}."
+
+_PUT = re.compile(r"^(?:put|place|move) (.+?) (?:in|on|into|onto|to|in/on) (.+)$")
+_MAX_STATES = 50_000  # per layout; a runaway random policy cannot grow the cache without bound
+
+
+@dataclass(slots=True)
+class StateEntry:
+    anchor: str
+    actions: list[str]  # admissible commands, sorted
+    table: dict[str, tuple[int, int, int]]  # command -> (op, a, b)
+    progress: float
+    success: bool
+
+
+def entry_for(world: World) -> StateEntry:
+    key = world.key()
+    states = world.layout.states
+    entry = states.get(key)
+    if entry is None:
+        if len(states) >= _MAX_STATES:
+            states.clear()
+        table = admissible_table(world)
+        progress, success = evaluate(world)
+        digest = hashlib.blake2b(f"{world.layout.task_id}|{key}".encode(), digest_size=8).hexdigest()
+        entry = StateEntry(digest, sorted(table), table, progress, success)
+        states[key] = entry
+    return entry
+
+
+def admissible_table(world: World) -> dict[str, tuple[int, int, int]]:
+    """ALFWorld-style admissible commands: only those that do something now."""
+    lay = world.layout
+    names, objs = lay.rec_names, lay.obj_names
+    here, held = world.loc, world.held
+    table: dict[str, tuple[int, int, int]] = {"look": (LOOK, 0, 0), "inventory": (INVENTORY, 0, 0)}
+    for r, name in enumerate(names):
+        if r != here:
+            table["go to " + name] = (GO, r, 0)
+    if held != NOTHING:
+        table["examine " + objs[held]] = (EXAMINE_OBJ, held, 0)
+    if here == MIDDLE:
+        return table
+    name = names[here]
+    table["examine " + name] = (EXAMINE_REC, here, 0)
+    if lay.rec_openable[here]:
+        if world.rec_open[here]:
+            table["close " + name] = (CLOSE, here, 0)
+        else:
+            table["open " + name] = (OPEN, here, 0)
+    if world.rec_open[here]:
+        for o in world.contents(here):
+            if lay.obj_is_lamp[o]:
+                table["use " + objs[o]] = (USE, o, 0)
+            elif held == NOTHING:  # one object at a time, as in ALFWorld
+                table[f"take {objs[o]} from {name}"] = (TAKE, o, here)
+        if held != NOTHING:
+            table[f"move {objs[held]} to {name}"] = (MOVE, held, here)
+    effect = APPLIANCE_EFFECT.get(lay.rec_types[here])
+    if held != NOTHING and effect is not None and lay.obj_effects[held] & effect:
+        table[f"{TREAT_VERB[effect]} {objs[held]} with {name}"] = (TREAT, held, here)
+    return table
+
+
+def normalize(text: str) -> str:
+    """Lower case, single spaces, no final period; "put X in Y" and "goto X" as their canonical forms."""
+    text = " ".join(text.lower().split()).rstrip(".!").rstrip()
+    if text.startswith(("put ", "place ", "move ")):
+        match = _PUT.match(text)
+        if match:
+            return f"move {match.group(1)} to {match.group(2)}"
+    elif text.startswith("goto "):
+        return "go to " + text[5:]
+    return text
+
+
+def lookup(entry: StateEntry, world: World, action: str) -> tuple[tuple[int, int, int] | None, str]:
+    """The operation `action` names in this state (or None) and the normalized text."""
+    op = entry.table.get(action)
+    if op is not None:
+        return op, action
+    text = normalize(action)
+    op = entry.table.get(text)
+    if op is None and text.startswith("take ") and " from " not in text and world.loc != MIDDLE:
+        # "take apple 1" at the countertop means "take apple 1 from countertop 1"
+        op = entry.table.get(f"{text} from {world.layout.rec_names[world.loc]}")
+    return op, text
+
+
+def invalid_message(normalized: str) -> str:
+    """"Nothing happens." for a command that cannot be done now (ALFWorld's wording); the
+    grammar as a hint for text that is no command at all."""
+    first = normalized.split(" ", 1)[0] if normalized else ""
+    return NOTHING_HAPPENS if first in VERBS else UNKNOWN_COMMAND
+
+
+def execute(world: World, op: tuple[int, int, int]) -> str:
+    """Apply an admissible operation; returns the observation."""
+    code, a, b = op
+    if code == GO:
+        return world.go_to(a)
+    if code == TAKE:
+        return world.take(a, b)
+    if code == MOVE:
+        return world.move(a, b)
+    if code == OPEN:
+        return world.open(a)
+    if code == CLOSE:
+        return world.close(a)
+    if code == TREAT:
+        return world.treat(a, b)
+    if code == USE:
+        return world.use(a)
+    if code == EXAMINE_REC:
+        return world.describe_receptacle(a)
+    if code == EXAMINE_OBJ:
+        return world.describe_object(a)
+    if code == LOOK:
+        return world.look()
+    return world.inventory()
+
+
+CHANGES_STATE = frozenset({GO, TAKE, MOVE, OPEN, CLOSE, TREAT, USE})

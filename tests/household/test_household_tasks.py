@@ -1,0 +1,121 @@
+"""The household task space: oracle coverage, splits, sampling, mutation, categories, parsing."""
+
+import numpy as np
+import pytest
+
+from agentgym import TaskSpec
+from agentgym.envs.household.catalog import TASK_TYPES
+from agentgym.envs.household.env import HouseholdEnv
+from agentgym.envs.household.tasks import LEVELS, combo_of, goal_combos, is_reserved
+from agentgym.tasks.splits import load_split
+
+SPACE = HouseholdEnv.task_space
+
+
+@pytest.mark.parametrize("task_type", TASK_TYPES)
+def test_oracle_solves_500_sampled_tasks_of_each_type(task_type):
+    rng = np.random.default_rng(hash(task_type) % 2**32)
+    levels = set()
+    for _ in range(500):
+        task = SPACE.sample(rng, task_type=task_type)
+        assert SPACE.validate(task), task
+        levels.add(SPACE.category(task))
+    assert levels == {f"{task_type}/{level}" for level in LEVELS}
+
+
+@pytest.mark.slow
+def test_oracle_solves_every_task_of_every_split():
+    for name in SPACE.split_names:
+        failed = [t.task_id for t in SPACE.split(name) if not SPACE.validate(t)]
+        assert not failed, f"{name}: {failed[:5]}"
+
+
+def test_validate_rejects_invalid_tasks():
+    assert not SPACE.validate(TaskSpec(SPACE.env_id, {"task_type": "fly"}, 0))
+    bad = dict(SPACE.split("train")[0].params, room="garage")
+    assert not SPACE.validate(TaskSpec(SPACE.env_id, bad, 0))
+
+
+def test_shipped_splits_equal_regenerated(tmp_path):
+    counts = SPACE.write_splits(tmp_path)
+    assert counts == {"train": 2000, "heldout": 300, "heldout_unseen": 300}
+    for name in SPACE.split_names:
+        shipped = (SPACE.split_dir / f"{name}.jsonl").read_bytes()
+        assert shipped == (tmp_path / f"{name}.jsonl").read_bytes(), f"{name}.jsonl differs: run python -m agentgym.envs.household.tasks"
+        assert [t.task_id for t in load_split(tmp_path / f"{name}.jsonl")] == [t.task_id for t in SPACE.split(name)]
+
+
+def test_heldout_ids_are_disjoint_and_unseen_combos_never_in_train():
+    train = SPACE.split("train")
+    heldout, unseen = SPACE.split("heldout"), SPACE.split("heldout_unseen")
+    train_ids = {t.task_id for t in train}
+    assert len(train_ids) == len(train)
+    assert not train_ids & {t.task_id for t in heldout}
+    assert not train_ids & {t.task_id for t in unseen}
+    train_combos = {combo_of(t) for t in train}
+    unseen_combos = {combo_of(t) for t in unseen}
+    assert not train_combos & unseen_combos
+    assert {t.params["task_type"] for t in unseen} == set(TASK_TYPES)
+    assert SPACE.heldout_ids() == {t.task_id for t in heldout} | {t.task_id for t in unseen}
+
+
+def test_splits_cover_every_type_and_level_with_easy_tasks():
+    cats = {}
+    for t in SPACE.split("train"):
+        cats[SPACE.category(t)] = cats.get(SPACE.category(t), 0) + 1
+    assert set(cats) == {f"{tt}/{lvl}" for tt in TASK_TYPES for lvl in LEVELS}
+    easy = [t for t in SPACE.split("train") if SPACE.category(t).endswith("/easy")]
+    assert all(t.params["num_receptacles"] <= 4 and t.params["num_distractors"] <= 1
+               and t.params["closed_fraction"] == 0 for t in easy)
+
+
+def test_every_task_type_has_seen_and_reserved_goal_combos():
+    for task_type in TASK_TYPES:
+        assert goal_combos(task_type, unseen=False) and goal_combos(task_type, unseen=True)
+
+
+def test_sample_respects_fixed_params_and_refuses_impossible_ones():
+    rng = np.random.default_rng(0)
+    task = SPACE.sample(rng, task_type="pick_heat_then_place", object="potato", receptacle="countertop",
+                        level="easy", num_distractors=0)
+    assert task.params["room"] == "kitchen" and task.params["num_distractors"] == 0
+    assert SPACE.category(task) == "pick_heat_then_place/easy"
+    with pytest.raises(ValueError):
+        SPACE.sample(rng, task_type="pick_heat_then_place", object="book")
+    with pytest.raises(ValueError):
+        SPACE.sample(rng, task_type="pick_and_place", level="impossible")
+
+
+def test_mutate_gives_valid_nearby_tasks_on_the_same_side_of_the_split():
+    rng = np.random.default_rng(1)
+    for task in SPACE.split("train")[:100] + SPACE.split("heldout_unseen")[:30]:
+        child = SPACE.mutate(task, rng)
+        assert child != task and SPACE.validate(child)
+        assert child.params["task_type"] == task.params["task_type"]
+        changed = {k for k in child.params if child.params[k] != task.params.get(k)}
+        assert len(changed) + (child.seed != task.seed) == 1
+        target = "lamp" if task.params["task_type"] == "look_at_obj_in_light" else "receptacle"
+        assert is_reserved(child.params["object"], child.params[target]) == \
+            is_reserved(task.params["object"], task.params[target])
+
+
+def test_parse_reads_instructions_and_json():
+    task = SPACE.parse("put a hot apple in countertop. level=easy seed=7")
+    assert task.params["task_type"] == "pick_heat_then_place" and task.seed == 7
+    assert SPACE.category(task) == "pick_heat_then_place/easy" and SPACE.validate(task)
+    assert SPACE.parse("look at book under the desklamp.").params["lamp"] == "desklamp"
+    assert SPACE.parse("put two cellphone in sofa.").params["task_type"] == "pick_two_obj_and_place"
+    same = SPACE.parse('{"params": %s, "seed": 3}' % __import__("json").dumps(dict(task.params)))
+    assert same.params == task.params and same.seed == 3
+    assert SPACE.parse("put a hot book in sofa.") is None
+    assert SPACE.parse("") is None and SPACE.parse("{not json") is None
+
+
+def test_instruction_matches_goal():
+    env = HouseholdEnv()
+    for task in SPACE.split("train")[:60]:
+        _, info = env.reset(options={"task": task})
+        p = task.params
+        assert p["object"] in info["instruction"]
+        assert (p.get("receptacle") or p.get("lamp")) in info["instruction"]
+        assert SPACE.parse(info["instruction"]).params["task_type"] == p["task_type"]
