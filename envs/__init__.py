@@ -35,4 +35,10 @@ BUILTIN_ENVS: list[dict] = [
         backend="browser",
         description="The same web shop served over HTTP and driven by headless Chromium (Playwright)",
     ),
+    dict(
+        id="ToolUse-v0",
+        entry_point="agentgym.envs.tools.env:ToolUseEnv",
+        max_episode_steps=20,
+        description="JSON tool calls over stateful apps (contacts, calendar, email, files, bank, shopping); state-graded",
+    ),
 ]
