@@ -1,0 +1,197 @@
+"""The browser backend: headless Chromium, driven by Playwright, on the shop served over HTTP.
+
+Each env owns one ShopServer and one browser. Actions are real clicks and a real form
+submission; the observation is read back from the DOM (text, links written as [label], the
+search form as [Search]), and the page's state comes from its URL, so reward and anchor are
+whatever the browser actually reached.
+
+A browser or server that dies mid-episode raises BrowserBackendError from step(): that is an
+infrastructure failure (the rollout engine marks the episode infra_error), not a bad action.
+The next reset() relaunches whatever is dead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+
+from agentgym.envs.webshop.pages import Shop, normalize_text, state_from_url
+from agentgym.envs.webshop.server import ShopServer
+from agentgym.envs.webshop.text_backend import View
+from agentgym.errors import AgentGymError, require
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+
+# Reads the page as an agent sees it: block elements start lines, links read [label], a form
+# reads as its submit button. Generic DOM walking, so what it reports is what the page shows.
+READ_PAGE_JS = r"""() => {
+  const BLOCK = new Set(["DIV","P","H1","H2","H3","H4","H5","H6","LI","UL","OL","BR","SECTION","HEADER",
+                         "FOOTER","MAIN","NAV","TABLE","TR","BODY","FORM"]);
+  const SKIP = new Set(["SCRIPT","STYLE","TEMPLATE","NOSCRIPT","HEAD","INPUT"]);
+  const lines = []; const links = []; let line = ""; let hasSearch = false;
+  const flush = () => { lines.push(line); line = ""; };
+  const walk = (node) => {
+    if (node.nodeType === Node.TEXT_NODE) { line += node.nodeValue; return; }
+    if (node.nodeType !== Node.ELEMENT_NODE || SKIP.has(node.tagName)) return;
+    if (node.tagName === "FORM") {
+      const button = node.querySelector("button, input[type=submit]");
+      hasSearch = hasSearch || !!node.querySelector("input[type=text], input:not([type])");
+      flush(); line += "[" + (button ? (button.textContent || button.value).trim() : "Submit") + "]"; flush();
+      return;
+    }
+    if (node.tagName === "A" && node.hasAttribute("href")) {
+      const label = node.textContent.replace(/\s+/g, " ").trim();
+      links.push(label); line += " [" + label + "] "; return;
+    }
+    const block = BLOCK.has(node.tagName);
+    if (block) flush();
+    for (const child of node.childNodes) walk(child);
+    if (block) flush();
+  };
+  walk(document.body); flush();
+  return {text: lines.join("\n"), links: links, hasSearch: hasSearch, url: location.href};
+}"""
+
+
+class BrowserBackendError(AgentGymError, RuntimeError):
+    """The browser or the shop server failed: an infrastructure error, not the agent's."""
+
+
+def chromium_path() -> str:
+    return os.environ.get("AGENTGYM_CHROMIUM", CHROMIUM)
+
+
+class BrowserBackend:
+    def __init__(self, executable_path: str | None = None, timeout_ms: int = 15_000, headless: bool = True):
+        self.executable_path = executable_path or chromium_path()
+        self.timeout_ms = timeout_ms
+        self.headless = headless
+        self.server = ShopServer()
+        self._playwright = None
+        self._browser = None
+        self._page = None
+        self._session = None
+        self._link_index: dict[str, int] = {}
+        self._sessions = itertools.count()
+        self._prefix = uuid.uuid4().hex[:8]
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def _launch(self) -> None:
+        sync_api = require("playwright.sync_api", "web")
+        if not os.path.exists(self.executable_path):
+            raise BrowserBackendError(
+                f"no Chromium at {self.executable_path}: install it (`apt-get install chromium`) or set "
+                "AGENTGYM_CHROMIUM to a Chromium binary")
+        self._shutdown_browser()
+        self._playwright = sync_api.sync_playwright().start()
+        try:
+            self._browser = self._playwright.chromium.launch(
+                executable_path=self.executable_path, headless=self.headless, args=CHROMIUM_ARGS)
+            context = self._browser.new_context(java_script_enabled=True, service_workers="block")
+            context.set_default_timeout(self.timeout_ms)
+            self._page = context.new_page()
+        except Exception:
+            self._shutdown_browser()
+            raise
+
+    def _alive(self) -> bool:
+        try:
+            return (self._browser is not None and self._browser.is_connected()
+                    and self._page is not None and not self._page.is_closed())
+        except Exception:
+            return False
+
+    def _shutdown_browser(self) -> None:
+        for close in (lambda: self._browser.close(), lambda: self._playwright.stop()):
+            try:
+                close()
+            except Exception:  # already dead: nothing left to close
+                pass
+        self._playwright = self._browser = self._page = None
+
+    def close(self) -> None:
+        self._shutdown_browser()
+        self.server.stop()
+
+    @property
+    def browser_pid(self) -> int | None:
+        """The pid of the Chromium main process (tests use it to simulate a crash)."""
+        if self._browser is None:
+            return None
+        driver = self._playwright._impl_obj._connection._transport._proc.pid
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    with open(f"/proc/{entry}/comm") as f:
+                        comm = f.read().strip()
+                except OSError:
+                    continue
+                if int(fields[1]) == driver and "chrom" in comm:
+                    return int(entry)
+        return None
+
+    # --- backend interface --------------------------------------------------------------------
+    def reset(self, shop: Shop) -> View:
+        if not self.server.running:
+            self.server.start()
+        if not self._alive():
+            self._launch()
+        if self._session is not None:
+            self.server.sessions.pop(self._session, None)
+        self._session = f"{self._prefix}-{next(self._sessions)}"
+        self.server.sessions[self._session] = shop
+        return self._act(lambda: self._page.goto(f"{self.server.base_url}/s/{self._session}/",
+                                                 wait_until="domcontentloaded"), navigate=False)
+
+    def click(self, label: str) -> View:
+        index = self._link_index[label.lower()]
+        # force: a real mouse click on the link, without Playwright's actionability waits (two
+        # animation frames for "stable"), which cost more than the navigation itself. Our links
+        # are static, visible and never covered, so the waits would only ever pass.
+        return self._act(lambda: self._page.locator("a[href]").nth(index).click(force=True))
+
+    def search(self, query: str) -> View:
+        def submit():
+            box = self._page.locator("form input[name=q]")
+            box.fill(query)
+            box.press("Enter")
+        return self._act(submit)
+
+    # --- helpers ------------------------------------------------------------------------------
+    def _act(self, action, navigate: bool = True) -> View:
+        try:
+            if navigate:
+                with self._page.expect_navigation(wait_until="domcontentloaded"):
+                    action()
+            else:
+                response = action()
+                if response is None or not response.ok:
+                    raise BrowserBackendError(f"the shop answered {response.status if response else 'nothing'}")
+            return self._read()
+        except BrowserBackendError:
+            raise
+        except Exception as exc:  # Playwright errors: browser crashed, target closed, timeout
+            raise BrowserBackendError(f"browser backend failed: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
+
+    def _read(self) -> View:
+        page = self._page.evaluate(READ_PAGE_JS)
+        parsed = state_from_url(page["url"])
+        if parsed is None or parsed[0] != self._session:
+            raise BrowserBackendError(f"the browser left the shop: {page['url']}")
+        self._link_index = {}
+        labels: dict[str, str] = {}
+        for i, label in enumerate(page["links"]):
+            key = label.lower()
+            if key not in labels:
+                labels[key] = label
+                self._link_index[key] = i
+        return View(parsed[1], normalize_text(page["text"]), labels, bool(page["hasSearch"]))
+
+    def evaluate(self, script: str):
+        """Run JavaScript in the current page (tests read window flags with it)."""
+        return self._page.evaluate(script)

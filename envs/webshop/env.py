@@ -1,0 +1,121 @@
+"""WebShopEnv: find and buy the product an instruction asks for.
+
+One environment, two backends speaking the same action language:
+- "text" (default): pages rendered to text in-process, thousands of steps per second;
+- "browser": the shop served over HTTP on loopback and driven by headless Chromium through
+  Playwright; the observation is the page's text read from the DOM.
+
+Actions are `search[query]` (on the search page) and `click[label]` for any bracketed label on
+the page. Anything else is an invalid action: the page stays as it was and the observation says
+why. The episode ends when the agent clicks [Buy Now]; the reward is then WebShop's score of
+the purchase (goal.py), 0 on every earlier step.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agentgym.core import TextEnv
+from agentgym.envs.webshop.catalog import default_catalog
+from agentgym.envs.webshop.goal import Goal
+from agentgym.envs.webshop.pages import Shop, anchor, clean_query
+from agentgym.envs.webshop.search import default_engine
+from agentgym.envs.webshop.tasks import WebShopTaskSpace
+from agentgym.envs.webshop.text_backend import TextBackend, View
+from agentgym.tasks.spec import TaskSpec
+
+_ACTION = re.compile(r"\s*(search|click)\s*\[(.*)\]\s*", re.S | re.I)
+SEARCH_HINT = "search[<your query>]"
+
+RULES = """You are shopping in a web store for the product the instruction describes.
+Each page shows text and clickable elements in brackets, like [Buy Now] or [B0A1B2C3D4].
+Actions (one per turn):
+  search[<your query>]  type a query in the search box (only on the search page)
+  click[<element>]      click a bracketed element on the current page, e.g. click[Next >]
+On a product page, click option values (size, color, ...) to select them, then click[Buy Now].
+The episode ends when you buy; you are scored on how well the product, its options and its
+price match the instruction."""
+
+
+class WebShopEnv(TextEnv):
+    task_space = WebShopTaskSpace()
+    rules = RULES
+
+    def __init__(self, backend: str = "text", render_mode: str | None = None, **backend_kwargs):
+        super().__init__(render_mode=render_mode)
+        if backend == "text":
+            self.backend = TextBackend()
+        elif backend == "browser":
+            from agentgym.envs.webshop.browser import BrowserBackend
+
+            self.backend = BrowserBackend(**backend_kwargs)
+        else:
+            raise ValueError(f"backend must be 'text' or 'browser', got {backend!r}")
+        self.backend_name = backend
+        self.catalog = default_catalog()
+        self.engine = default_engine()
+        self.shop: Shop | None = None
+        self.view: View | None = None
+        self.done = False
+        self.score = 0.0
+
+    # --- TextEnv ------------------------------------------------------------------------------
+    def _reset(self, task: TaskSpec) -> tuple[str, dict]:
+        self.shop = Shop(self.catalog, self.engine, Goal.from_params(task.params, task.seed))
+        self.view = self.backend.reset(self.shop)
+        self.done, self.score = False, 0.0
+        return self.view.text, self._info(True)
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        error = self._execute(action)
+        if error is not None:
+            return f"Invalid action: {error}\n{self.view.text}", 0.0, self.done, False, self._info(False)
+        reward = 0.0
+        if self.view.state.kind == "done":
+            self.done = True
+            self.score = reward = self.shop.score(self.view.state)
+        return self.view.text, reward, self.done, False, self._info(True)
+
+    def close(self):
+        self.backend.close()
+        super().close()
+
+    # --- actions ------------------------------------------------------------------------------
+    def _execute(self, action: str) -> str | None:
+        """Run `action` on the backend; the reason it cannot run, or None when it ran."""
+        if self.done:
+            return "the episode is over: you already bought a product."
+        match = _ACTION.fullmatch(action)
+        if match is None:
+            return "write search[<your query>] or click[<element>], with an element shown in brackets."
+        verb, arg = match.group(1).lower(), match.group(2)
+        if verb == "search":
+            if not self.view.has_search:
+                return "there is no search box on this page; click[Back to Search] first."
+            query = clean_query(arg)
+            if not query:
+                return "the query is empty; write search[words describing the product]."
+            self.view = self.backend.search(query)
+            return None
+        label = " ".join(arg.split()).lower()
+        if label not in self.view.labels:
+            shown = arg if len(arg) <= 60 else arg[:57] + "..."
+            return f"there is no [{shown}] to click on this page."
+        self.view = self.backend.click(label)
+        return None
+
+    def _info(self, valid: bool) -> dict:
+        state = self.view.state
+        results = self.shop.page_results(state) if state.kind == "results" else ()
+        actions = [SEARCH_HINT] if self.view.has_search else []
+        actions += [f"click[{label}]" for label in self.view.labels.values()]
+        return {
+            "task_id": self.task.task_id,
+            "instruction": self.shop.goal.instruction,
+            "anchor": anchor(state, results),
+            "admissible_actions": [] if self.done else actions,
+            "action_valid": valid,
+            "success": self.done and self.score >= 1.0,
+            "score": self.score,
+            "page": state.kind,
+        }
