@@ -235,7 +235,7 @@ def _wandb_has_credentials(wandb) -> bool:
 
 # --- plots --------------------------------------------------------------------------------
 
-def _pyplot():
+def pyplot_agg():
     """matplotlib's pyplot on the Agg backend (no display needed), imported on first use."""
     try:
         import matplotlib
@@ -316,7 +316,7 @@ def plot_learning_curves(
     out_png = Path(out_png)
     out_png.parent.mkdir(parents=True, exist_ok=True)
 
-    plt = _pyplot()
+    plt = pyplot_agg()
     cols = max(1, min(columns, len(keys)))
     rows = math.ceil(len(keys) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False)

@@ -126,7 +126,12 @@ def bootstrap_ratio(
 
     Used for pooled rates such as invalid actions / all actions, where episodes (clusters)
     contribute different numbers of steps."""
-    clusters = [(float(np.sum(num)), float(np.sum(den))) for num, den in clusters if len(den) > 0]
+    clusters = [(list(num), list(den)) for num, den in clusters if len(den) > 0]
+    if len(clusters) == 1:
+        # One cluster (e.g. a category with a single task) says nothing about the spread
+        # between clusters; fall back to the ordinary bootstrap over its items.
+        clusters = [([x], [y]) for x, y in zip(*clusters[0])]
+    clusters = [(float(np.sum(num)), float(np.sum(den))) for num, den in clusters]
     clusters = [(num, den) for num, den in clusters if den > 0]
     if not clusters:
         return Estimate(math.nan, math.nan, math.nan, 0, confidence, method)
@@ -142,3 +147,19 @@ def bootstrap_ratio(
     alpha = (1 - confidence) / 2
     low, high = np.quantile(stats, [alpha, 1 - alpha])
     return Estimate(value, float(min(low, value)), float(max(high, value)), n, confidence, method)
+
+
+def newcombe_difference(a: Estimate, b: Estimate) -> Estimate:
+    """Difference of two proportions a - b with Newcombe's hybrid score interval (method 10 of
+    Newcombe 1998), built from the two Wilson intervals:
+
+        low  = d - sqrt((p_a - l_a)² + (u_b - p_b)²),  high = d + sqrt((u_a - p_a)² + (p_b - l_b)²).
+
+    It treats the samples as independent; for two policies evaluated on the same tasks it is
+    conservative (a paired interval would be narrower)."""
+    if a.n == 0 or b.n == 0:
+        return Estimate(math.nan, math.nan, math.nan, 0, a.confidence, "newcombe")
+    d = a.value - b.value
+    low = d - math.sqrt((a.value - a.low) ** 2 + (b.high - b.value) ** 2)
+    high = d + math.sqrt((a.high - a.value) ** 2 + (b.value - b.low) ** 2)
+    return Estimate(d, max(-1.0, low), min(1.0, high), min(a.n, b.n), a.confidence, "newcombe")

@@ -91,6 +91,9 @@ def test_bootstrap_degenerate_cases():
     constant = bootstrap_mean([[2.0], [2.0], [2.0]])
     assert (constant.low, constant.high) == (2.0, 2.0)
     assert math.isnan(bootstrap_mean([]).value)
+    # one cluster with spread: the items are resampled instead of reporting a zero-width interval
+    one_task = bootstrap_mean([[0.0, 1.0, 0.0, 1.0]])
+    assert one_task.value == 0.5 and one_task.low < 0.5 < one_task.high
 
 
 def test_bootstrap_ratio_pools_numerators_and_denominators():
