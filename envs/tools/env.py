@@ -63,6 +63,11 @@ def _rules() -> str:
     return "\n".join(lines)
 
 
+def tool_call(tool_name: str, /, **arguments: Any) -> str:
+    """The canonical action string for one call (what JSONToolCallParser hands to the env)."""
+    return json.dumps({"name": tool_name, "arguments": arguments}, ensure_ascii=False, sort_keys=True)
+
+
 _ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.S | re.I)
 
 
