@@ -41,4 +41,10 @@ BUILTIN_ENVS: list[dict] = [
         max_episode_steps=20,
         description="JSON tool calls over stateful apps (contacts, calendar, email, files, bank, shopping); state-graded",
     ),
+    dict(
+        id="SearchQA-v0",
+        entry_point="agentgym.envs.search.env:SearchQAEnv",
+        max_episode_steps=12,
+        description="Multi-hop QA over a generated encyclopedia (>= 20k docs): search[...], open[...], answer[...]",
+    ),
 ]
