@@ -97,3 +97,16 @@ def test_gae_matches_reference(traj, seed):
     got = compute_advantages(trajs, EstimatorConfig(name="ppo", gamma=0.95, lam=0.9), values=values)
     for t, v, g in zip(trajs, values, got):
         np.testing.assert_allclose(g, ref_gae(t, v, 0.95, 0.9), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["grpo", "rloo", "gigpo"])
+def test_batch_order_does_not_matter(traj, name):
+    # advantages are a function of each trajectory and its group, not of where it sits in the batch
+    rng = np.random.default_rng(7)
+    trajs = random_batch(rng, traj)
+    cfg = EstimatorConfig(name=name, invalid_penalty=0.1)
+    base = compute_advantages(trajs, cfg)
+    perm = rng.permutation(len(trajs))
+    shuffled = compute_advantages([trajs[i] for i in perm], cfg)
+    for j, i in enumerate(perm):
+        np.testing.assert_allclose(shuffled[j], base[i], atol=1e-6)

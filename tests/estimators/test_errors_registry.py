@@ -82,3 +82,12 @@ def test_custom_estimator_with_wrong_shape_is_caught(traj):
             compute_advantages([traj("g", [0]), traj("g", [1])], EstimatorConfig(name="short_test"))
     finally:
         ESTIMATORS.pop("short_test", None)
+
+
+def test_estimators_import_without_torch():
+    # the estimators are numpy only; torch is imported by spa_progress alone
+    import subprocess
+    import sys
+
+    code = "import sys, agentgym.trainers.estimators; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
