@@ -1,0 +1,252 @@
+"""One interface for running an agent's shell commands against a repository workspace.
+
+The workspace is a plain folder on the host. The file tools (view, str_replace, create) edit it
+directly, with paths confined to it (see workspace.py); shell commands go through a backend:
+
+- `bwrap` (default): bubblewrap, no network, read-only system, fresh tmpfs copy of the workspace
+  per command (copied back afterwards), own /tmp and PID namespace, rlimits, unprivileged uid.
+- `docker`: the docker SDK, same interface, for users with an engine.
+- `local`: plain subprocesses in the workspace folder. Trusted code only; never the default.
+
+A backend that cannot run at all (bwrap missing or broken, no docker engine) raises
+`SandboxUnavailable`: that is an infrastructure failure, not the agent's.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentgym.errors import AgentGymError
+
+BACKENDS = ("bwrap", "docker", "local")
+
+
+class SandboxUnavailable(AgentGymError, RuntimeError):
+    """The sandbox itself is broken or missing (infrastructure), not the command inside it."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float = 30.0  # wall-clock seconds per command (default; the agent may ask for less)
+    max_timeout: float = 120.0  # the most an agent may ask for
+    cpu_seconds: int = 60
+    memory_bytes: int = 1 << 30  # address space per process
+    processes: int = 96  # per sandbox uid: a fork bomb dies here
+    file_size_bytes: int = 16 << 20
+    open_files: int = 256
+    workspace_bytes: int = 64 << 20  # tmpfs size of the workspace copy (bounds disk use)
+    tmp_bytes: int = 32 << 20
+    output_bytes: int = 1 << 20  # output beyond this is dropped and the command killed
+
+
+@dataclass
+class CommandResult:
+    output: str
+    exit_code: int | None  # None when the command was killed (timeout, output flood)
+    timed_out: bool = False
+    output_capped: bool = False
+    duration: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """The output as the agent sees it, with what happened to the command."""
+        parts = [self.output.rstrip("\n")] if self.output.strip() else []
+        if self.output_capped:
+            parts.append("[output limit reached: the command was stopped]")
+        if self.timed_out:
+            parts.append(f"[command timed out after {self.duration:.1f}s and was killed]")
+        elif self.exit_code not in (0, None):
+            parts.append(f"[exit code {self.exit_code}]")
+        parts.extend(f"[{n}]" for n in self.notes)
+        return "\n".join(parts) if parts else "[no output]"
+
+
+class Sandbox:
+    """Base class: `run(command, timeout)` in the workspace; `close()` releases resources."""
+
+    name = "base"
+
+    def __init__(self, workspace: str | Path, limits: Limits | None = None):
+        self.workspace = Path(workspace)
+        self.limits = limits or Limits()
+
+    def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None) -> CommandResult:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def workspace_changed(self) -> None:
+        """Called after the host-side file tools edit the workspace (backends that cache it)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _timeout(self, timeout: float | None) -> float:
+        t = self.limits.timeout if timeout is None else float(timeout)
+        return max(0.1, min(t, self.limits.max_timeout))
+
+
+def make_sandbox(backend: str, workspace: str | Path, limits: Limits | None = None, **kwargs) -> Sandbox:
+    if backend == "bwrap":
+        from agentgym.envs.swe.sandbox_bwrap import BwrapSandbox
+
+        return BwrapSandbox(workspace, limits, **kwargs)
+    if backend == "docker":
+        from agentgym.envs.swe.sandbox_docker import DockerSandbox
+
+        return DockerSandbox(workspace, limits, **kwargs)
+    if backend == "local":
+        from agentgym.envs.swe.sandbox_local import LocalSandbox
+
+        return LocalSandbox(workspace, limits, **kwargs)
+    from agentgym.errors import ConfigError
+
+    raise ConfigError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+# --- shared process plumbing -------------------------------------------------------------------
+
+def rlimit_preexec(limits: Limits, skip_nproc: bool = False):
+    """A preexec_fn that puts the child in its own session with the sandbox's rlimits."""
+    settings = [
+        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_AS, limits.memory_bytes),
+        (resource.RLIMIT_FSIZE, limits.file_size_bytes),
+        (resource.RLIMIT_NOFILE, limits.open_files),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    if not skip_nproc:
+        settings.append((resource.RLIMIT_NPROC, limits.processes))
+
+    def apply() -> None:
+        os.setsid()
+        for res, value in settings:
+            resource.setrlimit(res, (value, value))
+
+    return apply
+
+
+def run_process(
+    argv: list[str],
+    *,
+    timeout: float,
+    output_cap: int,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    preexec_fn=None,
+    extra_fd_cap: int = 0,
+) -> tuple[CommandResult, bytes | None]:
+    """Run argv, capturing stdout+stderr up to `output_cap` bytes and killing the whole process
+    group at the wall-clock deadline or when the output cap is hit.
+
+    With `extra_fd_cap` > 0 the child gets a second pipe on fd 3 (used by bwrap to stream the
+    workspace back as a tar); its bytes are returned, None if it overflowed."""
+    extra_r = extra_w = None
+    pass_fds: tuple[int, ...] = ()
+    if extra_fd_cap:
+        extra_r, extra_w = os.pipe()
+        # the child must see it as fd 3 exactly: dup it there in the preexec hook
+        pass_fds = (3,)
+        inner = preexec_fn
+
+        def preexec_fn():  # noqa: F811 - wraps the caller's hook
+            os.dup2(extra_w, 3)
+            if inner is not None:
+                inner()
+
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            preexec_fn=preexec_fn,
+            pass_fds=pass_fds if extra_fd_cap else (),
+            close_fds=True,
+        )
+    except OSError as exc:
+        for fd in (extra_r, extra_w):
+            if fd is not None:
+                os.close(fd)
+        raise SandboxUnavailable(f"cannot start {argv[0]}: {exc}") from exc
+    if extra_w is not None:
+        os.close(extra_w)
+
+    out, extra = bytearray(), bytearray()
+    capped = timed_out = extra_overflow = False
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ, "out")
+    if extra_r is not None:
+        sel.register(extra_r, selectors.EVENT_READ, "extra")
+    deadline = start + timeout
+    open_streams = len(sel.get_map())
+    while open_streams:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            break
+        for key, _ in sel.select(timeout=min(remaining, 0.5)):
+            fd = key.fileobj if isinstance(key.fileobj, int) else key.fileobj.fileno()
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                sel.unregister(key.fileobj)
+                open_streams -= 1
+                continue
+            if key.data == "out":
+                room = output_cap - len(out)
+                out += chunk[: max(room, 0)]
+                if len(chunk) > room:
+                    capped = True
+            else:
+                extra += chunk
+                if len(extra) > extra_fd_cap:
+                    extra_overflow = True
+        if capped:
+            break
+    sel.close()
+    if timed_out or capped:
+        kill_group(proc)
+    try:
+        proc.wait(timeout=max(0.5, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_group(proc)
+        proc.wait()
+    proc.stdout.close()
+    if extra_r is not None:
+        os.close(extra_r)
+    result = CommandResult(
+        output=out.decode("utf-8", errors="replace"),
+        exit_code=None if (timed_out or capped) else proc.returncode,
+        timed_out=timed_out,
+        output_capped=capped,
+        duration=time.monotonic() - start,
+    )
+    tar = None if (extra_overflow or not extra_fd_cap) else bytes(extra)
+    return result, tar
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's whole session/process group (it was started with setsid)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass

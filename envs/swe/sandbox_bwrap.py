@@ -1,0 +1,176 @@
+"""The bubblewrap backend: every command runs in a fresh, throwaway namespace.
+
+Per command: bwrap mounts the system read-only (only /usr and the Python that runs pytest),
+no network (its own empty net namespace), its own PID namespace (when the command ends, the
+namespace's init exits and the kernel kills everything left in it), its own /tmp, and a
+size-limited tmpfs /workspace holding a copy of the host workspace. The command runs as an
+unprivileged uid with rlimits; afterwards the workspace is streamed back as a tar on fd 3 and
+the host folder is replaced with it (unsafe entries dropped). The tmpfs caps disk use, the
+uid's RLIMIT_NPROC caps processes, the wall clock caps time, the output cap caps output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+import sys
+from pathlib import Path
+
+from agentgym.envs.swe.sandbox import (
+    CommandResult,
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+    rlimit_preexec,
+    run_process,
+)
+from agentgym.envs.swe.workspace import PathError, replace_from_tar
+
+SUPPORT_DIR = Path(__file__).parent / "data" / "sandbox"
+INNER_SUPPORT = "/.agentgym/support"
+INNER_SOURCE = "/.agentgym/src"
+
+# Runs inside the sandbox as the unprivileged user: copy in, run, stream the result out on fd 3.
+# The agent's command gets no fd 3, so it cannot forge the workspace stream.
+WRAPPER = r"""
+set -o pipefail
+cd /.agentgym/src && find . -mindepth 1 -maxdepth 1 -printf '%P\0' | tar --null -T - -cf - | tar -C /workspace -xf - --no-same-owner || { echo "AGENTGYM_COPY_IN_FAILED"; exit 111; }
+cd /workspace
+( bash -c "$1" ) 3>&- </dev/null
+rc=$?
+cd / && tar --sort=name --owner=0 --group=0 --numeric-owner -C /workspace -cf - . >&3 2>/dev/null
+exit $rc
+"""
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def python_roots() -> list[str]:
+    """Folders that must be visible (read-only) for the venv's python and pytest to run."""
+    roots = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+    exe_dir = os.path.dirname(os.path.realpath(sys.executable))
+    roots.add(os.path.dirname(exe_dir))
+    # Drop roots nested in others, and anything already under /usr (mounted anyway).
+    out = []
+    for r in sorted(roots):
+        if r.startswith("/usr/") or r == "/usr" or any(r.startswith(o + "/") for o in out):
+            continue
+        out.append(r)
+    return out
+
+
+class BwrapSandbox(Sandbox):
+    name = "bwrap"
+
+    def __init__(self, workspace, limits: Limits | None = None, uid: int | None = None):
+        super().__init__(workspace, limits)
+        self.bwrap = bwrap_path()
+        if self.bwrap is None:
+            raise SandboxUnavailable("bubblewrap (bwrap) is not installed: `apt-get install bubblewrap`")
+        # A uid of its own, so RLIMIT_NPROC counts only this sandbox's processes (root is exempt
+        # from RLIMIT_NPROC, so commands never run as root).
+        self.uid = uid if uid is not None else random.randrange(200_000, 260_000)
+        self.python_bin = os.path.join(sys.prefix, "bin")
+        self._last_tar_digest: str | None = None
+
+    def _argv(self, command: str) -> list[str]:
+        lim = self.limits
+        argv = [
+            self.bwrap,
+            "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--hostname", "sandbox",
+            "--ro-bind", "/usr", "/usr",
+        ]
+        for link in ("bin", "lib", "lib64", "sbin"):
+            target = os.path.realpath(f"/{link}")
+            if os.path.islink(f"/{link}") and target.startswith("/usr/"):
+                argv += ["--symlink", target.lstrip("/"), f"/{link}"]
+            elif os.path.isdir(f"/{link}"):
+                argv += ["--ro-bind", f"/{link}", f"/{link}"]
+        made: set[str] = set()
+        for root in python_roots():
+            # bwrap creates missing parents 0700; create them 0755 so the unprivileged uid can
+            # traverse to the interpreter (only these folders exist there, nothing else of /root).
+            parts = Path(root).parts[1:-1]
+            for i in range(len(parts)):
+                d = "/" + "/".join(parts[: i + 1])
+                if d not in made:
+                    argv += ["--perms", "0755", "--dir", d]
+                    made.add(d)
+            argv += ["--ro-bind", root, root]
+        argv += [
+            "--perms", "0755", "--dir", "/.agentgym",
+            "--ro-bind", str(self.workspace), INNER_SOURCE,
+            "--ro-bind", str(SUPPORT_DIR), INNER_SUPPORT,
+            "--perms", "01777", "--size", str(lim.workspace_bytes), "--tmpfs", "/workspace",
+            "--perms", "01777", "--size", str(lim.tmp_bytes), "--tmpfs", "/tmp",
+            "--proc", "/proc", "--dev", "/dev",
+            "--chdir", "/",
+            "--clearenv",
+            "--setenv", "PATH", f"{self.python_bin}:/usr/local/bin:/usr/bin:/bin",
+            "--setenv", "HOME", "/workspace",
+            "--setenv", "USER", "agent", "--setenv", "LOGNAME", "agent",
+            "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+            "--setenv", "PYTHONPATH", INNER_SUPPORT,
+            "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+        ]
+        return argv
+
+    def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None) -> CommandResult:
+        argv = self._argv(command)
+        for k, v in (env or {}).items():
+            argv[-4:-4] = ["--setenv", k, v]
+        argv += [
+            "/usr/bin/setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
+            "/bin/bash", "-c", WRAPPER, "wrapper", command,
+        ]
+        result, tar = run_process(
+            argv,
+            timeout=self._timeout(timeout),
+            output_cap=self.limits.output_bytes,
+            preexec_fn=rlimit_preexec(self.limits),
+            extra_fd_cap=self.limits.workspace_bytes + (4 << 20),
+            env={"PATH": "/usr/bin:/bin"},
+        )
+        if (result.exit_code == 111 and "AGENTGYM_COPY_IN_FAILED" in result.output[:4096]) or (
+            result.exit_code == 1 and result.output.startswith("bwrap:")
+        ):
+            raise SandboxUnavailable(f"the bwrap sandbox failed to start: {result.output.strip()[:500]}")
+        self._sync_back(result, tar)
+        return result
+
+    def workspace_changed(self) -> None:
+        self._last_tar_digest = None
+
+    def _sync_back(self, result: CommandResult, tar: bytes | None) -> None:
+        if not tar:
+            result.notes.append("the workspace could not be saved after this command; changes were discarded")
+            return
+        digest = hashlib.sha256(tar).hexdigest()
+        if digest == self._last_tar_digest:
+            return  # nothing changed since the last command: skip the rewrite
+        try:
+            result.notes.extend(replace_from_tar(self.workspace, tar))
+        except (PathError, OSError, ValueError) as exc:
+            result.notes.append(f"workspace changes were discarded: {exc}")
+            return
+        self._last_tar_digest = digest
+
+
+def bwrap_works() -> bool:
+    """True when bwrap can start a sandbox here (used by tests to skip, and by the env)."""
+    if bwrap_path() is None:
+        return False
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            r = BwrapSandbox(d).run("echo ok", timeout=20)
+        except SandboxUnavailable:
+            return False
+        return r.output.strip() == "ok"

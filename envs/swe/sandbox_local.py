@@ -1,0 +1,43 @@
+"""The local backend: commands run as plain subprocesses in the workspace folder.
+
+No isolation beyond rlimits and a process-group kill at the deadline: use it only for code you
+trust (your own repositories, benchmarks' reference). It is never chosen by default.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from agentgym.envs.swe.sandbox import CommandResult, Limits, Sandbox, rlimit_preexec, run_process
+from agentgym.envs.swe.sandbox_bwrap import SUPPORT_DIR
+
+
+class LocalSandbox(Sandbox):
+    name = "local"
+
+    def __init__(self, workspace, limits: Limits | None = None):
+        super().__init__(workspace, limits)
+
+    def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None) -> CommandResult:
+        full_env = {
+            "PATH": f"{os.path.join(sys.prefix, 'bin')}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.workspace),
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPATH": str(SUPPORT_DIR),
+            **(env or {}),
+        }
+        # Trusted code runs as ourselves, so RLIMIT_NPROC would count (and, for a normal user,
+        # break on) all our own processes: leave it out here.
+        limits = self.limits
+        preexec = rlimit_preexec(limits, skip_nproc=True)
+        result, _ = run_process(
+            ["/bin/bash", "-c", command],
+            timeout=self._timeout(timeout),
+            output_cap=limits.output_bytes,
+            cwd=str(self.workspace),
+            env=full_env,
+            preexec_fn=preexec,
+        )
+        return result

@@ -1,0 +1,122 @@
+"""The host-side workspace folder: fresh copies, confined paths, safe sync-back from a sandbox."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+# Files the sandbox tooling may leave behind; never part of the agent's work.
+IGNORED_NAMES = {"__pycache__", ".pytest_cache"}
+MAX_SYNC_MEMBERS = 5000
+
+
+class PathError(ValueError):
+    """A path the agent gave points outside the workspace or cannot be used."""
+
+
+def fresh_copy(source: Path, dest_parent: Path | None = None, skip: tuple[str, ...] = ()) -> Path:
+    """Copy a project folder into a new temporary directory and return its path."""
+    root = Path(tempfile.mkdtemp(prefix="agentgym-swe-", dir=dest_parent))
+    ws = root / "ws"
+
+    def ignore(dirpath, names):
+        top = Path(dirpath) == source
+        return {n for n in names if n in IGNORED_NAMES or (top and n in skip)}
+
+    shutil.copytree(source, ws, ignore=ignore)
+    return ws
+
+
+def remove_workspace(ws: Path) -> None:
+    """Delete a workspace made by fresh_copy (its temporary parent too)."""
+    parent = ws.parent
+    if parent.name.startswith("agentgym-swe-"):
+        shutil.rmtree(parent, ignore_errors=True)
+    else:
+        shutil.rmtree(ws, ignore_errors=True)
+
+
+def resolve_inside(ws: Path, path: str) -> Path:
+    """The absolute host path for an agent-given path, refusing anything that ends up outside
+    the workspace after resolving `..` and symlinks (relative paths and /workspace/... accepted)."""
+    if not isinstance(path, str) or not path.strip():
+        raise PathError("a file path is required")
+    if "\x00" in path:
+        raise PathError("the path contains a NUL byte")
+    p = path.strip()
+    if p == "/workspace" or p.startswith("/workspace/"):
+        p = p[len("/workspace"):].lstrip("/") or "."
+    if os.path.isabs(p):
+        raise PathError(f"{path} is outside the workspace: use a path relative to the repository root")
+    root = ws.resolve()
+    target = (root / p).resolve()
+    if target != root and root not in target.parents:
+        raise PathError(f"{path} is outside the workspace")
+    return target
+
+
+def relative(ws: Path, target: Path) -> str:
+    return str(target.relative_to(ws.resolve()))
+
+
+def tree_digest(ws: Path) -> str:
+    """A hash of every file's path and content: equal digests mean equal workspaces."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(ws):
+        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_NAMES)
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            h.update(str(full.relative_to(ws)).encode() + b"\0")
+            try:
+                if full.is_symlink():
+                    h.update(b"link:" + os.readlink(full).encode())
+                else:
+                    h.update(full.read_bytes())
+            except OSError:
+                h.update(b"unreadable")
+            h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def _safe_member(member: tarfile.TarInfo, dest: str):
+    """tarfile's `data` filter, but dangerous members are dropped instead of aborting."""
+    try:
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError:
+        return None
+
+
+def replace_from_tar(ws: Path, data: bytes) -> list[str]:
+    """Make `ws` hold exactly the tree in the tar `data` (as streamed out of a sandbox).
+
+    Members that would escape the folder (absolute paths, `..`, links pointing outside,
+    devices) are dropped; returns notes about anything dropped."""
+    notes = []
+    staging = Path(tempfile.mkdtemp(prefix=".sync-", dir=ws.parent))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            members = tar.getmembers()
+            if len(members) > MAX_SYNC_MEMBERS:
+                raise PathError(f"the workspace has more than {MAX_SYNC_MEMBERS} files; changes were not kept")
+            kept = []
+            for m in members:
+                safe = _safe_member(m, str(staging))
+                if safe is None:
+                    notes.append(f"dropped unsafe entry {m.name!r}")
+                else:
+                    kept.append(safe)
+            tar.extractall(staging, members=kept, filter="fully_trusted")
+        os.chmod(staging, 0o755)  # mkdtemp makes it 0700; the sandbox user must read it
+        old = ws.with_name(ws.name + ".old")
+        os.rename(ws, old)
+        os.rename(staging, ws)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return notes
