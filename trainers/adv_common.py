@@ -226,8 +226,9 @@ def gae(
 
     delta_t = r_t + gamma * V(s_{t+1}) - V(s_t);  A_t = sum_k (gamma * lam)^k delta_{t+k}.
     `values[i]` holds V(s_t) for t = 0..T-1, optionally followed by V(s_T). After a
-    terminated episode the bootstrap V(s_T) is 0; after a truncated one it is values[i][T]
-    when given (else 0, as if terminated).
+    terminated episode the bootstrap V(s_T) is 0; after one that did not terminate
+    (truncated by the time limit or cut off by the rollout) it is values[i][T] when given,
+    else 0 as if it had terminated.
     """
     if len(values) != batch.num_traj:
         raise ValueError(f"values has {len(values)} entries for {batch.num_traj} trajectories")
