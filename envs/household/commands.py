@@ -61,23 +61,21 @@ def admissible_table(world: World) -> dict[str, tuple[int, int, int]]:
     lay = world.layout
     names, objs = lay.rec_names, lay.obj_names
     here, held = world.loc, world.held
-    table: dict[str, tuple[int, int, int]] = {"look": (LOOK, 0, 0), "inventory": (INVENTORY, 0, 0)}
-    for r, name in enumerate(names):
-        if r != here:
-            table["go to " + name] = (GO, r, 0)
+    table = dict(_moves_from(lay, here))
     if held != NOTHING:
         table["examine " + objs[held]] = (EXAMINE_OBJ, held, 0)
     if here == MIDDLE:
         return table
     name = names[here]
-    table["examine " + name] = (EXAMINE_REC, here, 0)
     if lay.rec_openable[here]:
         if world.rec_open[here]:
             table["close " + name] = (CLOSE, here, 0)
         else:
             table["open " + name] = (OPEN, here, 0)
     if world.rec_open[here]:
-        for o in world.contents(here):
+        for o, where in enumerate(world.obj_loc):
+            if where != here:
+                continue
             if lay.obj_is_lamp[o]:
                 table["use " + objs[o]] = (USE, o, 0)
             elif held == NOTHING:  # one object at a time, as in ALFWorld
@@ -87,6 +85,22 @@ def admissible_table(world: World) -> dict[str, tuple[int, int, int]]:
     effect = APPLIANCE_EFFECT.get(lay.rec_types[here])
     if held != NOTHING and effect is not None and lay.obj_effects[held] & effect:
         table[f"{TREAT_VERB[effect]} {objs[held]} with {name}"] = (TREAT, held, here)
+    return table
+
+
+def _moves_from(lay, here: int) -> dict[str, tuple[int, int, int]]:
+    """The commands available at a location whatever the rest of the state (go to elsewhere,
+    look, inventory, examine the receptacle), built once per layout and location."""
+    cache = lay.moves
+    table = cache.get(here)
+    if table is None:
+        table = {"look": (LOOK, 0, 0), "inventory": (INVENTORY, 0, 0)}
+        for r, name in enumerate(lay.rec_names):
+            if r != here:
+                table["go to " + name] = (GO, r, 0)
+        if here != MIDDLE:
+            table["examine " + lay.rec_names[here]] = (EXAMINE_REC, here, 0)
+        cache[here] = table
     return table
 
 

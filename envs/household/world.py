@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from agentgym.envs.household.catalog import (
-    APPLIANCE_FOR, CLEANABLE, COOLABLE, HEATABLE, OPENABLE, PUT_IN, ROOM_OBJECTS, ROOM_RECEPTACLES, TASK_TYPES, article_list, lamp_hosts_in,
-    objects_for, rooms_for, targets_for,
+    APPLIANCE_FOR, CLEANABLE, COOLABLE, HEATABLE, OPENABLE, PUT_IN, ROOM_OBJECTS, ROOM_RECEPTACLES, TASK_TYPES,
+    article_list, lamp_hosts_in, objects_for, rooms_for, targets_for,
 )
 
 # Object state bits.
@@ -97,6 +97,7 @@ class Layout:
     room_line: str = ""
     # canonical state key -> StateEntry (admissible actions, anchor, progress); filled lazily
     states: dict = field(default_factory=dict, repr=False)
+    moves: dict = field(default_factory=dict, repr=False)  # location -> location-only commands
     plan: list[str] | None = field(default=None, repr=False)
 
 

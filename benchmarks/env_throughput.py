@@ -1,0 +1,172 @@
+"""Household environment throughput, reset latency and rollout-engine overhead.
+
+Prints, measured in this run on one core:
+  * household steps/s with valid actions (random admissible commands), for the bare env and
+    through gym.make's wrappers; target >= 20,000 steps/s;
+  * reset latency (a task seen before, and a fresh one whose layout must be generated);
+  * the same steps/s for a TextWorld game made with TextWorld's own generator (the `tw-make
+    custom --world-size 5 --nb-objects 10 --quest-length 5 --seed 1` settings), and the ratio
+    household / TextWorld, when textworld is installed;
+  * rollout-engine overhead per env step with the oracle policy: the time of
+    `agentgym.collect(..., OraclePolicy(), executor="inprocess")` minus the time of stepping
+    identical envs directly with the same actions, divided by the steps; target <= 50 us.
+
+Usage: python benchmarks/env_throughput.py [--quick] [--steps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import gymnasium as gym
+
+import agentgym
+from agentgym.envs.household import world as household_world
+from agentgym.envs.household.env import HouseholdEnv
+from agentgym.policies.scripted import OraclePolicy
+
+ENV_ID = "agentgym/Household-v0"
+
+
+def household_steps_per_s(make_env, tasks, steps: int, seed: int = 0, horizon: int = 50) -> tuple[float, int]:
+    """Random valid actions, episodes of at most `horizon` steps, a new task each episode (so
+    most states are met for the first time and the per-state caches start cold); times only
+    the step calls."""
+    rng = random.Random(seed)
+    env = make_env()
+    clock = time.perf_counter
+    k = 0
+    _, info = env.reset(seed=seed, options={"task": tasks[k]})
+    step_time, done_steps, episodes, t = 0.0, 0, 0, 0
+    step = env.step
+    while done_steps < steps:
+        actions = info["admissible_actions"]
+        action = actions[rng.randrange(len(actions))]
+        t0 = clock()
+        _, _, terminated, truncated, info = step(action)
+        step_time += clock() - t0
+        done_steps += 1
+        t += 1
+        if terminated or truncated or t == horizon:
+            t = 0
+            k = (k + 1) % len(tasks)
+            episodes += 1
+            _, info = env.reset(seed=seed, options={"task": tasks[k]})
+    return done_steps / step_time, episodes
+
+
+def reset_latency_us(tasks, fresh: bool) -> float:
+    env = HouseholdEnv()
+    if fresh:
+        household_world._LAYOUTS.clear()
+    else:
+        for t in tasks:  # warm the layout cache
+            env.reset(options={"task": t})
+    t0 = time.perf_counter()
+    for t in tasks:
+        env.reset(options={"task": t})
+    return (time.perf_counter() - t0) / len(tasks) * 1e6
+
+
+def textworld_steps_per_s(steps: int, seed: int = 0) -> float | None:
+    try:
+        import textworld
+        import textworld.generator
+    except ImportError:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        options = textworld.GameOptions()
+        options.nb_rooms, options.nb_objects, options.quest_length = 5, 10, 5
+        options.seeds = 1
+        options.path = str(Path(tmp) / "bench.z8")
+        game = textworld.generator.make_game(options)
+        path = textworld.generator.compile_game(game, options)
+        infos = textworld.EnvInfos(admissible_commands=True)
+        env = textworld.start(path, request_infos=infos)
+        rng = random.Random(seed)
+        state = env.reset()
+        step_time, done = 0.0, 0
+        while done < steps:
+            actions = [a for a in state.admissible_commands if a not in ("quit", "restart")]
+            action = actions[rng.randrange(len(actions))]
+            t0 = time.perf_counter()
+            state, _, finished = env.step(action)
+            step_time += time.perf_counter() - t0
+            done += 1
+            if finished:
+                state = env.reset()
+        env.close()
+    return done / step_time
+
+
+def rollout_overhead_us(tasks, group_size: int, repeats: int = 3) -> tuple[float, float, float, int]:
+    """(overhead us/step, collect seconds, direct seconds, steps); each time is the best of
+    `repeats` runs, so both sides see warm caches and the least interference from other
+    processes on the machine."""
+    policy = OraclePolicy()
+    collect_s = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        trajs = agentgym.collect(ENV_ID, tasks, policy, group_size=group_size, executor="inprocess", seed=0)
+        collect_s = min(collect_s, time.perf_counter() - t0)
+    assert all(t.success for t in trajs), "the oracle should solve every task"
+    episodes = [(t.task, t.seed, [s.action for s in t.steps]) for t in trajs]
+    steps = sum(len(a) for _, _, a in episodes)
+    # Reference: the same envs, built the same way (gym.make), reset with the same task and
+    # seed and stepped with the same actions, without the engine (chat prompts, parsing,
+    # policy calls, trajectory records).
+    direct_s = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        envs = [gym.make(ENV_ID) for _ in episodes]
+        for env, (task, seed, _) in zip(envs, episodes):
+            env.reset(seed=seed, options={"task": task})
+        for env, (_, _, actions) in zip(envs, episodes):
+            for a in actions:
+                env.step(a)
+        direct_s = min(direct_s, time.perf_counter() - t0)
+    return (collect_s - direct_s) / steps * 1e6, collect_s, direct_s, steps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer steps (a few seconds)")
+    ap.add_argument("--steps", type=int, default=None, help="household steps to time (default 50,000; quick 10,000)")
+    args = ap.parse_args()
+    steps = args.steps or (10_000 if args.quick else 50_000)
+    tw_steps = 300 if args.quick else 2_000
+    space = HouseholdEnv.task_space
+    tasks = space.split("train")
+
+    household_world._LAYOUTS.clear()  # cold caches for both runs: they play different tasks
+    bare, episodes = household_steps_per_s(HouseholdEnv, tasks, steps)
+    wrapped, _ = household_steps_per_s(lambda: gym.make(ENV_ID), tasks[::-1], steps)
+    print(f"household steps/s (bare env, {steps:,} random valid steps, {episodes} episodes): {bare:,.0f}")
+    print(f"household steps/s (gym.make wrappers):                                 {wrapped:,.0f}"
+          f"  [target >= 20,000: {'met' if wrapped >= 20_000 else 'MISSED'}]")
+    sample = tasks[:500]
+    print(f"household reset latency: {reset_latency_us(sample, fresh=False):.1f} us (seen task), "
+          f"{reset_latency_us(sample, fresh=True):.1f} us (new task, layout generated)")
+
+    tw = textworld_steps_per_s(tw_steps)
+    if tw is None:
+        print("textworld not installed (pip install 'agentgym[textworld]'): no reference figure")
+    else:
+        print(f"textworld steps/s (tw-make custom world-size 5, 10 objects, quest length 5, {tw_steps} steps): "
+              f"{tw:,.0f}")
+        print(f"ratio household/textworld: {wrapped / tw:,.1f}x (gym.make household vs bare textworld)")
+
+    n_tasks, group = (10, 4) if args.quick else (40, 8)
+    overhead, collect_s, direct_s, n = rollout_overhead_us(space.split("heldout")[:n_tasks], group)
+    print(f"rollout: collect {collect_s * 1e3:.1f} ms, direct env stepping {direct_s * 1e3:.1f} ms, {n} steps "
+          f"({n_tasks} tasks x {group} episodes, oracle policy, in-process)")
+    print(f"rollout-engine overhead per env step: {overhead:.1f} us  [target <= 50: "
+          f"{'met' if overhead <= 50 else 'MISSED'}]")
+
+
+if __name__ == "__main__":
+    main()
