@@ -118,5 +118,6 @@ def main() -> None:
         f"{BUDGET_MS:.0f} ms budget; {wall / ref_wall:.2f}x grpo wall, {cpu / ref_cpu:.2f}x grpo cpu"
     )
 
+
 if __name__ == "__main__":
     main()
