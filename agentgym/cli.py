@@ -92,7 +92,7 @@ def summary_table(trajs, title: str) -> Table:
     ok = [t for t in trajs if not t.infra_error]
     steps = sum(len(t.steps) for t in ok)
     table = Table(title=title)
-    for col in ("episodes", "success rate", "mean score", "mean steps", "invalid-action rate", "infra errors"):
+    for col in ("episodes", "success", "score", "steps", "invalid", "infra err"):
         table.add_column(col, justify="right")
     n = max(len(ok), 1)
     table.add_row(

@@ -1,0 +1,65 @@
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+import agentgym
+from agentgym.cli import app
+from agentgym.toy import COUNTER_ID, register_counter
+
+register_counter()
+runner = CliRunner()
+
+
+def _agentgym(*args):
+    """Run the real entry point in a subprocess: what a user sees, exit code included."""
+    return subprocess.run([sys.executable, "-m", "agentgym.cli", *args], capture_output=True, text=True)
+
+
+def test_envs_lists_builtin_ids():
+    result = runner.invoke(app, ["envs"])
+    assert result.exit_code == 0 and "agentgym/Household-v0" in result.output
+
+
+def test_rollout_oracle_writes_trajectories_and_a_summary(tmp_path):
+    out = tmp_path / "t.jsonl"
+    result = runner.invoke(app, ["rollout", COUNTER_ID, "--policy", "oracle", "--tasks", "heldout",
+                                 "--episodes", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "success" in result.output and "1.000" in result.output
+    lines = out.read_text().splitlines()
+    assert len(lines) == 2 * len(agentgym.get_task_space(COUNTER_ID).split("heldout"))
+    assert json.loads(lines[0])["success"] is True
+
+
+def test_rollout_accepts_a_split_file(tmp_path):
+    from agentgym.tasks import save_split
+    path = tmp_path / "mine.jsonl"
+    save_split(path, agentgym.get_task_space(COUNTER_ID).split("train")[:2])
+    result = runner.invoke(app, ["rollout", COUNTER_ID, "--policy", "random", "--tasks", str(path)])
+    assert result.exit_code == 0, result.output
+
+
+def test_user_errors_are_one_line_without_traceback(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    for args, expected in [
+        (["rollout", "agentgym/Nope-v0"], "unknown environment"),
+        (["rollout", "agentgym/Household-v0", "--tasks", "validation"], "no split"),
+        (["rollout", "agentgym/Household-v0", "--tasks", str(bad)], "bad.jsonl:1"),
+        (["rollout", "agentgym/Household-v0", "--policy", "gpt"], "unknown policy"),
+        (["play", "agentgym/Household-v0", "--task", "0123456789abcdef"], "unknown task id"),
+    ]:
+        result = _agentgym(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        err = result.stderr.strip()
+        assert expected in err and "Traceback" not in err, (args, err)
+        assert len(err.splitlines()) == 1, err
+
+
+def test_play_lets_a_person_play_from_stdin():
+    task = agentgym.get_task_space(COUNTER_ID).split("train")[4]  # target 2
+    result = runner.invoke(app, ["play", COUNTER_ID, "--task", task.task_id], input="help\nfoo\ninc\ninc\n")
+    assert result.exit_code == 0, result.output
+    assert "inc, dec" in result.output and "not valid" in result.output and "solved" in result.output
