@@ -56,6 +56,9 @@ class TextWorldTaskSpace(TaskSpace):
         if game_file is not None:
             self.env_id = "agentgym/TextWorld-v0"
             self.split_dir = None
+        elif challenge == "file":
+            raise ConfigError("agentgym/TextWorld-v0 plays one game file: "
+                              "gym.make('agentgym/TextWorld-v0', game_file='path/to/game.z8')")
         elif challenge in ENV_IDS:
             self.env_id = ENV_IDS[challenge]
             self.split_dir = SPLIT_ROOT / challenge
