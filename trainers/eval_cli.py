@@ -177,15 +177,31 @@ def _summary_table(result, title: str):
     return table
 
 
-def _category_table(result):
+#: With more categories than this, the terminal shows each part of "a/b" categories instead.
+MAX_SHOWN_CATEGORIES = 12
+
+
+def _category_tables(result) -> list:
     from rich.table import Table
 
-    table = Table(title="success rate by category")
-    for col in ("category", "tasks", "episodes", "success rate", "mean score"):
-        table.add_column(col, justify="left" if col == "category" else "right")
-    for name, m in result.categories.items():
-        table.add_row(name, str(m.tasks), str(m.episodes), m.success_rate.format(), m.mean_score.format())
-    return table
+    if len(result.categories) > MAX_SHOWN_CATEGORIES and result.category_parts:
+        sections = [(f"by category part {i} of {len(result.category_parts)}", part)
+                    for i, part in enumerate(result.category_parts, 1)]
+    else:
+        sections = [("by category", result.categories)]
+    tables = []
+    for title, groups in sections:
+        table = Table(title=title)
+        table.add_column("category", no_wrap=True)
+        for col in ("tasks", "eps", "success", "95% CI", "score"):
+            table.add_column(col, justify="right", no_wrap=True)
+        for name, m in groups.items():
+            sr = m.success_rate
+            ci = f"[{sr.low:.2f}, {sr.high:.2f}]" if sr.n else "n/a"
+            table.add_row(name, str(m.tasks), str(m.episodes), f"{sr.value:.3f}" if sr.n else "n/a", ci,
+                          f"{m.mean_score.value:.3f}" if m.mean_score.n else "n/a")
+        tables.append(table)
+    return tables
 
 
 def register(app: typer.Typer) -> None:
@@ -268,7 +284,8 @@ def register(app: typer.Typer) -> None:
         result.metadata["policy_spec"] = policy
         console.print(_summary_table(result, f"{spec.label} on {env_id} ({label})"))
         if len(result.categories) > 1:
-            console.print(_category_table(result))
+            for table in _category_tables(result):
+                console.print(table)
         if result.infra_errors:
             console.print(f"[yellow]{result.infra_errors} episode(s) hit infra errors (excluded):[/yellow] "
                           + "; ".join(result.infra_error_messages[:3]), highlight=False)

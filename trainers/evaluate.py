@@ -69,6 +69,9 @@ class EvalResult:
     per_task: list[dict]
     infra_errors: int
     infra_error_messages: list[str] = field(default_factory=list)
+    #: For categories written "a/b" (e.g. task type / difficulty): metrics per part, one dict per
+    #: position, so a report can show success by task type and by difficulty. Empty otherwise.
+    category_parts: list[dict[str, GroupMetrics]] = field(default_factory=list)
     wall_seconds: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict)
     trajectories: list[Trajectory] = field(default_factory=list, repr=False, compare=False)
@@ -100,6 +103,7 @@ class EvalResult:
             "episodes_per_task": self.episodes_per_task, "overall": self.overall.to_dict(),
             "pass_at_k": {str(k): est.to_dict() for k, est in self.pass_at_k.items()},
             "categories": {name: m.to_dict() for name, m in self.categories.items()},
+            "category_parts": [{name: m.to_dict() for name, m in part.items()} for part in self.category_parts],
             "per_task": self.per_task, "infra_errors": self.infra_errors,
             "infra_error_messages": self.infra_error_messages, "wall_seconds": self.wall_seconds,
             "metadata": self.metadata,
@@ -112,6 +116,8 @@ class EvalResult:
             overall=GroupMetrics.from_dict(d["overall"]),
             pass_at_k={int(k): Estimate.from_dict(v) for k, v in d["pass_at_k"].items()},
             categories={name: GroupMetrics.from_dict(m) for name, m in d["categories"].items()},
+            category_parts=[{name: GroupMetrics.from_dict(m) for name, m in part.items()}
+                            for part in d.get("category_parts", [])],
             per_task=list(d["per_task"]), infra_errors=int(d["infra_errors"]),
             infra_error_messages=list(d.get("infra_error_messages", [])),
             wall_seconds=float(d.get("wall_seconds", 0.0)), metadata=dict(d.get("metadata", {})),
@@ -202,11 +208,27 @@ def compute_metrics(
         overall=group_metrics(by_task, confidence, seed),
         pass_at_k=pass_k,
         categories={name: group_metrics(by_category[name], confidence, seed) for name in sorted(by_category)},
+        category_parts=_category_parts(by_task, categories, confidence, seed),
         per_task=per_task,
         infra_errors=len(infra),
         infra_error_messages=messages[:20],
         trajectories=list(trajectories),
     )
+
+
+def _category_parts(by_task: dict[str, list[Trajectory]], categories: dict[str, str], confidence: float,
+                    seed: int) -> list[dict[str, GroupMetrics]]:
+    names = {categories.get(task_id, UNCATEGORIZED) for task_id in by_task}
+    widths = {len(name.split("/")) for name in names}
+    if len(widths) != 1 or (width := widths.pop()) < 2:
+        return []
+    parts = []
+    for position in range(width):
+        grouped: dict[str, dict[str, list[Trajectory]]] = defaultdict(dict)
+        for task_id, trajs in by_task.items():
+            grouped[categories.get(task_id, UNCATEGORIZED).split("/")[position]][task_id] = trajs
+        parts.append({name: group_metrics(grouped[name], confidence, seed) for name in sorted(grouped)})
+    return parts
 
 
 # --- running an evaluation ------------------------------------------------------------------

@@ -79,6 +79,14 @@ def render_markdown(result: EvalResult, title: str | None = None) -> str:
             for name, m in r.categories.items()]
     lines += _table(header, rows)
 
+    for i, part in enumerate(r.category_parts, 1):
+        example = next(iter(r.categories), "")
+        lines += ["", f"## By category, part {i} of {len(r.category_parts)} "
+                  f"(`{example.split('/')[i - 1]}` in `{example}`)", ""]
+        rows = [[name, str(m.tasks), str(m.episodes)] + [_with_ci(getattr(m, n)) for n in METRIC_NAMES]
+                for name, m in part.items()]
+        lines += _table(header, rows)
+
     if r.infra_errors:
         lines += ["", "## Infra errors", "",
                   f"{r.infra_errors} episode(s) broke for reasons outside the agent and are left out of every "
@@ -103,16 +111,43 @@ def _values(ests: Sequence[Estimate]) -> list[float]:
     return [0.0 if e.n == 0 or math.isnan(e.value) else e.value for e in ests]
 
 
+#: Above this many categories the plot shows each part of "a/b" categories instead (6 task
+#: types + 3 difficulties read better than 18 combinations).
+MAX_PLOTTED_CATEGORIES = 10
+
+
+def _plot_groups(result: EvalResult) -> tuple[list[str], list[GroupMetrics]]:
+    names, groups = ["overall"], [result.overall]
+    if len(result.categories) > MAX_PLOTTED_CATEGORIES and result.category_parts:
+        for part in result.category_parts:
+            names += list(part)
+            groups += list(part.values())
+    else:
+        names += list(result.categories)
+        groups += list(result.categories.values())
+    return names, groups
+
+
+def _part_index(result: EvalResult, names: list[str]) -> list[int]:
+    """Which category part each plotted name comes from (0 when plotting whole categories)."""
+    if len(result.categories) <= MAX_PLOTTED_CATEGORIES or not result.category_parts:
+        return [0] * len(names)
+    index = []
+    for i, part in enumerate(result.category_parts):
+        index += [i] * len(part)
+    return index
+
+
 def plot_result(result: EvalResult, out_png: str | Path, title: str | None = None) -> Path:
     """Success rate per category (+ overall) with CI bars, and pass@k (or mean score) beside it."""
     plt = pyplot_agg()
-    names = ["overall"] + list(result.categories)
-    groups: list[GroupMetrics] = [result.overall] + list(result.categories.values())
+    names, groups = _plot_groups(result)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.4 * len(names) + 2.6),
                                       gridspec_kw={"width_ratios": [3, 2]})
     ests = [g.success_rate for g in groups]
     ys = list(range(len(names)))[::-1]
-    left.barh(ys, _values(ests), xerr=_errbars(ests), color=["C0"] + ["C1"] * (len(names) - 1), capsize=3)
+    colors = ["C0"] + [f"C{1 + (part % 8)}" for part in _part_index(result, names[1:])]
+    left.barh(ys, _values(ests), xerr=_errbars(ests), color=colors, capsize=3)
     left.set_yticks(ys, names)
     left.set_xlim(0, 1.22)  # room right of the CI bars for the labels
     left.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
@@ -240,15 +275,24 @@ def plot_comparison(results: Mapping[str, EvalResult] | Sequence[EvalResult], ou
                     title: str = "Success rate") -> Path:
     """Grouped bars: success rate overall and per category, one bar per run, with CI bars."""
     runs = _labelled(results)
-    categories = ["overall"] + sorted({c for r in runs.values() for c in r.categories})
-    if len(categories) == 2:  # a single category repeats the overall bar
-        categories = ["overall"]
+    names = sorted({c for r in runs.values() for c in r.categories})
+    lookup = [r.categories for r in runs.values()]
+    if len(names) > MAX_PLOTTED_CATEGORIES and all(r.category_parts for r in runs.values()):
+        # many "a/b" categories: bars per task type and per difficulty instead
+        depth = min(len(r.category_parts) for r in runs.values())
+        names, lookup = [], [{} for _ in runs]
+        for position in range(depth):
+            part_names = sorted({c for r in runs.values() for c in r.category_parts[position]})
+            names += part_names
+            for merged, r in zip(lookup, runs.values()):
+                merged.update(r.category_parts[position])
+    categories = ["overall"] + (names if len(names) > 1 else [])  # one category repeats the overall bar
     plt = pyplot_agg()
     width = 0.8 / len(runs)
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(categories) * max(1, len(runs)) * 0.6 + 2), 3.8))
-    for i, (label, r) in enumerate(runs.items()):
+    fig, ax = plt.subplots(figsize=(min(14.0, max(5.0, 2 + len(categories) * (0.5 + 0.25 * len(runs)))), 4.0))
+    for i, ((label, r), groups) in enumerate(zip(runs.items(), lookup)):
         ests = [r.overall.success_rate if c == "overall" else
-                (r.categories[c].success_rate if c in r.categories else Estimate(math.nan, 0, 0, 0))
+                (groups[c].success_rate if c in groups else Estimate(math.nan, 0, 0, 0))
                 for c in categories]
         xs = [j + (i - (len(runs) - 1) / 2) * width for j in range(len(categories))]
         ax.bar(xs, _values(ests), width=width, yerr=_errbars(ests), capsize=3, label=label, color=f"C{i % 10}")

@@ -53,6 +53,15 @@ def test_metrics_on_constructed_trajectories_exclude_infra_errors(constructed):
     assert r.infra_error_messages == ["worker died"]
 
 
+def test_category_parts_split_on_slashes(constructed):
+    r = compute_metrics(constructed, categories={"a": "pick/easy", "b": "pick/hard"})
+    assert [list(part) for part in r.category_parts] == [["pick"], ["easy", "hard"]]
+    assert r.category_parts[0]["pick"].episodes == 5
+    assert r.category_parts[1]["easy"].success_rate.value == pytest.approx(2 / 3)
+    # categories without a common "a/b" shape have no parts
+    assert compute_metrics(constructed, categories={"a": "x/y", "b": "z"}).category_parts == []
+
+
 def test_all_infra_errors_gives_empty_metrics_not_a_crash():
     r = compute_metrics([_traj("a", True, 1.0, [True], infra=True)])
     assert r.overall.episodes == 0 and r.infra_errors == 1

@@ -55,6 +55,17 @@ def test_single_episode_report_plots_mean_score_instead_of_pass_at_k(counter_env
     assert paths["plot"].stat().st_size > 5000
 
 
+def test_many_slash_categories_get_part_tables():
+    trajs = []
+    for i, (kind, level) in enumerate((k, lv) for k in "abcdef" for lv in ("easy", "hard")):
+        trajs += [Trajectory(task_id=f"t{i}", group_id="g", success=level == "easy", score=1.0)]
+    cats = {f"t{i}": f"{k}/{lv}" for i, (k, lv) in enumerate((k, lv) for k in "abcdef" for lv in ("easy", "hard"))}
+    r = compute_metrics(trajs, categories=cats)
+    text = render_markdown(r)
+    assert "## By category, part 2 of 2 (`easy` in `a/easy`)" in text
+    assert "| easy | 6 | 6 | 1.000 [0.610, 1.000]" in text and "| hard | 6 | 6 | 0.000 [0.000, 0.390]" in text
+
+
 def test_load_report_errors_are_clear(tmp_path):
     with pytest.raises(ReportError, match="no evaluation report"):
         load_report(tmp_path)
