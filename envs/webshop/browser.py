@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 import uuid
 
 from agentgym.envs.webshop.pages import Shop, normalize_text, state_from_url
@@ -64,6 +65,78 @@ def chromium_path() -> str:
     return os.environ.get("AGENTGYM_CHROMIUM", CHROMIUM)
 
 
+class _Drivers:
+    """One Playwright driver per thread, shared by that thread's envs.
+
+    Playwright's sync API runs an event loop inside the calling thread, so a thread can hold
+    only one driver; each env still gets its own browser. A driver whose process died is
+    replaced on the next acquire."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def acquire(self):
+        held = getattr(self._local, "held", None)
+        if held is None:
+            sync_api = require("playwright.sync_api", "web")
+            held = [sync_api.sync_playwright().start(), 0]
+            self._local.held = held
+        held[1] += 1
+        return held[0]
+
+    def restart(self, playwright):
+        """Replace a driver that failed (its process died): every env of the thread moves over
+        on its next launch."""
+        held = getattr(self._local, "held", None)
+        if held is not None and held[0] is playwright:
+            self._local.held = None
+            self._stop(playwright)
+            return self.acquire()
+        return self.acquire()
+
+    def release(self, playwright) -> None:
+        held = getattr(self._local, "held", None)
+        if held is None or held[0] is not playwright:
+            return  # replaced after its process died; already stopped
+        held[1] -= 1
+        if held[1] <= 0:
+            self._local.held = None
+            self._stop(playwright)
+
+    @staticmethod
+    def _stop(playwright) -> None:
+        try:
+            playwright.stop()
+        except Exception:
+            pass
+
+
+_DRIVERS = _Drivers()
+
+
+def _chromium_processes() -> dict[int, int]:
+    """pid -> parent pid of the Chromium processes descending from this process (from /proc)."""
+    parents, names = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                head, tail = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        parents[int(entry)] = int(tail.split()[1])
+        names[int(entry)] = head.split("(", 1)[1]
+    me, found = os.getpid(), {}
+    for pid, ppid in parents.items():
+        ancestor, hops = ppid, 0
+        while ancestor not in (0, 1, me) and hops < 64:
+            ancestor, hops = parents.get(ancestor, 0), hops + 1
+        if ancestor == me and "chrom" in names[pid]:
+            found[pid] = ppid
+    return found
+
+
 class BrowserBackend:
     def __init__(self, executable_path: str | None = None, timeout_ms: int = 15_000, headless: bool = True):
         self.executable_path = executable_path or chromium_path()
@@ -75,27 +148,38 @@ class BrowserBackend:
         self._page = None
         self._session = None
         self._link_index: dict[str, int] = {}
+        self.browser_pid: int | None = None  # Chromium's main process (tests kill it to simulate a crash)
         self._sessions = itertools.count()
         self._prefix = uuid.uuid4().hex[:8]
 
     # --- lifecycle ----------------------------------------------------------------------------
     def _launch(self) -> None:
-        sync_api = require("playwright.sync_api", "web")
         if not os.path.exists(self.executable_path):
             raise BrowserBackendError(
                 f"no Chromium at {self.executable_path}: install it (`apt-get install chromium`) or set "
                 "AGENTGYM_CHROMIUM to a Chromium binary")
         self._shutdown_browser()
-        self._playwright = sync_api.sync_playwright().start()
+        self._playwright = _DRIVERS.acquire()
+        before = _chromium_processes()
         try:
-            self._browser = self._playwright.chromium.launch(
-                executable_path=self.executable_path, headless=self.headless, args=CHROMIUM_ARGS)
-            context = self._browser.new_context(java_script_enabled=True, service_workers="block")
-            context.set_default_timeout(self.timeout_ms)
-            self._page = context.new_page()
-        except Exception:
-            self._shutdown_browser()
-            raise
+            self._browser = self._start_browser()
+        except Exception:  # a dead driver: start a fresh one once, then give up
+            self._playwright = _DRIVERS.restart(self._playwright)
+            try:
+                self._browser = self._start_browser()
+            except Exception:
+                self._shutdown_browser()
+                raise
+        context = self._browser.new_context(java_script_enabled=True, service_workers="block")
+        context.set_default_timeout(self.timeout_ms)
+        self._page = context.new_page()
+        procs = _chromium_processes()
+        new = [pid for pid, ppid in procs.items() if pid not in before and ppid not in procs]
+        self.browser_pid = min(new) if new else None
+
+    def _start_browser(self):
+        return self._playwright.chromium.launch(executable_path=self.executable_path, headless=self.headless,
+                                                args=CHROMIUM_ARGS)
 
     def _alive(self) -> bool:
         try:
@@ -105,35 +189,19 @@ class BrowserBackend:
             return False
 
     def _shutdown_browser(self) -> None:
-        for close in (lambda: self._browser.close(), lambda: self._playwright.stop()):
+        if self._browser is not None:
             try:
-                close()
+                self._browser.close()
             except Exception:  # already dead: nothing left to close
                 pass
+        if self._playwright is not None:
+            _DRIVERS.release(self._playwright)
         self._playwright = self._browser = self._page = None
+        self.browser_pid = None
 
     def close(self) -> None:
         self._shutdown_browser()
         self.server.stop()
-
-    @property
-    def browser_pid(self) -> int | None:
-        """The pid of the Chromium main process (tests use it to simulate a crash)."""
-        if self._browser is None:
-            return None
-        driver = self._playwright._impl_obj._connection._transport._proc.pid
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                    with open(f"/proc/{entry}/comm") as f:
-                        comm = f.read().strip()
-                except OSError:
-                    continue
-                if int(fields[1]) == driver and "chrom" in comm:
-                    return int(entry)
-        return None
 
     # --- backend interface --------------------------------------------------------------------
     def reset(self, shop: Shop) -> View:
