@@ -100,6 +100,8 @@ class SearchIndex:
         folder = cache_root() / "search" / INDEX_VERSION / key
         if use_disk and folder.is_dir():
             index = cls._load(folder, len(docs))
+            if index is None:  # damaged or stale: make room for a fresh copy
+                shutil.rmtree(folder, ignore_errors=True)
         if index is None:
             index = cls.build(docs)
             if use_disk:
