@@ -50,7 +50,7 @@ def entry_for(world: World) -> StateEntry:
             states.clear()
         table = admissible_table(world)
         progress, success = evaluate(world)
-        digest = hashlib.blake2b(f"{world.layout.task_id}|{key}".encode(), digest_size=8).hexdigest()
+        digest = hashlib.blake2b(key, digest_size=8, key=world.layout.task_id.encode()).hexdigest()
         entry = StateEntry(digest, sorted(table), table, progress, success)
         states[key] = entry
     return entry

@@ -25,9 +25,11 @@ STATE_WORDS = ((CLEAN, "clean"), (HOT, "hot"), (COOL, "cool"))
 APPLIANCE_EFFECT = {"sinkbasin": CLEAN, "microwave": HOT, "fridge": COOL}
 EFFECT_OF_TASK = {"pick_clean_then_place": CLEAN, "pick_heat_then_place": HOT, "pick_cool_then_place": COOL}
 
-MIDDLE = -1  # agent location before it goes anywhere
-HELD = -1  # object location while the agent carries it
-NOTHING = -1  # held object when the hands are empty
+# Sentinels are 255 rather than -1 so that the whole state packs into a bytes key (layouts
+# have far fewer than 255 receptacles and objects).
+MIDDLE = 255  # agent location before it goes anywhere
+HELD = 255  # object location while the agent carries it
+NOTHING = 255  # held object when the hands are empty
 
 LIMITS = {"num_receptacles": (3, 16), "num_distractors": (0, 12)}
 DEFAULTS = {"num_receptacles": 6, "num_distractors": 2, "closed_fraction": 0.0, "goal_visible": True}
@@ -227,9 +229,11 @@ class World:
         self.rec_open = list(layout.init_open)
         self.obj_flags = [0] * len(layout.obj_names)
 
-    def key(self) -> tuple:
-        """The canonical state: equal tuples mean equal states, whatever led there."""
-        return (self.loc, self.held, tuple(self.obj_loc), tuple(self.rec_open), tuple(self.obj_flags))
+    def key(self) -> bytes:
+        """The canonical state packed into bytes (agent location, held object, object
+        locations, open flags, object state bits): equal keys mean equal states, whatever led
+        there. Compact and hashable, and stable across Python versions for the anchor hash."""
+        return bytes((self.loc, self.held, *self.obj_loc, *self.rec_open, *self.obj_flags))
 
     def copy(self) -> "World":
         other = World.__new__(World)

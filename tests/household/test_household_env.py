@@ -10,6 +10,7 @@ from gymnasium.utils.env_checker import check_env
 import agentgym
 from agentgym import ChatEnv, TaskSpec
 from agentgym.envs.household.env import HouseholdEnv
+from agentgym.envs.household.world import HELD, NOTHING
 from agentgym.errors import UnknownTaskError
 
 ENV_ID = "agentgym/Household-v0"
@@ -260,3 +261,51 @@ def test_invalid_params_raise_a_clear_error():
         env.reset(options={"task": spec(task_type="pick_heat_then_place", object="book")})
     with pytest.raises(ValueError, match="num_receptacles"):
         env.reset(options={"task": spec(num_receptacles=99)})
+
+
+def test_random_walks_keep_invariants_and_anchor_is_a_state_bijection():
+    import random
+
+    rng = random.Random(0)
+    env = HouseholdEnv()
+    anchor_of: dict = {}
+    state_of: dict = {}
+    words = set()
+    for task in SPACE.split("train")[:150] + SPACE.split("heldout_unseen")[:50]:
+        obs, info = env.reset(options={"task": task})
+        for _ in range(40):
+            actions = info["admissible_actions"]
+            assert actions == sorted(set(actions))
+            action = actions[rng.randrange(len(actions))]
+            obs, reward, terminated, _, info = env.step(action)
+            assert info["action_valid"], action  # every admissible command is executable
+            assert obs and obs != "Nothing happens."
+            words.update(obs.replace(",", " ").replace(".", " ").replace(":", " ").split())
+            w = env.world
+            held = [o for o, where in enumerate(w.obj_loc) if where == HELD]
+            assert held == ([w.held] if w.held != NOTHING else [])
+            assert 0.0 <= info["progress"] == info["score"] <= 1.0
+            assert info["success"] == (info["score"] == 1.0) == terminated
+            assert reward == (1.0 if terminated else 0.0)
+            key = (task.task_id, w.key())
+            assert anchor_of.setdefault(key, info["anchor"]) == info["anchor"]
+            assert state_of.setdefault(info["anchor"], key) == key
+            if terminated:
+                break
+    assert len(anchor_of) > 2000  # many distinct states were visited
+    # A small, regular vocabulary: lower-case words and numbers, a few capitalized sentence starts.
+    assert len(words) < 250
+    assert all(w.isalnum() or w == "There's" for w in words), sorted(w for w in words if not w.isalnum())
+
+
+def test_collect_groups_share_the_initial_state_and_oracle_solves():
+    from agentgym.policies.scripted import OraclePolicy
+
+    tasks = SPACE.split("heldout")[:4]
+    trajs = agentgym.collect(ENV_ID, tasks, OraclePolicy(), group_size=3, seed=7)
+    assert len(trajs) == 12 and all(t.success and not t.infra_error for t in trajs)
+    for g in range(4):
+        group = trajs[3 * g: 3 * g + 3]
+        assert len({t.steps[0].anchor for t in group}) == 1
+        assert len({t.steps[0].observation for t in group}) == 1
+        assert [s.action for s in group[0].steps] == SPACE.solve(tasks[g])
