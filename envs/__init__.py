@@ -47,4 +47,10 @@ BUILTIN_ENVS: list[dict] = [
         max_episode_steps=12,
         description="Multi-hop QA over a generated encyclopedia (>= 20k docs): search[...], open[...], answer[...]",
     ),
+    dict(
+        id="SWE-v0",
+        entry_point="agentgym.envs.swe.env:SWEEnv",
+        max_episode_steps=30,
+        description="Fix injected bugs in small Python projects with bash/view/str_replace/create/run_tests/submit in a bwrap sandbox; hidden tests grade",
+    ),
 ]

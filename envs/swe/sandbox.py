@@ -146,6 +146,7 @@ def run_process(
     env: dict[str, str] | None = None,
     preexec_fn=None,
     extra_fd_cap: int = 0,
+    pass_fds: tuple[int, ...] = (),
 ) -> tuple[CommandResult, bytes | None]:
     """Run argv, capturing stdout+stderr up to `output_cap` bytes and killing the whole process
     group at the wall-clock deadline or when the output cap is hit.
@@ -153,11 +154,10 @@ def run_process(
     With `extra_fd_cap` > 0 the child gets a second pipe on fd 3 (used by bwrap to stream the
     workspace back as a tar); its bytes are returned, None if it overflowed."""
     extra_r = extra_w = None
-    pass_fds: tuple[int, ...] = ()
     if extra_fd_cap:
         extra_r, extra_w = os.pipe()
         # the child must see it as fd 3 exactly: dup it there in the preexec hook
-        pass_fds = (3,)
+        pass_fds = (3, *pass_fds)
         inner = preexec_fn
 
         def preexec_fn():  # noqa: F811 - wraps the caller's hook
@@ -175,7 +175,7 @@ def run_process(
             cwd=cwd,
             env=env,
             preexec_fn=preexec_fn,
-            pass_fds=pass_fds if extra_fd_cap else (),
+            pass_fds=pass_fds,
             close_fds=True,
         )
     except OSError as exc:

@@ -45,6 +45,41 @@ exit $rc
 """
 
 
+# --- seccomp: no new user namespaces inside the sandbox ---------------------------------------
+# Without a user namespace of its own, bwrap cannot use --disable-userns, so a tiny classic-BPF
+# filter refuses clone/unshare with CLONE_NEWUSER (and clone3, whose flags a filter cannot
+# read; libc falls back to clone). This closes the kernel attack surface of nested namespaces.
+_ARCH = {"x86_64": (0xC000003E, 56, 272, 435), "aarch64": (0xC00000B7, 220, 97, 435)}
+CLONE_NEWUSER = 0x10000000
+
+
+def seccomp_program() -> bytes | None:
+    import platform
+    import struct
+
+    arch = _ARCH.get(platform.machine())
+    if arch is None:
+        return None
+    audit_arch, nr_clone, nr_unshare, nr_clone3 = arch
+    allow, enosys, eperm = 0x7FFF0000, 0x00050000 | 38, 0x00050000 | 1
+    ld_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    prog = [
+        (ld_abs, 0, 0, 4),                    # 0: A = arch
+        (jeq, 0, 8, audit_arch),              # 1: foreign arch -> allow (10)
+        (ld_abs, 0, 0, 0),                    # 2: A = syscall nr
+        (jge, 5, 0, 0x40000000),              # 3: x32 ABI -> ENOSYS (9)
+        (jeq, 4, 0, nr_clone3),               # 4: clone3 -> ENOSYS (9)
+        (jeq, 1, 0, nr_unshare),              # 5: unshare -> check flags (7)
+        (jeq, 0, 3, nr_clone),                # 6: clone -> check flags (7), else allow (10)
+        (ld_abs, 0, 0, 16),                   # 7: A = low word of args[0] (flags)
+        (jset, 2, 1, CLONE_NEWUSER),          # 8: NEWUSER -> EPERM (11), else allow (10)
+        (ret, 0, 0, enosys),                  # 9
+        (ret, 0, 0, allow),                   # 10
+        (ret, 0, 0, eperm),                   # 11
+    ]
+    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+
+
 def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
@@ -121,22 +156,41 @@ class BwrapSandbox(Sandbox):
         return argv
 
     def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None) -> CommandResult:
+        # The unprivileged sandbox user copies the workspace in: it must be able to enter it.
+        os.chmod(self.workspace, 0o755)
         argv = self._argv(command)
         for k, v in (env or {}).items():
             argv[-4:-4] = ["--setenv", k, v]
+        seccomp_fd = None
+        program = seccomp_program()
+        if program is not None:
+            import fcntl
+
+            memfd = os.memfd_create("agentgym-seccomp")
+            # keep it clear of fd 3, which the child gets as the workspace stream
+            seccomp_fd = fcntl.fcntl(memfd, fcntl.F_DUPFD, 10)
+            os.close(memfd)
+            os.write(seccomp_fd, program)
+            os.lseek(seccomp_fd, 0, os.SEEK_SET)
+            argv += ["--seccomp", str(seccomp_fd)]
         argv += [
             "/usr/bin/setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
             "/bin/bash", "-c", WRAPPER, "wrapper", command,
         ]
-        result, tar = run_process(
-            argv,
-            timeout=self._timeout(timeout),
-            output_cap=self.limits.output_bytes,
-            preexec_fn=rlimit_preexec(self.limits),
-            extra_fd_cap=self.limits.workspace_bytes + (4 << 20),
-            env={"PATH": "/usr/bin:/bin"},
-        )
+        try:
+            result, tar = run_process(
+                argv,
+                timeout=self._timeout(timeout),
+                output_cap=self.limits.output_bytes,
+                preexec_fn=rlimit_preexec(self.limits),
+                extra_fd_cap=self.limits.workspace_bytes + (4 << 20),
+                env={"PATH": "/usr/bin:/bin"},
+                pass_fds=(seccomp_fd,) if seccomp_fd is not None else (),
+            )
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
         if (result.exit_code == 111 and "AGENTGYM_COPY_IN_FAILED" in result.output[:4096]) or (
             result.exit_code == 1 and result.output.startswith("bwrap:")
         ):

@@ -1,0 +1,175 @@
+"""SWEEnv: fix a real bug in a small Python project through sandboxed tools.
+
+Each episode copies the task's project into a fresh workspace (without its hidden tests),
+injects the task's bug, and shows the agent an issue written from the failing behaviour. The
+agent works with bash / view / str_replace / create / run_tests and ends with submit; on submit
+or at the step limit the project's full suite (hidden tests included, original test files, the
+agent's code) runs in a fresh sandbox. Reward (sparse, at the last step) = fraction of
+FAIL_TO_PASS tests passing; success when all of them and every PASS_TO_PASS test pass.
+
+A sandbox that cannot run (bwrap missing or broken) raises SandboxUnavailable from reset or
+step, so rollouts mark the episode infra_error instead of scoring it as a failure.
+"""
+
+from __future__ import annotations
+
+import weakref
+from pathlib import Path
+from typing import ClassVar
+
+from agentgym.core import TextEnv
+from agentgym.envs.swe.repos import HIDDEN_TESTS, VISIBLE_TESTS, repo_path
+from agentgym.envs.swe.sandbox import BACKENDS, Limits, SandboxUnavailable, make_sandbox
+from agentgym.envs.swe.space import SWETaskSpace
+from agentgym.envs.swe.testing import PYTEST_ENV, grade
+from agentgym.envs.swe.tools import ActionError, create, parse_action, str_replace, truncate, view
+from agentgym.envs.swe.workspace import PathError, fresh_copy, remove_workspace, tree_digest
+from agentgym.errors import ConfigError
+from agentgym.tasks.spec import TaskSpec
+
+RULES = """You are fixing a bug in a Python repository, checked out in your working directory
+(/workspace). Read the issue, find the bug in the library code, fix it, then submit.
+Tools (one call per turn):
+- bash(command, timeout=30): run a shell command in a sandbox (no network; each call starts in
+  the repository root; files you change persist, processes and environment variables do not).
+- view(path, start_line, end_line): show a file with line numbers, or list a directory.
+- str_replace(path, old_str, new_str): replace the one exact occurrence of old_str.
+- create(path, content): write a file.
+- run_tests(paths): run the visible tests (default: tests/).
+- submit(): finish; hidden tests then grade your fix.
+Call tools as JSON: {"name": "view", "arguments": {"path": "pkg/core.py"}}, or as text:
+`bash ls -la`, `view pkg/core.py 10-40`, `run_tests`, `submit`; `create PATH` and
+`str_replace PATH` take their text on the following lines (see the docs). Long outputs are truncated."""
+
+
+class SWEEnv(TextEnv):
+    task_space = SWETaskSpace()
+    rules: ClassVar[str] = RULES
+
+    def __init__(self, render_mode: str | None = None, backend: str = "bwrap", max_steps: int = 30,
+                 max_output_chars: int = 8000, limits: Limits | None = None, sandbox_options: dict | None = None):
+        super().__init__(render_mode)
+        if backend not in BACKENDS:
+            raise ConfigError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        self.backend = backend
+        self.max_steps = int(max_steps)
+        self.max_output_chars = int(max_output_chars)
+        self.limits = limits or Limits()
+        self.sandbox_options = dict(sandbox_options or {})
+        self.workspace: Path | None = None
+        self.sandbox = None
+        self._finalizer = None
+        self._steps = 0
+        self._done = False
+        self._success = False
+        self._score = 0.0
+
+    # --- episode ------------------------------------------------------------------------------
+    def _reset(self, task: TaskSpec) -> tuple[str, dict]:
+        self._teardown()
+        p = task.params
+        ws = fresh_copy(repo_path(p["repo"]), skip=(HIDDEN_TESTS,))
+        self._finalizer = weakref.finalize(self, remove_workspace, ws)
+        self.workspace = ws
+        target = ws / p["file"]
+        source = target.read_text()
+        if source.count(p["before"]) != 1:
+            raise ValueError(f"task {task.task_id} does not match the shipped project {p['repo']}")
+        target.write_text(source.replace(p["before"], p["after"], 1))
+        self.sandbox = make_sandbox(self.backend, ws, self.limits, **self.sandbox_options)
+        self._steps = 0
+        self._done = False
+        self._success = False
+        self._score = 0.0
+        obs = (
+            f"Repository `{p['repo']}` is checked out in /workspace (your working directory).\n\n"
+            f"Issue:\n{p['issue']}\n\n{view(ws, '.')}"
+        )
+        return obs, self._info(task, action_valid=True)
+
+    def _step(self, action: str):
+        task = self.task
+        if self._done:
+            return "The episode is over; call reset().", 0.0, True, False, self._info(task, action_valid=False)
+        self._steps += 1
+        valid = True
+        terminated = False
+        try:
+            call = parse_action(action)
+            obs, terminated = self._run_tool(call)
+        except (ActionError, PathError) as exc:
+            obs, valid = f"Error: {exc}", False
+        except (OSError, UnicodeError) as exc:  # e.g. view of a binary file the agent made
+            obs, valid = f"Error: {type(exc).__name__}: {exc}", False
+        reward = 0.0
+        truncated = False
+        if not terminated and self._steps >= self.max_steps:
+            obs += "\n\n[step limit reached: your work is graded as it is]\n" + self._grade()
+            truncated = True
+        if terminated or truncated:
+            self._done = True
+            reward = self._score
+        return truncate(obs, self.max_output_chars), reward, terminated, truncated, self._info(task, valid)
+
+    def _run_tool(self, call) -> tuple[str, bool]:
+        ws, args = self.workspace, call.args
+        if call.name == "bash":
+            res = self.sandbox.run(args["command"], timeout=args.get("timeout"))
+            return res.describe(), False
+        if call.name == "view":
+            return view(ws, args["path"], args.get("start_line"), args.get("end_line")), False
+        if call.name == "str_replace":
+            out = str_replace(ws, args["path"], args["old_str"], args["new_str"])
+            self.sandbox.workspace_changed()
+            return out, False
+        if call.name == "create":
+            out = create(ws, args["path"], args["content"])
+            self.sandbox.workspace_changed()
+            return out, False
+        if call.name == "run_tests":
+            paths = args["paths"] or [VISIBLE_TESTS]
+            quoted = " ".join("'" + p.replace("'", "'\\''") + "'" for p in paths)
+            res = self.sandbox.run(f"python -m pytest -q -p no:cacheprovider --tb=short {quoted}", env=PYTEST_ENV)
+            return res.describe(), False
+        if call.name == "submit":
+            return "Submitted.\n" + self._grade(), True
+        raise ActionError(f"unknown tool {call.name}")
+
+    def _grade(self) -> str:
+        g = grade(self.task.params, self.workspace, self.backend, self.limits)
+        self._score, self._success = g.score, g.success
+        passed = sum(g.fail_to_pass.values())
+        lines = [f"Hidden tests: {passed}/{len(g.fail_to_pass)} of the tests for this issue pass."]
+        if g.pass_to_pass_failed:
+            lines.append(f"{len(g.pass_to_pass_failed)} previously passing tests now fail.")
+        lines.append("Solved." if g.success else "Not solved.")
+        return " ".join(lines)
+
+    def _info(self, task: TaskSpec, action_valid: bool) -> dict:
+        return {
+            "task_id": task.task_id,
+            "instruction": task.params["issue"],
+            "anchor": tree_digest(self.workspace) if self.workspace else "",
+            "admissible_actions": None,
+            "action_valid": bool(action_valid),
+            "success": self._success,
+            "score": float(self._score),
+            "steps": self._steps,
+        }
+
+    # --- cleanup ------------------------------------------------------------------------------
+    def _teardown(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+        if self._finalizer is not None:
+            self._finalizer()
+            self._finalizer = None
+        self.workspace = None
+
+    def close(self) -> None:
+        self._teardown()
+        super().close()
+
+
+__all__ = ["SWEEnv", "SandboxUnavailable"]
