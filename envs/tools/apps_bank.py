@@ -6,7 +6,7 @@ dollars. Payments fail on insufficient funds; a request can be paid or declined 
 from __future__ import annotations
 
 from agentgym.envs.tools.state import new_id, parse_date
-from agentgym.envs.tools.toolkit import DATE, EMAIL, ToolError, params, string, tool
+from agentgym.envs.tools.toolkit import DATE, EMAIL, ToolError, params, string, tool, writes
 
 AMOUNT = {"type": "number", "minimum": 0.01, "maximum": 100_000, "description": "amount in dollars, e.g. 12.50"}
 REQUEST_ID = string("payment request id, e.g. r2", 20)
@@ -56,6 +56,7 @@ def list_transactions(state: dict, args: dict):
     return [_tx_view(t) for t in sorted(found, key=lambda t: (t["date"], t["id"]), reverse=True)]
 
 
+@writes("account", "transactions")
 @tool("send_payment", "Send money to a person, identified by email address.",
       params(("to", "amount", "memo"), to=EMAIL, amount=AMOUNT, memo=string("what the payment is for", 200)))
 def send_payment(state: dict, args: dict):
@@ -81,6 +82,7 @@ def _pending(state: dict, rid: str) -> dict:
     return request
 
 
+@writes("account", "transactions", "requests")
 @tool("pay_request", "Pay a pending payment request in full.", params(("request_id",), request_id=REQUEST_ID))
 def pay_request(state: dict, args: dict):
     request = _pending(state, args["request_id"])
@@ -89,6 +91,7 @@ def pay_request(state: dict, args: dict):
     return {"paid": request["id"], "transaction": tx}
 
 
+@writes("requests")
 @tool("decline_request", "Decline a pending payment request.", params(("request_id",), request_id=REQUEST_ID))
 def decline_request(state: dict, args: dict):
     request = _pending(state, args["request_id"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentgym.envs.tools.state import minutes, new_id, parse_date
-from agentgym.envs.tools.toolkit import DATE, EMAIL, TIME, ToolError, params, string, tool
+from agentgym.envs.tools.toolkit import DATE, EMAIL, TIME, ToolError, params, string, tool, writes
 
 EVENT_ID = string("event id, e.g. ev4", 20)
 ATTENDEES = {"type": "array", "items": EMAIL, "maxItems": 30, "description": "attendee email addresses"}
@@ -46,6 +46,7 @@ def get_event(state: dict, args: dict):
     return _get(state, args["event_id"])
 
 
+@writes("events")
 @tool("create_event", "Create an event.",
       params(("title", "date", "start", "end"), title=string("title", 120, minLength=1), date=DATE, start=TIME,
              end=TIME, attendees=ATTENDEES))
@@ -60,6 +61,7 @@ def create_event(state: dict, args: dict):
     return state["events"][eid]
 
 
+@writes("events")
 @tool("update_event", "Change fields of an event; fields left out keep their value. `attendees` replaces "
       "the whole attendee list.",
       params(("event_id",), event_id=EVENT_ID, title=string("title", 120, minLength=1), date=DATE, start=TIME,
@@ -79,6 +81,7 @@ def update_event(state: dict, args: dict):
     return event
 
 
+@writes("events")
 @tool("delete_event", "Delete (cancel) an event.", params(("event_id",), event_id=EVENT_ID))
 def delete_event(state: dict, args: dict):
     event = _get(state, args["event_id"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentgym.envs.tools.state import new_id
-from agentgym.envs.tools.toolkit import EMAIL, ToolError, params, string, tool
+from agentgym.envs.tools.toolkit import EMAIL, ToolError, params, string, tool, writes
 
 CONTACT_ID = string("contact id, e.g. c3", 20)
 PHONE = string("phone number", 40)
@@ -34,6 +34,7 @@ def get_contact(state: dict, args: dict):
     return _get(state, args["contact_id"])
 
 
+@writes("contacts")
 @tool("add_contact", "Add a contact. Emails must be unique in the address book.",
       params(("name", "email"), name=string("full name", 100, minLength=1), email=EMAIL, phone=PHONE,
              company=string("company", 100)))
@@ -48,6 +49,7 @@ def add_contact(state: dict, args: dict):
     return state["contacts"][cid]
 
 
+@writes("contacts")
 @tool("update_contact", "Change fields of a contact; fields left out keep their value.",
       params(("contact_id",), contact_id=CONTACT_ID, name=string("full name", 100, minLength=1), email=EMAIL,
              phone=PHONE, company=string("company", 100)))
@@ -63,6 +65,7 @@ def update_contact(state: dict, args: dict):
     return contact
 
 
+@writes("contacts")
 @tool("delete_contact", "Delete a contact.", params(("contact_id",), contact_id=CONTACT_ID))
 def delete_contact(state: dict, args: dict):
     contact = _get(state, args["contact_id"])

@@ -4,7 +4,7 @@ message to `trash`, and deleting it from the trash removes it for good."""
 from __future__ import annotations
 
 from agentgym.envs.tools.state import new_id
-from agentgym.envs.tools.toolkit import EMAIL, ToolError, params, string, tool
+from agentgym.envs.tools.toolkit import EMAIL, ToolError, params, string, tool, writes
 
 EMAIL_ID = string("email id, e.g. m7", 20)
 FOLDER = {"type": "string", "enum": ["inbox", "sent", "trash"], "description": "mail folder"}
@@ -46,6 +46,7 @@ def search_emails(state: dict, args: dict):
                          and (q in m["from"].lower() or q in m["subject"].lower() or q in m["body"].lower()))
 
 
+@writes("emails")
 @tool("read_email", "Read one email in full (marks it read).", params(("email_id",), email_id=EMAIL_ID))
 def read_email(state: dict, args: dict):
     message = _get(state, args["email_id"])
@@ -53,6 +54,7 @@ def read_email(state: dict, args: dict):
     return message
 
 
+@writes("emails")
 @tool("send_email", "Send an email; a copy is kept in the sent folder.",
       params(("to", "subject", "body"), to=RECIPIENTS, subject=string("subject", 200),
              body=string("message text", 5000)))
@@ -63,6 +65,7 @@ def send_email(state: dict, args: dict):
     return {"sent": mid}
 
 
+@writes("emails")
 @tool("delete_email", "Delete an email: it moves to the trash (deleting from the trash erases it).",
       params(("email_id",), email_id=EMAIL_ID))
 def delete_email(state: dict, args: dict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 
-from agentgym.envs.tools.toolkit import ToolError, params, string, tool
+from agentgym.envs.tools.toolkit import ToolError, params, string, tool, writes
 
 PATH = string("absolute file path, e.g. /documents/notes.txt", 200, pattern=r"^/[^\s]*$")
 MAX_CONTENT = 10_000
@@ -37,6 +37,7 @@ def read_file(state: dict, args: dict):
     return _get(state, args["path"])
 
 
+@writes("files")
 @tool("write_file", "Create a file, or replace the content of an existing one.",
       params(("path", "content"), path=PATH, content=string("the file's text", MAX_CONTENT)))
 def write_file(state: dict, args: dict):
@@ -46,6 +47,7 @@ def write_file(state: dict, args: dict):
     return {"overwritten" if existed else "created": path}
 
 
+@writes("files")
 @tool("move_file", "Move or rename a file. Fails if the destination exists.",
       params(("source", "destination"), source=PATH, destination=PATH))
 def move_file(state: dict, args: dict):
@@ -58,6 +60,7 @@ def move_file(state: dict, args: dict):
     return {"moved": source["path"], "to": dest}
 
 
+@writes("files")
 @tool("delete_file", "Delete a file.", params(("path",), path=PATH))
 def delete_file(state: dict, args: dict):
     f = _get(state, args["path"])

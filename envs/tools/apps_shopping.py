@@ -4,7 +4,7 @@ raises its quantity instead of making a duplicate line, as list apps do."""
 from __future__ import annotations
 
 from agentgym.envs.tools.state import new_id
-from agentgym.envs.tools.toolkit import ToolError, params, string, tool
+from agentgym.envs.tools.toolkit import ToolError, params, string, tool, writes
 
 ITEM_ID = string("shopping item id, e.g. s2", 20)
 QUANTITY = {"type": "integer", "minimum": 1, "maximum": 999}
@@ -24,6 +24,7 @@ def list_shopping_items(state: dict, args: dict):
     return [i for i in sorted(state["shopping"].values(), key=lambda i: i["id"]) if keep_checked or not i["checked"]]
 
 
+@writes("shopping")
 @tool("add_shopping_item", "Add an item (quantity defaults to 1). If the same item is already on the list "
       "unchecked, its quantity is increased instead.",
       params(("name",), name=string("item name", 80, minLength=1), quantity=QUANTITY))
@@ -43,6 +44,7 @@ def add_shopping_item(state: dict, args: dict):
     return state["shopping"][sid]
 
 
+@writes("shopping")
 @tool("update_shopping_item", "Set an item's quantity and/or check it off (checked=true) or back on.",
       params(("item_id",), item_id=ITEM_ID, quantity=QUANTITY, checked={"type": "boolean"}))
 def update_shopping_item(state: dict, args: dict):
@@ -53,6 +55,7 @@ def update_shopping_item(state: dict, args: dict):
     return item
 
 
+@writes("shopping")
 @tool("remove_shopping_item", "Remove an item from the list.", params(("item_id",), item_id=ITEM_ID))
 def remove_shopping_item(state: dict, args: dict):
     item = _get(state, args["item_id"])

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 from agentgym.core import TextEnv
 from agentgym.envs.tools import apps_bank, apps_calendar, apps_contacts, apps_email, apps_files, apps_shopping
-from agentgym.envs.tools.goals import Goal, grade
-from agentgym.envs.tools.state import state_hash, weekday
-from agentgym.envs.tools.tasks import ToolUseTaskSpace, build_task
+from agentgym.envs.tools.goals import Goal, Grade, grade
+from agentgym.envs.tools.state import PARTS, anchor_of, part_hash, weekday
+from agentgym.envs.tools.tasks import ToolUseTaskSpace, load_task
 from agentgym.envs.tools.toolkit import Tool, ToolError, params, string, validate
 from agentgym.parsing import JSONToolCallParser
 from agentgym.tasks.spec import TaskSpec
@@ -128,10 +128,14 @@ class ToolUseEnv(TextEnv):
         self._initial: dict = {}
         self._goal: Goal | None = None
         self._finished = False
+        self._parts: dict[str, str] = {}  # hash of each part of the state, for the anchor
+        self._touched: set[str] = set()  # collections written since reset: the only ones to diff
+        self._grade: Grade | None = None  # of the current state (None: stale)
 
     def _reset(self, task: TaskSpec) -> tuple[str, dict]:
-        self._initial, self._goal = build_task(task)
-        self.state, _ = build_task(task)  # a second, independent copy to act on
+        self.state, self._initial, self._goal = load_task(task)
+        self._parts = {name: part_hash(self.state, name) for name in PARTS}
+        self._touched, self._grade = set(), None
         self._finished = False
         user, today = self.state["user"], self.state["today"]
         obs = (f"Today is {weekday(today)} {today}. You are {user['name']} <{user['email']}>. "
@@ -149,9 +153,10 @@ class ToolUseEnv(TextEnv):
             shown = "\n".join(errors[:20]) + (f"\n({len(errors) - 20} more errors)" if len(errors) > 20 else "")
             return f"Error, nothing was run:\n{shown}", 0.0, False, False, self._info(False, final=False)
 
-        lines, valid, answer = [], True, None
+        lines, valid, answer, written = [], True, None, set()
         for i, c in enumerate(calls):
             tool = TOOLS[c["name"]]
+            written.update(tool.writes)  # also when it fails: a refusal may come after a write
             try:
                 result = tool.handler(self.state, c["arguments"])
             except ToolError as exc:
@@ -167,6 +172,11 @@ class ToolUseEnv(TextEnv):
             else:
                 lines.append(f"{c['name']} -> {_show(result)}")
 
+        if written:
+            for name in written:
+                self._parts[name] = part_hash(self.state, name)
+            self._touched |= written
+            self._grade = None
         if self._finished:
             info = self._info(valid, final=True, answer=answer)
             lines.append(f"Task finished. Score: {info['score']:.2f}.")
@@ -174,11 +184,16 @@ class ToolUseEnv(TextEnv):
         return "\n".join(lines), 0.0, False, False, self._info(valid, final=False)
 
     def _info(self, action_valid: bool, final: bool, answer: str | None = None) -> dict:
-        g = grade(self._goal, self._initial, self.state, answer)
+        if final:  # the answer counts only at the end, so the final grade is never cached
+            g = grade(self._goal, self._initial, self.state, answer, self._touched)
+        else:
+            if self._grade is None:
+                self._grade = grade(self._goal, self._initial, self.state, None, self._touched)
+            g = self._grade
         info = {
             "task_id": self.task.task_id,
             "instruction": self._goal.instruction,
-            "anchor": state_hash(self.state),
+            "anchor": anchor_of(self._parts),
             "admissible_actions": None,
             "action_valid": bool(action_valid),
             # Success and score are only awarded once the agent says it is done.

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from agentgym.envs.tools.state import Change, diff
+from agentgym.envs.tools.state import COLLECTIONS, Change, diff
 
 Check = tuple[str, bool]
 
@@ -38,11 +38,13 @@ class Grade:
     collateral: list[str] = field(default_factory=list)
 
 
-def grade(goal: Goal, initial: dict, final: dict, answer: str | None) -> Grade:
+def grade(goal: Goal, initial: dict, final: dict, answer: str | None, touched=COLLECTIONS) -> Grade:
+    """touched: the collections that may differ from the initial state (all by default; the env
+    passes those its tools wrote this episode)."""
     checks = goal.checks(initial, final, answer)
     passed = sum(ok for _, ok in checks)
     fraction = passed / len(checks) if checks else 1.0
-    collateral = [str(c) for c in diff(initial, final) if not goal.permits(c)]
+    collateral = [str(c) for c in diff(initial, final, touched) if not goal.permits(c)]
     score = 0.0 if collateral else fraction
     return Grade(score=score, success=score == 1.0, progress=fraction,
                  failed=[label for label, ok in checks if not ok], collateral=collateral)

@@ -119,12 +119,25 @@ def new_id(collection: dict, prefix: str) -> str:
 
 
 # --- hashing and diffs -----------------------------------------------------------------------------
-def canonical(state: dict) -> str:
-    return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+PARTS = ("today", "user") + COLLECTIONS
+
+
+def part_hash(state: dict, name: str) -> str:
+    return hashlib.sha256(canonical(state[name]).encode()).hexdigest()
+
+
+def anchor_of(parts: dict[str, str]) -> str:
+    """The state's anchor from the hashes of its parts, so that a step re-hashes only the
+    collections it changed."""
+    return hashlib.sha256("".join(parts[name] for name in PARTS).encode()).hexdigest()[:16]
 
 
 def state_hash(state: dict) -> str:
-    return hashlib.sha256(canonical(state).encode()).hexdigest()[:16]
+    return anchor_of({name: part_hash(state, name) for name in PARTS})
 
 
 @dataclass(frozen=True)
@@ -150,15 +163,17 @@ def _strip_benign(collection: str, record: dict) -> dict:
     return {k: v for k, v in record.items() if k not in benign} if benign else record
 
 
-def diff(before: dict, after: dict) -> list[Change]:
+def diff(before: dict, after: dict, collections=COLLECTIONS) -> list[Change]:
     changes = []
-    for name in COLLECTIONS:
+    for name in collections:
         old, new = before[name], after[name]
+        if old == new:  # C-speed equality first: most collections are untouched
+            continue
         for key in old.keys() | new.keys():
             a, b = old.get(key), new.get(key)
-            if a is None or b is None:
-                changes.append(Change(name, key, a, b))
-            elif _strip_benign(name, a) != _strip_benign(name, b):
+            if a == b:
+                continue
+            if a is None or b is None or _strip_benign(name, a) != _strip_benign(name, b):
                 changes.append(Change(name, key, a, b))
     changes.sort(key=lambda c: (c.collection, c.key))
     return changes

@@ -39,19 +39,28 @@ def check_params(spec: TaskSpec) -> tuple[Template, int]:
 
 
 @lru_cache(maxsize=256)
-def _build(task_json: str) -> tuple[str, Goal]:
+def _build(task_json: str) -> tuple[str, dict, Goal]:
     spec = TaskSpec.from_dict(json.loads(task_json))
     template, level = check_params(spec)
     world = World(np.random.default_rng(spec.seed))
     goal = template.setup(world, level)
-    return json.dumps(world.state), goal
+    return json.dumps(world.state), world.state, goal
+
+
+def load_task(spec: TaskSpec) -> tuple[dict, dict, Goal]:
+    """(a fresh copy of the initial state to act on, the shared initial state, the goal).
+
+    Cached: the episodes of a GRPO group replay one task, and parsing the JSON of the state is
+    cheaper than regenerating the world. The shared initial state must be treated as read-only
+    (the grader only reads it)."""
+    state_json, initial, goal = _build(json.dumps(spec.to_dict(with_id=False), sort_keys=True))
+    return json.loads(state_json), initial, goal
 
 
 def build_task(spec: TaskSpec) -> tuple[dict, Goal]:
-    """A fresh copy of the task's initial state, and its goal. Cached: episodes of a GRPO group
-    replay the same task, and re-parsing JSON is ~10x cheaper than regenerating the world."""
-    state_json, goal = _build(json.dumps(spec.to_dict(with_id=False), sort_keys=True))
-    return json.loads(state_json), goal
+    """A fresh copy of the task's initial state, and its goal."""
+    state, _, goal = load_task(spec)
+    return state, goal
 
 
 class ToolUseTaskSpace(TaskSpace):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 
@@ -26,6 +26,9 @@ class Tool:
     description: str
     parameters: dict
     handler: Callable[[dict, dict], Any]  # (state, arguments) -> JSON-able result; mutates state
+    #: The state collections the handler may change. The env re-hashes and re-grades only those,
+    #: so a handler must declare every collection it writes (a fuzz test checks this).
+    writes: tuple[str, ...] = ()
 
     @property
     def spec(self) -> dict:
@@ -50,6 +53,14 @@ EMAIL = {"type": "string", "pattern": r"^[^@\s]+@[^@\s]+\.[^@\s]+$", "maxLength"
 def tool(name: str, description: str, parameters: dict):
     def wrap(fn: Callable[[dict, dict], Any]) -> Tool:
         return Tool(name, description, parameters, fn)
+
+    return wrap
+
+
+def writes(*collections: str):
+    """Declare the collections a tool changes (stacked above @tool)."""
+    def wrap(t: Tool) -> Tool:
+        return replace(t, writes=collections)
 
     return wrap
 

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from agentgym.core import INFO_KEYS
 from agentgym.envs.tools.env import TOOLS, ToolUseEnv
+from agentgym.envs.tools.goals import grade
+from agentgym.envs.tools.state import state_hash
 from agentgym.tasks.spec import TaskSpec
 
 ENV = ToolUseEnv()
@@ -138,6 +140,12 @@ def test_random_walks_of_schema_valid_calls(walk):
         obs, _, terminated, _, info = ENV.step(json.dumps(call))
         assert set(INFO_KEYS) <= set(info)
         assert info["action_valid"] or "Error" in obs, obs
+        # The env re-hashes and re-diffs only the collections tools declare they write: an
+        # undeclared write would show up here as a stale anchor or a missed change.
+        assert info["anchor"] == state_hash(ENV.state)
+        full = grade(ENV._goal, ENV._initial, ENV.state, None)
+        assert info["progress"] == full.progress
+        assert ENV._grade is None or ENV._grade.collateral == full.collateral
         if terminated:
             break
     assert ENV.state["account"]["main"]["balance"] >= 0
