@@ -6,6 +6,7 @@ Run `python -m agentgym.envs.search.task_space` to regenerate the shipped split 
 from __future__ import annotations
 
 import hashlib
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,17 @@ class SearchTaskSpace(TaskSpace):
 
     env_id = ENV_ID
     split_dir = Path(__file__).parent / "splits"
+
+    def describe(self) -> str:
+        return inspect.cleandoc(type(self).__doc__ or "")
+
+    def parse(self, text: str) -> TaskSpec | None:
+        """A JSON question spec from an LLM's proposal; world_seed defaults to 0, so that a
+        proposal that leaves it out gets the same id as the same question from `sample`."""
+        spec = super().parse(text)
+        if spec is None or "question" in spec.params:
+            return spec
+        return TaskSpec(spec.env_id, {"world_seed": 0, **spec.params}, seed=spec.seed)
 
     def source(self, spec: TaskSpec):
         return world_source(int(spec.params.get("world_seed", 0)))

@@ -99,4 +99,19 @@ def test_llm_proposals_parse_into_playable_tasks(space):
             '"attribute": "population"}, "seed": 0}')
     spec = space.parse(text)
     assert spec is not None and space.validate(spec)
+    bare = space.parse('{"kind": "single", "start": "cit-00004", "path": [], "attribute": "population"}')
+    assert bare.task_id == spec.task_id
+    assert "world_seed" in space.describe() and not space.describe().startswith(" ")
     assert space.parse("no json here") is None
+
+
+@pytest.mark.slow
+def test_another_world_seed_is_another_world_and_plays(space, env):
+    rng = np.random.default_rng(0)
+    task = space.sample(rng, kind="bridge", hops=3, world_seed=1)
+    assert task.params["world_seed"] == 1 and space.validate(task)
+    from agentgym.envs.search.dataset import world_source
+
+    start = task.params["start"]
+    assert world_source(1).world.get(start).title != world_source(0).world.get(start).title
+    assert world_source(1).world.get(start).title in space.question(task).text
