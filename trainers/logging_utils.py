@@ -210,13 +210,13 @@ class MetricsLogger:
             if wanted is True:
                 raise MissingExtraError(f"W&B logging needs wandb: run `pip install wandb` ({exc})") from exc
             return None
-        if mode != "offline" and not _wandb_has_credentials(wandb):
+        if mode != "offline" and not _wandb_has_credentials():
             print("agentgym: no W&B credentials found; logging to W&B in offline mode "
                   "(sync later with `wandb sync`)", file=sys.stderr)
             mode = "offline"
         try:
             return wandb.init(project=project or "agentgym", name=self.run_name, dir=str(self.run_dir),
-                              config=dict(config or {}), mode=mode or "online", reinit=True)
+                              config=dict(config or {}), mode=mode or "online")
         except Exception as exc:  # a W&B outage must not stop training; the JSONL still has it all
             if wanted is True:
                 raise
@@ -224,12 +224,20 @@ class MetricsLogger:
             return None
 
 
-def _wandb_has_credentials(wandb) -> bool:
-    if os.environ.get("WANDB_API_KEY"):
+def _wandb_has_credentials() -> bool:
+    """Whether W&B can authenticate without asking: an API key in the environment, an identity
+    token file, or a .netrc entry for the W&B host. Read with the standard library, because
+    W&B's own lookups change between versions and some of them prompt."""
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
         return True
+    import netrc
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or "api.wandb.ai"
+    path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
     try:
-        return bool(wandb.Api().api_key)
-    except Exception:
+        return netrc.netrc(path).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
         return False
 
 

@@ -132,3 +132,31 @@ def test_plot_learning_curves_overlays_runs_and_rejects_unknown_keys(tmp_path):
         plot_learning_curves(runs, keys=["nope"], out_png=tmp_path / "x.png")
     with pytest.raises(ValueError, match="out_png is required"):
         plot_learning_curves(runs, keys=["success"])
+
+
+@pytest.mark.slow
+def test_wandb_offline_run_gets_the_metrics(tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_PROJECT", raising=False)
+    with MetricsLogger(tmp_path, tensorboard=False, wandb="auto", config={"lr": 0.1}) as logger:
+        assert "wandb" in logger.backends
+        run = logger._wandb
+        logger.log({"loss": 0.5, "eval": {"success": 1.0}}, step=1)
+        assert run.config["lr"] == 0.1
+    assert list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb")), "no offline W&B run written"
+
+
+@pytest.mark.slow
+def test_wandb_online_without_credentials_goes_offline_instead_of_prompting(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("wandb")
+    for var in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("WANDB_PROJECT", "agentgym-test")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    with MetricsLogger(tmp_path, tensorboard=False, wandb="auto") as logger:
+        assert "wandb" in logger.backends
+        logger.log({"loss": 1.0}, step=1)
+    assert "offline mode" in capsys.readouterr().err
