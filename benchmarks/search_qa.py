@@ -100,7 +100,8 @@ def main() -> None:
         solved += info["success"]
     elapsed = time.perf_counter() - t
     print(f"env: {steps / elapsed:.0f} steps/s over {n_episodes} oracle episodes ({steps} steps incl. resets; "
-          f"oracle success {solved}/{n_episodes}); search step incl. snippets {t_search / search_steps * 1e3:.2f} ms mean")
+          f"oracle success {solved}/{n_episodes}); search step incl. snippets "
+          f"{t_search / search_steps * 1e3:.2f} ms mean")
     rand = np.random.default_rng(1)
     junk = ["look", "search[]", "open[nothing]", "answer[]", "search[harbour]", "open[per-00001]"]
     env.reset(options={"task": tasks[0]})

@@ -146,8 +146,9 @@ def _character_docs(world: World) -> list[Document]:
     docs = []
     for ch in world.characters:
         work = world.get(ch.work)
+        job = f"{article(ch.occupation)} {ch.occupation}"
         text = (f"{ch.name} is a fictional character in the {work.attrs['kind']} {work.title} by "
-                f"{_mention(world, work.rels['creator'])}. In the story, {ch.name} is {article(ch.occupation)} {ch.occupation} born in "
+                f"{_mention(world, work.rels['creator'])}. In the story, {ch.name} is {job} born in "
                 f"{ch.birth_year} in {ch.city}, who works for {ch.company}. The character shares a name with "
                 f"real people but none of their biography.")
         docs.append(Document(ch.id, ch.title, text))
@@ -178,7 +179,8 @@ def _chronicle_docs(world: World) -> list[Document]:
         if len(lines) < 2:
             continue
         title = f"{year} in {country}"
-        docs.append(Document(f"yr-{year}-{country.lower()}", title, f"Events of {year} in {country}: " + " ".join(lines)))
+        text = f"Events of {year} in {country}: " + " ".join(lines)
+        docs.append(Document(f"yr-{year}-{country.lower()}", title, text))
     return docs
 
 
@@ -191,8 +193,8 @@ def _people_from_docs(world: World, links) -> list[Document]:
             continue
         lines = [f"{world.get(p).title} ({world.get(p).attrs['occupation']}, born {world.get(p).attrs['birth_year']})"
                  for p in born[:30]]
-        docs.append(Document(f"lst-{cid}", f"List of people from {city.title}",
-                             f"People born in {city.title}, {city.attrs['country']}, include: " + "; ".join(lines) + "."))
+        text = f"People born in {city.title}, {city.attrs['country']}, include: " + "; ".join(lines) + "."
+        docs.append(Document(f"lst-{cid}", f"List of people from {city.title}", text))
     return docs
 
 

@@ -43,7 +43,8 @@ def convert_hotpotqa(source: str | Path, out_dir: str | Path, split: str = "") -
             record = {"id": str(ex["_id"]), "question": ex["question"], "answer": ex["answer"],
                       "supporting": supporting, "type": ex.get("type", "qa")}
         except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{source}: example {i} is not a HotpotQA example ({type(exc).__name__}: {exc})") from None
+            raise ConfigError(f"{source}: example {i} is not a HotpotQA example "
+                              f"({type(exc).__name__}: {exc})") from None
         if split:
             record["split"] = split
         questions.append(record)

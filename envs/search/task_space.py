@@ -218,8 +218,8 @@ class FileTaskSpace(TaskSpace):
         return self.source_.question(dict(spec.params))
 
     def sample(self, rng: np.random.Generator, kind: str | None = None, hops: int | None = None, **_: Any) -> TaskSpec:
-        pool = [t for t in self._splits("train")
-                if (kind is None or t.params.get("kind") == kind) and (hops is None or len(t.params["supporting"]) == hops)]
+        pool = [t for t in self._splits("train") if (kind is None or t.params.get("kind") == kind)
+                and (hops is None or len(t.params["supporting"]) == hops)]
         if not pool:
             raise ValueError(f"no train question with kind={kind!r} and hops={hops!r}")
         return pool[int(rng.integers(len(pool)))]

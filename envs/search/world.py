@@ -169,7 +169,8 @@ class _Builder:
             self._add("city", name, country in unseen_countries, country=country,
                       population=int(round(float(rng.lognormal(11.5, 1.1)), -2)) + 1000,
                       founded_year=int(rng.integers(800, 1900)))
-        self.region_cities = {u: [c for c in self.by_type["city"] if self.entities[c].unseen == u] for u in (False, True)}
+        self.region_cities = {u: [c for c in self.by_type["city"] if self.entities[c].unseen == u]
+                              for u in (False, True)}
 
     def _people(self):
         rng, cfg = self.rng, self.cfg
