@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass
 
 from agentgym.envs.household.goals import evaluate
-from agentgym.envs.household.world import APPLIANCE_EFFECT, CLEAN, COOL, HOT, MIDDLE, NOTHING, World
+from agentgym.envs.household.world import (
+    APPLIANCE_EFFECT, CLEAN, COOL, HOT, MIDDLE, NOTHING, World, clear_state_caches,
+)
 
 GO, OPEN, CLOSE, TAKE, MOVE, TREAT, USE, EXAMINE_REC, EXAMINE_OBJ, LOOK, INVENTORY = range(11)
 TREAT_VERB = {CLEAN: "clean", HOT: "heat", COOL: "cool"}
@@ -29,7 +31,11 @@ NOTHING_HAPPENS = "Nothing happens."
 UNKNOWN_COMMAND = f"Nothing happens. That is not a command. The commands are: {GRAMMAR}."
 
 _PUT = re.compile(r"^(?:put|place|move) (.+?) (?:in|on|into|onto|to|in/on) (.+)$")
-_MAX_STATES = 50_000  # per layout; a runaway random policy cannot grow the cache without bound
+# Cached states cost ~1.2 kB each: bound them per layout and per process (~120 MB), so that
+# long training runs over thousands of tasks do not grow memory without limit.
+_MAX_STATES_PER_LAYOUT = 20_000
+_MAX_STATES = 100_000
+_cached = 0
 
 
 @dataclass(slots=True)
@@ -46,7 +52,12 @@ def entry_for(world: World) -> StateEntry:
     states = world.layout.states
     entry = states.get(key)
     if entry is None:
-        if len(states) >= _MAX_STATES:
+        global _cached
+        _cached += 1
+        if _cached > _MAX_STATES:
+            _cached = 0
+            clear_state_caches()
+        if len(states) >= _MAX_STATES_PER_LAYOUT:
             states.clear()
         table = admissible_table(world)
         progress, success = evaluate(world)

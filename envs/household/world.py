@@ -213,6 +213,12 @@ def get_layout(spec) -> Layout:
     return layout
 
 
+def clear_state_caches() -> None:
+    """Forget the per-state caches of every cached layout (they are rebuilt on demand)."""
+    for layout in _LAYOUTS.values():
+        layout.states.clear()
+
+
 class World:
     """The mutable state of one episode and the effects of actions on it.
 

@@ -309,3 +309,22 @@ def test_collect_groups_share_the_initial_state_and_oracle_solves():
         assert len({t.steps[0].anchor for t in group}) == 1
         assert len({t.steps[0].observation for t in group}) == 1
         assert [s.action for s in group[0].steps] == SPACE.solve(tasks[g])
+
+
+def test_state_caches_are_bounded(monkeypatch):
+    import random
+
+    from agentgym.envs.household import commands, world
+
+    monkeypatch.setattr(commands, "_MAX_STATES", 60)
+    monkeypatch.setattr(commands, "_cached", 0)
+    world.clear_state_caches()  # states cached by earlier tests
+    rng = random.Random(1)
+    env = HouseholdEnv()
+    for task in SPACE.split("heldout")[:30]:
+        _, info = env.reset(options={"task": task})
+        for _ in range(30):
+            actions = info["admissible_actions"]
+            *_, info = env.step(actions[rng.randrange(len(actions))])
+            assert info["action_valid"]
+            assert sum(len(lay.states) for lay in world._LAYOUTS.values()) <= 61

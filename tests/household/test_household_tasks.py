@@ -119,3 +119,15 @@ def test_instruction_matches_goal():
         assert p["object"] in info["instruction"]
         assert (p.get("receptacle") or p.get("lamp")) in info["instruction"]
         assert SPACE.parse(info["instruction"]).params["task_type"] == p["task_type"]
+
+
+def test_readme_example_is_what_the_env_prints():
+    import gymnasium as gym
+
+    readme = (SPACE.split_dir.parent / "README.md").read_text()
+    env = gym.make("agentgym/Household-v0")
+    obs, _ = env.reset(seed=0)
+    assert obs.splitlines()[-1] == "Your task is to: put a hot mug on toaster."
+    assert "# Your task is to: put a hot mug on toaster." in readme
+    obs, *_ = env.step("go to microwave 1")
+    assert f"# {obs}" in readme
