@@ -59,7 +59,7 @@ def _rules() -> str:
     for app, module in APPS.items():
         lines.append(f"[{app}]")
         lines += [_signature(t) for t in module.TOOLS]
-    lines.append(_signature(FINISH))
+    lines.append(_signature(FINISH) + " (alias: complete_task)")
     return "\n".join(lines)
 
 
@@ -121,6 +121,8 @@ class ToolUseEnv(TextEnv):
     rules: ClassVar[str] = _rules()
     #: The tools in OpenAI function-calling format (for chat templates with native tool support).
     tools: ClassVar[list[dict]] = [t.spec for name, t in TOOLS.items() if name != "complete_task"]
+    #: The agentgym.parsing parser that suits this env's actions (ChatEnv(env, parser="json")).
+    action_parser: ClassVar[str] = "json"
 
     def __init__(self, render_mode: str | None = None):
         super().__init__(render_mode=render_mode)

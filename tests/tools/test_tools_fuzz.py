@@ -62,7 +62,7 @@ def test_tool_names_with_random_arguments(call):
 
 
 @settings(FUZZ, max_examples=40)
-@given(st.lists(calls, min_size=0, max_size=12), st.sampled_from(["{}", "<action>{}</action>", "<tool_call>{}</tool_call>"]))
+@given(st.lists(calls, min_size=0, max_size=4), st.sampled_from(["{}", "<action>{}</action>", "<tool_call>{}</tool_call>"]))
 def test_lists_of_calls_in_wrappers(batch, wrapper):
     _step(wrapper.replace("{}", json.dumps(batch)))
 
@@ -76,6 +76,11 @@ def test_huge_arguments(name, size, char):
             for k, v in props.items()}
     obs, _, _, info = _step(json.dumps({"name": name, "arguments": args}))
     assert len(obs) < 20_000
+
+
+def test_too_many_calls_in_one_action_are_refused():
+    obs, _, _, info = _step(json.dumps([{"name": "get_balance", "arguments": {}}] * 11))
+    assert not info["action_valid"] and "too many calls" in obs
 
 
 def test_pathological_inputs():
