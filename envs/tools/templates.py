@@ -58,9 +58,11 @@ def reschedule_meetings(world: World, level: int) -> Goal:
             ok = after is not None and after["date"] == target and all(
                 after[k] == before[k] for k in ("title", "start", "end", "attendees"))
             out.append((f"'{before['title']}' moved to {target}, same times", ok))
-        mails = [m for m in new_sent(initial, final) if addressed_to(m, p.email)]
-        told = any((target in m["body"] or weekday(target).lower() in m["body"].lower())
-                   and all(e["start"] in m["body"] for e in moved) for m in mails)
+        # One email or several: what counts is that together they give the date and every time.
+        text = "\n".join(m["subject"] + "\n" + m["body"] for m in new_sent(initial, final)
+                         if addressed_to(m, p.email))
+        told = bool(text) and (target in text or weekday(target).lower() in text.lower()) \
+            and all(e["start"] in text for e in moved)
         out.append((f"emailed {p.first} the new date and times", told))
         return out
 

@@ -157,3 +157,16 @@ def test_chat_env_with_json_parser_and_oracle_policy_solves_tasks(space):
     trajs = collect("ToolUse-v0", tasks, OraclePolicy(space), group_size=1, chat={"parser": "json"})
     assert [t.success for t in trajs] == [True] * len(tasks)
     assert all(s.action_valid for t in trajs for s in t.steps)
+
+
+@pytest.mark.slow
+def test_process_executor_gives_the_same_trajectories(space):
+    from agentgym.policies.scripted import OraclePolicy
+    from agentgym.rollout import collect
+
+    tasks = space.split("heldout_unseen")[:4]
+    runs = [collect("ToolUse-v0", tasks, OraclePolicy(space), group_size=2, executor=ex, chat={"parser": "json"})
+            for ex in ("inprocess", "process")]
+    for a, b in zip(*runs):
+        assert a.success and b.success
+        assert [s.anchor for s in a.steps] == [s.anchor for s in b.steps]

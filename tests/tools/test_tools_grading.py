@@ -121,3 +121,15 @@ def test_parse_amount():
     assert parse_amount("$1,234.50") == 1234.5
     assert parse_amount("It was 42 dollars") == 42.0
     assert parse_amount("") is None and parse_amount(None) is None and parse_amount("none") is None
+
+
+def test_the_new_times_may_be_split_over_several_emails(env, spec, play, space):
+    task = spec("reschedule_meetings", 2, seed=5)
+    plan = space.solve(task)
+    send = next(i for i, a in enumerate(plan) if json.loads(a)["name"] == "send_email")
+    call = json.loads(plan[send])
+    lines = [line for line in call["arguments"]["body"].splitlines() if line.startswith("- ")]
+    assert len(lines) >= 2
+    split = [act("send_email", to=call["arguments"]["to"], subject="Moved", body=line) for line in lines]
+    _, reward, _, _, info = play(env, task, plan[:send] + split + plan[send + 1:])
+    assert reward == 1.0, info["failed_checks"]
