@@ -43,9 +43,9 @@ def main() -> None:
     words = sum(len(d.text.split()) for d in docs)
     print(f"corpus: {len(docs)} documents, {words / 1e6:.2f} M words; world {t_world:.2f} s, render {t_render:.2f} s")
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     index = SearchIndex.build(docs)
-    t_build = time.perf_counter() - t
+    t_build, c_build = time.perf_counter() - t, time.process_time() - c
     t = time.perf_counter()
     reference = bm25s.BM25()
     reference.index(bm25s.tokenize([f"{d.title} {d.title} {d.text}" for d in docs], show_progress=False),
@@ -56,8 +56,8 @@ def main() -> None:
         t = time.perf_counter()
         bm25s.BM25.load(tmp, show_progress=False)
         t_load = time.perf_counter() - t
-    print(f"index build: {t_build:.2f} s (bm25s tokenize+index reference {t_ref_build:.2f} s, "
-          f"ratio {t_build / t_ref_build:.2f}x); load from disk cache {t_load * 1e3:.0f} ms")
+    print(f"index build: {t_build:.2f} s wall, {c_build:.2f} s CPU (bm25s tokenize+index reference "
+          f"{t_ref_build:.2f} s, ratio {t_build / t_ref_build:.2f}x); load from disk cache {t_load * 1e3:.0f} ms")
 
     rng = np.random.default_rng(0)
     ents = list(world.entities.values())
@@ -66,19 +66,22 @@ def main() -> None:
         e = ents[int(rng.integers(len(ents)))]
         # half entity titles (the oracle's queries), half free-text questions about attributes
         queries.append(e.title if i % 2 == 0 else f"{e.name} {' '.join(str(v) for v in e.attrs.values())} founded born")
-    ours, ref = [], []
+    ours, ours_cpu, ref = [], [], []
     for q in queries:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         index.search(q, 5)
         ours.append(time.perf_counter() - t)
+        ours_cpu.append(time.process_time() - c)
         t = time.perf_counter()
         reference.retrieve(bm25s.tokenize([q], show_progress=False), k=5, show_progress=False)
         ref.append(time.perf_counter() - t)
     med, p95 = _ms(ours)
+    cpu_med, cpu_p95 = _ms(ours_cpu)  # CPU time: what the query costs when the machine is shared
     ref_med, ref_p95 = _ms(ref)
+    verdict = "met" if med <= 5 else "MISSED"
     print(f"query latency on the full corpus ({n_queries} queries, top-5): median {med:.3f} ms, p95 {p95:.3f} ms "
-          f"(target <= 5 ms: {'met' if med <= 5 else 'MISSED'}); bm25s retrieve reference median {ref_med:.3f} ms, "
-          f"p95 {ref_p95:.3f} ms; speed-up {ref_med / med:.1f}x")
+          f"(CPU time median {cpu_med:.3f} ms, p95 {cpu_p95:.3f} ms; target <= 5 ms: {verdict}); "
+          f"bm25s retrieve reference median {ref_med:.3f} ms, p95 {ref_p95:.3f} ms; speed-up {ref_med / med:.1f}x")
 
     env = SearchQAEnv()
     space = env.task_space
