@@ -63,6 +63,9 @@ def check_params(params: Mapping[str, Any]) -> dict:
     key = "lamp" if task_type == "look_at_obj_in_light" else "receptacle"
     if p.get(key) not in targets_for(task_type, room):
         raise ValueError(f"{key} {p.get(key)!r} is not available for {task_type} in the {room}")
+    unknown = set(p) - set(DEFAULTS) - {"task_type", "room", "object", key}
+    if unknown:
+        raise ValueError(f"unknown params {sorted(unknown)} for a {task_type} task")
     for name, (low, high) in LIMITS.items():
         value = p[name]
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:

@@ -25,6 +25,8 @@ def spec(**params):
     return TaskSpec(ENV_ID, params=base, seed=seed)
 
 
+# check_env warns that a wrapped env is not the raw env: checking through the wrappers is the point.
+@pytest.mark.filterwarnings("ignore:.*is different from the unwrapped version")
 def test_check_env_unwrapped_and_wrapped():
     env = gym.make(ENV_ID)
     check_env(env.unwrapped, skip_render_check=True)
@@ -228,6 +230,7 @@ def test_lenient_spelling_of_commands():
     assert env.step(move.replace("move", "put").replace(" to ", " in "))[-1]["success"]
 
 
+@pytest.mark.filterwarnings("ignore:.*is different from the unwrapped version")
 def test_chat_wrapper_and_async_vector_env():
     chat = ChatEnv(gym.make(ENV_ID))
     msgs, info = chat.reset(options={"task": SPACE.split("train")[0]})
@@ -261,6 +264,9 @@ def test_invalid_params_raise_a_clear_error():
         env.reset(options={"task": spec(task_type="pick_heat_then_place", object="book")})
     with pytest.raises(ValueError, match="num_receptacles"):
         env.reset(options={"task": spec(num_receptacles=99)})
+    with pytest.raises(ValueError, match="unknown params"):
+        env.reset(options={"task": spec(lamp="desklamp")})
+    assert not SPACE.validate(spec(colour="red"))
 
 
 def test_random_walks_keep_invariants_and_anchor_is_a_state_bijection():
