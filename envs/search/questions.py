@@ -133,6 +133,11 @@ def _capitalize(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _with_title(name: str, entity) -> tuple[str, ...]:
+    """The name, and the document title too where it differs ("Mira Castell (architect)")."""
+    return (name,) if entity.title == name else (name, entity.title)
+
+
 def _leaks(answer: str, question: str) -> bool:
     a, q = normalize_answer(answer), normalize_answer(question)
     return bool(a) and f" {a} " in f" {q} "
@@ -164,7 +169,8 @@ def resolve(world: World, params: dict) -> Question:
     if _leaks(answer, text):
         raise ValueError("the question gives its answer away")
     docs = chain if attribute != "name" else chain[:-1]
-    return Question(text, (answer,), tuple(docs), tuple(world.get(d).title for d in docs), kind, len(docs),
+    answers = _with_title(answer, end) if attribute == "name" else (answer,)
+    return Question(text, answers, tuple(docs), tuple(world.get(d).title for d in docs), kind, len(docs),
                     tuple(path), tuple(chain))
 
 
@@ -194,18 +200,19 @@ def _resolve_comparison(world: World, params: dict) -> Question:
             raise ValueError("the comparison has no unique answer")
         text = _COMPARE_QUESTION[(attribute, form)].format(a=refs[0], b=refs[1])
         pick = min if form == "min" else max
-        answer = ends[values.index(pick(values))].name
+        winner = ends[values.index(pick(values))]
+        answers = _with_title(winner.name, winner)
     elif form == "same":
         if attribute not in _SAME_QUESTION:
             raise ValueError(f"{attribute!r} cannot be compared for equality")
         text = _SAME_QUESTION[attribute].format(a=refs[0], b=refs[1])
         if any(_leaks(e.display(attribute), text) for e in ends):
             raise ValueError("the question gives its answer away")
-        answer = "yes" if values[0] == values[1] else "no"
+        answers = ("yes" if values[0] == values[1] else "no",)
     else:
         raise ValueError(f"form must be min, max or same, got {form!r}")
     docs = chains[0] + chains[1]
-    return Question(_capitalize(text), (answer,), tuple(docs), tuple(world.get(d).title for d in docs),
+    return Question(_capitalize(text), answers, tuple(docs), tuple(world.get(d).title for d in docs),
                     "comparison", len(docs), tuple(paths[0] + paths[1]), tuple(docs))
 
 

@@ -26,13 +26,24 @@ def test_composition_and_comparison_by_hand(world):
     cid = _first_with(world, "company", "founder")
     founder = world.get(world.get(cid).rels["founder"])
     q = resolve(world, {"kind": "composition", "start": cid, "path": ["founder", "born_in"], "attribute": "name"})
-    assert q.answers == (world.get(founder.rels["born_in"]).name,)
+    assert q.answers[0] == world.get(founder.rels["born_in"]).name
     assert q.supporting == (cid, founder.id) and q.hops == 2
     a, b = world.get("cit-00001"), world.get("cit-00002")
     q = resolve(world, {"kind": "comparison", "attribute": "population", "form": "max",
                         "branches": [{"start": a.id, "path": []}, {"start": b.id, "path": []}]})
     bigger = a if a.attrs["population"] > b.attrs["population"] else b
-    assert q.answers == (bigger.name,) and q.hops == 2 and q.supporting == (a.id, b.id)
+    assert q.answers[0] == bigger.name and q.hops == 2 and q.supporting == (a.id, b.id)
+
+
+def test_an_entity_answer_accepts_its_disambiguated_title(world):
+    from agentgym.envs.search.answers import grade
+
+    cid = next(c for c in world.by_type["company"] if "(" in world.get(world.get(c).rels["founder"]).title)
+    founder = world.get(world.get(cid).rels["founder"])
+    q = resolve(world, {"kind": "single", "start": cid, "path": ["founder"], "attribute": "name"})
+    assert q.answers == (founder.name, founder.title)
+    assert grade(founder.title, list(q.answers)) == (True, 1.0)
+    assert grade(founder.name, list(q.answers)) == (True, 1.0)
 
 
 @pytest.mark.parametrize("params, message", [
