@@ -27,6 +27,9 @@ TEMPLATES = (
 )
 
 
+PARAM_KEYS = frozenset({"asin", "category", "product_type", "attributes", "options", "price_upper"})
+
+
 @dataclass(frozen=True)
 class Goal:
     asin: str  # the product the goal was made from (one of possibly many full matches)
@@ -39,6 +42,13 @@ class Goal:
 
     @classmethod
     def from_params(cls, params: Mapping, seed: int = 0) -> "Goal":
+        """The goal of a task's params; ValueError for unknown keys (they would change the task
+        id without changing the task) and missing or malformed ones."""
+        unknown = set(params) - PARAM_KEYS
+        if unknown:
+            raise ValueError(f"unknown web shop task params {sorted(unknown)}; expected {sorted(PARAM_KEYS)}")
+        if not isinstance(params.get("attributes"), list) or not isinstance(params.get("options", {}), dict):
+            raise ValueError("web shop task params need 'attributes' as a list and 'options' as a dict")
         return cls(
             asin=str(params["asin"]),
             category=str(params["category"]),

@@ -98,6 +98,9 @@ def test_validate_rejects_impossible_and_malformed_goals():
     bogus_option = TaskSpec(ENV_ID, {**good.params, "options": {"size": "galactic"}}, 0)
     assert not SPACE.validate(bogus_option)
     assert not SPACE.validate(TaskSpec(ENV_ID, {"asin": "nope"}, 0))  # missing keys: invalid, not a crash
+    assert not SPACE.validate(TaskSpec(ENV_ID, {**good.params, "colour": "red"}, 0))  # unknown key
+    assert not SPACE.validate(TaskSpec(ENV_ID, {**good.params, "attributes": "waterproof"}, 0))
+    assert not SPACE.validate(TaskSpec(ENV_ID, {**good.params, "price_upper": "cheap"}, 0))
 
 
 def test_splits_shipped_disjoint_and_reproducible():
