@@ -116,3 +116,19 @@ def test_instructions_are_distinct_across_seeds(env, space):
 def test_env_without_task_samples_from_train(env, space):
     _, info = env.reset(seed=3)
     assert info["task_id"] in {t.task_id for t in space.split("train")}
+
+
+@pytest.mark.slow
+def test_worlds_and_plans_do_not_depend_on_python_hash_seed(space):
+    import os
+    import subprocess
+    import sys
+
+    code = ("from agentgym.envs.tools.env import ToolUseEnv\n"
+            "env = ToolUseEnv(); sp = env.task_space\n"
+            "for t in sp.split('train')[:10] + sp.split('heldout_unseen')[:10]:\n"
+            "    obs, info = env.reset(options={'task': t})\n"
+            "    print(info['anchor'], repr(sp.solve(t)))\n")
+    outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")]
+    assert outs[0] == outs[1] and outs[0].count("\n") == 20
