@@ -251,6 +251,8 @@ def test_gym_make_with_module_prefix_in_fresh_process():
         "import gymnasium as gym\n"
         "env = gym.make('agentgym:agentgym/Household-v0')\n"
         "obs, info = env.reset(seed=0)\n"
+        "import sys\n"
+        "assert 'torch' not in sys.modules, 'the household env must not import torch'\n"
         "print(type(env.unwrapped).__name__, info['admissible_actions'][-1])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
