@@ -115,3 +115,10 @@ def test_env_plays_without_torch(source):
     # the session's cache folder: the child process loads the index instead of building it
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_process_workers_build_or_load_the_index_themselves(space):
+    tasks = space.split("heldout_unseen")[:3]
+    trajs = agentgym.collect(ENV_ID, tasks, OraclePolicy(space), group_size=2, executor="process", num_workers=2)
+    assert [t.success for t in trajs] == [True] * 6 and not any(t.infra_error for t in trajs)
