@@ -22,7 +22,7 @@ class ChatEnv(gym.Wrapper):
     def __init__(
         self,
         env: gym.Env,
-        parser: str | ActionParser = "tag",
+        parser: str | ActionParser | None = None,
         history: int | str = 2,
         show_admissible: bool = True,
         max_admissible: int = 64,
@@ -32,7 +32,8 @@ class ChatEnv(gym.Wrapper):
         super().__init__(env)
         if not (history == "full" or (isinstance(history, int) and history >= 0)):
             raise ValueError(f"history must be a non-negative int or 'full', got {history!r}")
-        self.parser = get_parser(parser)
+        # Each env family names the action format its rules describe (tool envs take JSON calls).
+        self.parser = get_parser(parser if parser is not None else getattr(env.unwrapped, "action_parser", "tag"))
         self.history = history
         self.show_admissible = show_admissible
         self.max_admissible = max_admissible

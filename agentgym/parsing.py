@@ -92,6 +92,8 @@ class JSONToolCallParser(ActionParser):
             if obj is None:
                 return ParsedAction(None, "the tool call is not valid JSON")
             calls.extend(obj if isinstance(obj, list) else [obj])
+        # OpenAI's nested form {"type": "function", "function": {"name": ..., "arguments": ...}}
+        calls = [c["function"] if isinstance(c, dict) and isinstance(c.get("function"), dict) else c for c in calls]
         for call in calls:
             if not isinstance(call, dict) or not isinstance(call.get("name"), str):
                 return ParsedAction(None, 'each tool call must be an object with a string "name"')

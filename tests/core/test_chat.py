@@ -50,3 +50,11 @@ def test_unparseable_reply_is_an_invalid_action_that_costs_a_turn(env_id):
 def test_bad_history_option(env_id):
     with pytest.raises(ValueError):
         _chat(env_id, history=-1)
+
+
+def test_parser_defaults_to_the_envs_own_format(env_id):
+    from agentgym.parsing import JSONToolCallParser, TagActionParser
+    assert isinstance(_chat(env_id).parser, TagActionParser)
+    env = agentgym.make(env_id)
+    env.unwrapped.action_parser = "json"
+    assert isinstance(ChatEnv(env).parser, JSONToolCallParser)

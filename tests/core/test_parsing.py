@@ -37,6 +37,11 @@ def test_json_parser_accepts_tagged_bare_lists_and_string_arguments():
     assert [c["name"] for c in json.loads(many.action)] == ["a", "b"]
 
 
+def test_json_parser_unwraps_openai_nested_calls():
+    parsed = JSONToolCallParser().parse('{"type": "function", "function": {"name": "f", "arguments": "{}"}}')
+    assert json.loads(parsed.action) == {"name": "f", "arguments": {}}
+
+
 def test_json_parser_errors():
     p = JSONToolCallParser()
     for text in ["", "{not json", '{"arguments": {}}', '{"name": 3}', '{"name": "a", "arguments": [1]}',
