@@ -1,0 +1,107 @@
+import json
+
+import numpy as np
+import pytest
+
+import agentgym
+from agentgym.errors import ConfigError, HeldoutTaskError
+from agentgym.policies import RandomPolicy
+from agentgym.registration import get_task_space
+from agentgym.tasks.source import make_task_source, zero_variance_fraction
+from agentgym.toy import COUNTER_ID
+from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
+
+HOUSEHOLD = "agentgym/Household-v0"
+
+
+def play(source, n, seed, group_size=4):
+    tasks = source.next_tasks(n)
+    trajs = agentgym.collect(COUNTER_ID, tasks, RandomPolicy(seed=seed), group_size=group_size, seed=seed)
+    advantages = compute_advantages(trajs, EstimatorConfig(name="grpo"))
+    return tasks, trajs, advantages, source.update(trajs, advantages)
+
+
+@pytest.mark.parametrize("kind", ["split", "evolve"])
+@pytest.mark.parametrize("curriculum", ["uniform", "learnability", "sec", "dump"])
+def test_training_loop_contract(counter_space, kind, curriculum):
+    source = make_task_source(kind, counter_space, counter_space.split("train"), curriculum=curriculum, seed=0,
+                              seed_tasks=8, new_per_round=2, min_active=12)
+    heldout = counter_space.heldout_ids()
+    for it in range(3):
+        tasks, trajs, advantages, metrics = play(source, 4, seed=it)
+        assert len(tasks) == 4 and not {t.task_id for t in tasks} & heldout
+        assert metrics["zero_variance_frac"] == zero_variance_fraction(trajs)
+    assert sum(e.trials for e in source.pool.entries.values()) == 3 * 4 * 4  # every rollout counted
+    if kind == "evolve":
+        assert len(source.pool) >= 12 and source.generator.round == 3
+    if curriculum == "sec":
+        assert source.curriculum.q and all(q >= 0 for q in source.curriculum.q.values())
+    if curriculum == "dump":
+        assert sum(source.curriculum.n.values()) == 3 * 4 * 4
+
+
+def test_curriculum_reward_is_mean_abs_advantage_per_category(counter_space, traj):
+    source = make_task_source("split", counter_space, counter_space.split("train"), curriculum="sec", seed=0,
+                              curriculum_opts={"alpha": 1.0})
+    a, b = counter_space.split("train")[0], counter_space.split("train")[-1]
+    ca, cb = counter_space.category(a), counter_space.category(b)
+    assert ca != cb
+    trajs = [traj(a, "g0", True, steps=2), traj(a, "g0", False, steps=1), traj(b, "g1", False, steps=2),
+             traj(b, "g1", False, steps=2, infra_error=True)]
+    advantages = [np.array([1.0, -3.0]), np.array([0.5]), np.array([0.0, 0.0]), np.array([9.0, 9.0])]
+    metrics = source.update(trajs, advantages)
+    # a: mean(|1|, |-3|) = 2 and 0.5 -> 1.25; b: 0 (the infra-error trajectory is left out)
+    assert source.curriculum.q == pytest.approx({ca: 1.25, cb: 0.0})
+    assert metrics["zero_variance_frac"] == 0.5  # g0 mixed, g1 all failed
+    assert source.pool.entries[a.task_id].trials == 2 and source.pool.entries[b.task_id].trials == 1
+    with pytest.raises(ValueError, match="4 trajectories but 3 advantage arrays"):
+        source.update(trajs, advantages[:3])
+
+
+@pytest.mark.parametrize("kind", ["split", "evolve"])
+def test_state_round_trip_continues_identically(counter_space, kind):
+    def fresh():
+        return make_task_source(kind, counter_space, counter_space.split("train"), curriculum="sec", seed=4,
+                                seed_tasks=6, new_per_round=3, min_active=10)
+
+    a = fresh()
+    for it in range(2):
+        play(a, 3, seed=it)
+    b = fresh()
+    b.load_state_dict(json.loads(json.dumps(a.state_dict())))
+    assert b.state_dict() == a.state_dict()
+    for it in range(2, 4):
+        ta, *_ = play(a, 3, seed=it)
+        tb, *_ = play(b, 3, seed=it)
+        assert ta == tb
+    assert a.state_dict() == b.state_dict()
+
+
+def test_household_evolve_source_never_emits_heldout_tasks():
+    space = get_task_space(HOUSEHOLD)
+    source = make_task_source("evolve", space, space.split("train"), curriculum="learnability", seed=1,
+                              new_per_round=8, min_active=64)
+    heldout = space.heldout_ids()
+    emitted = [t for _ in range(30) for t in source.next_tasks(16)]
+    assert not {t.task_id for t in emitted} & heldout
+    assert not set(source.pool.entries) & heldout
+
+
+def test_bad_configuration_is_refused(counter_space):
+    train = counter_space.split("train")
+    with pytest.raises(HeldoutTaskError, match="held-out split"):
+        make_task_source("split", counter_space, train + counter_space.split("heldout")[:1])
+    with pytest.raises(HeldoutTaskError):
+        make_task_source("evolve", counter_space, counter_space.split("heldout")[:3])
+    with pytest.raises(ConfigError, match="unknown task source"):
+        make_task_source("replay", counter_space, train)
+    with pytest.raises(ConfigError, match="unknown curriculum"):
+        make_task_source("split", counter_space, train, curriculum="plr")
+    with pytest.raises(ConfigError, match="needs training tasks"):
+        make_task_source("split", counter_space, [])
+    with pytest.raises(ConfigError, match="at least 1"):
+        make_task_source("split", counter_space, train).next_tasks(0)
+    a = make_task_source("split", counter_space, train, curriculum="sec")
+    b = make_task_source("split", counter_space, train, curriculum="dump")
+    with pytest.raises(ConfigError, match="resume with the same tasks settings"):
+        b.load_state_dict(a.state_dict())
