@@ -35,8 +35,12 @@ INNER_SOURCE = "/.agentgym/src"
 # Runs inside the sandbox as the unprivileged user: copy in, run, stream the result out on fd 3.
 # The agent's command gets no fd 3, so it cannot forge the workspace stream.
 WRAPPER = r"""
-set -o pipefail
-cd /.agentgym/src && find . -mindepth 1 -maxdepth 1 -printf '%P\0' | tar --null -T - -cf - | tar -C /workspace -xf - --no-same-owner || { echo "AGENTGYM_COPY_IN_FAILED"; exit 111; }
+shopt -s dotglob nullglob
+src=(/.agentgym/src/*)
+if [ ${#src[@]} -gt 0 ]; then
+  cp -r --preserve=mode,timestamps "${src[@]}" /workspace/ || { echo "AGENTGYM_COPY_IN_FAILED"; exit 111; }
+fi
+shopt -u dotglob nullglob
 cd /workspace
 ( bash -c "$1" ) 3>&- </dev/null
 rc=$?
