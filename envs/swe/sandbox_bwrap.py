@@ -40,11 +40,14 @@ src=(/.agentgym/src/*)
 if [ ${#src[@]} -gt 0 ]; then
   cp -r --preserve=mode,timestamps "${src[@]}" /workspace/ || { echo "AGENTGYM_COPY_IN_FAILED"; exit 111; }
 fi
-shopt -u dotglob nullglob
 cd /workspace
-( bash -c "$1" ) 3>&- </dev/null
+bash -c "$1" 3>&- </dev/null
 rc=$?
-cd / && tar --sort=name --owner=0 --group=0 --numeric-owner -C /workspace -cf - . >&3 2>/dev/null
+cd /workspace 2>/dev/null || exit $rc
+# the entries, not ".", so an unchanged tree gives a byte-identical tar (then nothing is copied back)
+out=(*)
+if [ ${#out[@]} -eq 0 ]; then tar -cf - -T /dev/null >&3; exit $rc; fi
+tar --sort=name --owner=0 --group=0 --numeric-owner -cf - -- "${out[@]}" >&3 2>/dev/null
 exit $rc
 """
 

@@ -1,0 +1,63 @@
+"""Sandbox behaviour that is not an attack: the workspace round trip, limits, local backend."""
+
+import time
+
+import pytest
+
+from agentgym.envs.swe.sandbox import CommandResult, Limits, make_sandbox
+from agentgym.errors import ConfigError
+
+
+@pytest.mark.sandbox
+def test_workspace_changes_round_trip(workspace):
+    sb = make_sandbox("bwrap", workspace)
+    res = sb.run("echo new > new.txt; mkdir -p a/b; echo deep > a/b/c.txt; touch .hidden; rm pkg/mod.py; ln -s a/b/c.txt link")
+    assert res.exit_code == 0, res.output
+    assert (workspace / "new.txt").read_text() == "new\n"
+    assert (workspace / "a/b/c.txt").read_text() == "deep\n"
+    assert (workspace / ".hidden").exists() and not (workspace / "pkg/mod.py").exists()
+    assert (workspace / "link").is_symlink()
+    # host-side edits are seen by the next command
+    (workspace / "host.txt").write_text("from host")
+    sb.workspace_changed()
+    assert sb.run("cat host.txt").output == "from host"
+    sb.run("rm -rf ./* ./.hidden")
+    assert list(workspace.iterdir()) == []
+    assert sb.run("echo back > x").exit_code == 0 and (workspace / "x").exists()
+
+
+@pytest.mark.sandbox
+def test_exit_code_env_and_cwd(workspace):
+    sb = make_sandbox("bwrap", workspace)
+    res = sb.run("cd /tmp; echo $FOO; exit 3", env={"FOO": "bar"})
+    assert res.exit_code == 3 and res.output.strip() == "bar"
+    assert "[exit code 3]" in res.describe()
+    assert sb.run("pwd").output.strip() == "/workspace"  # every command starts in the repo root
+    assert sb.run("python -c 'import pytest; print(pytest.__name__)'").output.strip() == "pytest"
+
+
+@pytest.mark.sandbox
+def test_timeout_is_clamped_to_max(workspace):
+    sb = make_sandbox("bwrap", workspace, Limits(timeout=5, max_timeout=1))
+    start = time.monotonic()
+    res = sb.run("sleep 10", timeout=100)
+    assert res.timed_out and time.monotonic() - start < 4
+
+
+def test_local_backend_limits(workspace):
+    sb = make_sandbox("local", workspace, Limits(timeout=1, output_bytes=1000))
+    assert sb.run("pwd").output.strip() == str(workspace)
+    res = sb.run("sleep 5")
+    assert res.timed_out and res.duration < 3
+    res = sb.run("yes")
+    assert res.output_capped and len(res.output) <= 1000
+
+
+def test_unknown_backend():
+    with pytest.raises(ConfigError):
+        make_sandbox("chroot", ".")
+
+
+def test_describe():
+    assert CommandResult("", 0).describe() == "[no output]"
+    assert "timed out" in CommandResult("x", None, timed_out=True, duration=2).describe()
