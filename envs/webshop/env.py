@@ -117,5 +117,9 @@ class WebShopEnv(TextEnv):
             "action_valid": valid,
             "success": self.done and self.score >= 1.0,
             "score": self.score,
+            # What buying the open product with the chosen options would score (0 away from a
+            # product page): verifiable from the state, rises as the agent finds and configures it.
+            "progress": self.score if self.done else (
+                self.shop.score(state) if state.kind in ("item", "description", "features") else 0.0),
             "page": state.kind,
         }

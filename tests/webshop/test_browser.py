@@ -100,6 +100,16 @@ def test_same_actions_same_observations_and_reward_in_both_backends(benv, tenv):
         assert_same_run(benv, tenv, task, random_walk(tenv, task, rng, 10))
 
 
+def test_links_below_the_fold_are_clicked_too(tenv):
+    small = WebShopEnv(backend="browser", viewport_height=100)  # most links off screen: locator clicks
+    try:
+        task = SPACE.split("train")[9]
+        info = assert_same_run(small, tenv, task, SPACE.solve(task))
+        assert info["success"]
+    finally:
+        small.close()
+
+
 def test_bad_input_matches_the_text_backend(benv, tenv):
     task = SPACE.split("train")[7]
     actions = ["", "click[nothing]", "search[]", "search[" + "é" * 10_000 + "]", "click[Back to Search]",

@@ -69,6 +69,13 @@ def test_oracle_solves_every_shipped_split_task(env):
             assert info["success"], (name, task.task_id)
 
 
+def test_progress_rises_along_the_oracle_plan(env):
+    task = SPACE.split("train")[11]
+    progress = [info["progress"] for _, _, info in play(env, task, SPACE.solve(task))]
+    assert progress[0] == 0.0 and progress[-1] == 1.0
+    assert progress == sorted(progress) and all(0.0 <= p <= 1.0 for p in progress)
+
+
 def test_reward_is_sparse_and_partial_for_a_wrong_purchase(env):
     task = SPACE.split("train")[5]
     plan = SPACE.solve(task)
