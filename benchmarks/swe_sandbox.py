@@ -8,6 +8,8 @@ isolation) measured in the same run as the reference, reported as ratios.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import time
 
@@ -23,17 +25,30 @@ def pct(values, q):
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
+CPU_MS: dict[str, float] = {}
+
+
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def round_trips(backend: str, n: int) -> list[float]:
     ws = fresh_copy(repo_path("datekit"))
     try:
         sb = make_sandbox(backend, ws)
         sb.run("true")  # warm caches
         out = []
+        cpu0 = _cpu()
         for _ in range(n):
             t = time.perf_counter()
             res = sb.run("echo ok")
             out.append(time.perf_counter() - t)
             assert res.output.strip() == "ok", res.output
+        # CPU time spent per command (ours + children): what the wall clock would be on an idle
+        # core, whatever else the machine is doing
+        CPU_MS[backend] = (_cpu() - cpu0) / n * 1e3
         return out
     finally:
         remove_workspace(ws)
@@ -87,6 +102,9 @@ def main() -> None:
         mb, ml = statistics.median(bw), statistics.median(lo)
         print(f"{name:40s} {mb * 1e3:10.1f} ms {pct(bw, .95) * 1e3:7.1f} ms {ml * 1e3:10.1f} ms "
               f"{pct(lo, .95) * 1e3:7.1f} ms {mb / ml:6.2f}x")
+    print(f"CPU time per round trip: bwrap {CPU_MS['bwrap']:.1f} ms, local {CPU_MS['local']:.1f} ms "
+          f"({CPU_MS['bwrap'] / CPU_MS['local']:.2f}x)")
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print("targets: bwrap round trip <= 20 ms, reset <= 100 ms")
 
 

@@ -11,6 +11,7 @@ uid's RLIMIT_NPROC caps processes, the wall clock caps time, the output cap caps
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import random
@@ -116,10 +117,17 @@ class BwrapSandbox(Sandbox):
         # A uid of its own, so RLIMIT_NPROC counts only this sandbox's processes (root is exempt
         # from RLIMIT_NPROC, so commands never run as root).
         self.uid = uid if uid is not None else random.randrange(200_000, 260_000)
+        # As root (CI containers, this project's machines) bwrap sets the sandbox up with full
+        # privileges and setpriv drops to self.uid. As a normal user bwrap makes a user
+        # namespace instead, commands run as that user, and RLIMIT_NPROC is counted on top of
+        # the user's own processes.
+        self.privileged = os.geteuid() == 0
+        if not self.privileged:
+            self.uid = os.getuid()
         self.python_bin = os.path.join(sys.prefix, "bin")
         self._last_tar_digest: str | None = None
 
-    def _argv(self, command: str) -> list[str]:
+    def _argv(self, env: dict[str, str] | None = None) -> list[str]:
         lim = self.limits
         argv = [
             self.bwrap,
@@ -158,16 +166,19 @@ class BwrapSandbox(Sandbox):
             "--setenv", "USER", "agent", "--setenv", "LOGNAME", "agent",
             "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
             "--setenv", "PYTHONPATH", INNER_SUPPORT,
-            "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
         ]
+        for k, v in (env or {}).items():
+            argv += ["--setenv", k, v]
+        if self.privileged:
+            argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        else:
+            argv += ["--unshare-user", "--disable-userns"]
         return argv
 
     def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None) -> CommandResult:
         # The unprivileged sandbox user copies the workspace in: it must be able to enter it.
         os.chmod(self.workspace, 0o755)
-        argv = self._argv(command)
-        for k, v in (env or {}).items():
-            argv[-4:-4] = ["--setenv", k, v]
+        argv = self._argv(env)
         seccomp_fd = None
         program = seccomp_program()
         if program is not None:
@@ -180,17 +191,19 @@ class BwrapSandbox(Sandbox):
             os.write(seccomp_fd, program)
             os.lseek(seccomp_fd, 0, os.SEEK_SET)
             argv += ["--seccomp", str(seccomp_fd)]
-        argv += [
-            "/usr/bin/setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
-            "/bin/bash", "-c", WRAPPER, "wrapper", command,
-        ]
+        if self.privileged:
+            argv += ["/usr/bin/setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
+                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        argv += ["/bin/bash", "-c", WRAPPER, "wrapper", command]
+        limits = self.limits
+        if not self.privileged:
+            limits = dataclasses.replace(limits, processes=limits.processes + _processes_of_user(self.uid))
         try:
             result, tar = run_process(
                 argv,
                 timeout=self._timeout(timeout),
                 output_cap=self.limits.output_bytes,
-                preexec_fn=rlimit_preexec(self.limits),
+                preexec_fn=rlimit_preexec(limits),
                 extra_fd_cap=self.limits.workspace_bytes + (4 << 20),
                 env={"PATH": "/usr/bin:/bin"},
                 pass_fds=(seccomp_fd,) if seccomp_fd is not None else (),
@@ -221,6 +234,17 @@ class BwrapSandbox(Sandbox):
             result.notes.append(f"workspace changes were discarded: {exc}")
             return
         self._last_tar_digest = digest
+
+
+def _processes_of_user(uid: int) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                count += os.stat(f"/proc/{entry}").st_uid == uid
+            except OSError:
+                pass
+    return count
 
 
 def bwrap_works() -> bool:

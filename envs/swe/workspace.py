@@ -83,12 +83,28 @@ def tree_digest(ws: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _safe_member(member: tarfile.TarInfo, dest: str):
-    """tarfile's `data` filter, but dangerous members are dropped instead of aborting."""
-    try:
-        return tarfile.data_filter(member, dest)
-    except tarfile.FilterError:
+def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """The member if it stays inside `dest` once extracted, else None (it is dropped).
+
+    Our own check rather than tarfile's `data` filter, which Python < 3.11.4 lacks: plain
+    files, folders and symlinks whose target stays inside; no absolute or `..` names, no
+    hard links or devices; permissions reduced to rwx for the owner, r-x for others."""
+    name = member.name
+    if name.startswith("/") or ".." in Path(name).parts or "\x00" in name:
         return None
+    if not (member.isreg() or member.isdir() or member.issym()):
+        return None
+    if member.issym():
+        target = member.linkname
+        if os.path.isabs(target):
+            return None
+        resolved = os.path.normpath(os.path.join(dest, os.path.dirname(name), target))
+        if resolved != dest and not resolved.startswith(dest.rstrip("/") + "/"):
+            return None
+    member.mode = (member.mode & 0o755) | (0o700 if member.isdir() else 0o600)
+    member.uid = member.gid = 0
+    member.uname = member.gname = "root"
+    return member
 
 
 def replace_from_tar(ws: Path, data: bytes) -> list[str]:
@@ -110,7 +126,9 @@ def replace_from_tar(ws: Path, data: bytes) -> list[str]:
                     notes.append(f"dropped unsafe entry {m.name!r}")
                 else:
                     kept.append(safe)
-            tar.extractall(staging, members=kept, filter="fully_trusted")
+            # members were vetted above; tarfile's own filters exist only on Python >= 3.11.4
+            trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+            tar.extractall(staging, members=kept, **trusted)
         os.chmod(staging, 0o755)  # mkdtemp makes it 0700; the sandbox user must read it
         old = ws.with_name(ws.name + ".old")
         os.rename(ws, old)

@@ -61,3 +61,33 @@ def test_unknown_backend():
 def test_describe():
     assert CommandResult("", 0).describe() == "[no output]"
     assert "timed out" in CommandResult("x", None, timed_out=True, duration=2).describe()
+
+
+def test_sync_back_drops_entries_that_would_escape(tmp_path):
+    import io
+    import tarfile
+
+    from agentgym.envs.swe.workspace import replace_from_tar
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        def add(name, kind=tarfile.REGTYPE, link="", data=b"x", mode=0o644):
+            m = tarfile.TarInfo(name)
+            m.type, m.linkname, m.mode = kind, link, mode
+            m.size = len(data) if kind == tarfile.REGTYPE else 0
+            tar.addfile(m, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+        add("ok.txt", mode=0o4777)
+        add("../escape.txt")
+        add("/abs.txt")
+        add("up", tarfile.SYMTYPE, "../../etc/passwd")
+        add("abs_link", tarfile.SYMTYPE, "/etc/passwd")
+        add("inside_link", tarfile.SYMTYPE, "ok.txt")
+        add("hard", tarfile.LNKTYPE, "/etc/passwd")
+        add("dev", tarfile.CHRTYPE)
+    notes = replace_from_tar(ws, buf.getvalue())
+    assert sorted(p.name for p in ws.iterdir()) == ["inside_link", "ok.txt"]
+    assert len(notes) == 6
+    assert not (tmp_path / "escape.txt").exists()
+    assert (ws / "ok.txt").stat().st_mode & 0o7777 == 0o755  # no setuid, no world write
