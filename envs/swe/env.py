@@ -38,8 +38,10 @@ Tools (one call per turn):
 - run_tests(paths): run the visible tests (default: tests/).
 - submit(): finish; hidden tests then grade your fix.
 Call tools as JSON: {"name": "view", "arguments": {"path": "pkg/core.py"}}, or as text:
-`bash ls -la`, `view pkg/core.py 10-40`, `run_tests`, `submit`; `create PATH` and
-`str_replace PATH` take their text on the following lines (see the docs). Long outputs are truncated."""
+`bash ls -la`, `view pkg/core.py 10-40`, `run_tests`, `submit`; `create PATH` takes the file
+content on the following lines; `str_replace PATH` takes on the following lines
+<<<<<<< SEARCH, the old text, =======, the new text, >>>>>>> REPLACE (each marker on its own line).
+Long outputs are truncated in the middle."""
 
 
 class SWEEnv(TextEnv):
