@@ -46,12 +46,13 @@ def batch_samples(trajectories, advantages, category_of) -> dict[str, list[float
     return dict(out)
 
 
-def zero_variance_fraction(trajectories) -> float:
-    """Share of groups whose episodes all got the same score: no advantage, no gradient."""
+def zero_variance_fraction(trajectories, outcome: str = "success") -> float:
+    """Share of groups whose episodes all had the same outcome ("success" or "score"): no
+    episode-level advantage, no gradient."""
     groups: dict[str, set] = defaultdict(set)
     for t in trajectories:
         if not t.infra_error:
-            groups[t.group_id].add(round(float(t.score), 9))
+            groups[t.group_id].add(bool(t.success) if outcome == "success" else round(float(t.score), 9))
     return float(np.mean([len(v) == 1 for v in groups.values()])) if groups else 0.0
 
 
@@ -104,7 +105,7 @@ class TaskSource:
         if self.generator is not None:
             self.generator.observe(trajectories)
         all_abs = [v for vals in samples.values() for v in vals]
-        self.last.update({"zero_variance_frac": zero_variance_fraction(trajectories),
+        self.last.update({"zero_variance_frac": zero_variance_fraction(trajectories, self.pool.config.outcome),
                           "mean_abs_adv": float(np.mean(all_abs)) if all_abs else 0.0,
                           "categories": len(samples)})
         return dict(self.last)

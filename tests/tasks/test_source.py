@@ -105,3 +105,12 @@ def test_bad_configuration_is_refused(counter_space):
     b = make_task_source("split", counter_space, train, curriculum="dump")
     with pytest.raises(ConfigError, match="resume with the same tasks settings"):
         b.load_state_dict(a.state_dict())
+
+
+def test_zero_variance_uses_the_pool_outcome(counter_space, traj):
+    a = counter_space.split("train")[0]
+    # g0: both failed with different partial scores; g1: one success
+    trajs = [traj(a, "g0", False, score=0.2), traj(a, "g0", False, score=0.6), traj(a, "g1", True),
+             traj(a, "g1", False, score=0.0)]
+    assert zero_variance_fraction(trajs, "success") == 0.5
+    assert zero_variance_fraction(trajs, "score") == 0.0
