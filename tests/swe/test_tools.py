@@ -97,3 +97,24 @@ def test_truncate_marks_the_cut():
     assert len(out) < 1100 and "characters truncated" in out
     assert out.startswith("a") and out.endswith("b")
     assert truncate("short", 1000) == "short"
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["name", "arguments", "path", "command", "old_str"]), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=200), JSONISH.map(json.dumps),
+                 st.sampled_from(["bash ", "view ", "str_replace ", "create ", "run_tests ", "submit "]).flatmap(
+                     lambda p: st.text(max_size=80).map(lambda t: p + t))))
+def test_any_text_parses_or_raises_action_error(text):
+    try:
+        call = parse_action(text)
+    except ActionError:
+        return
+    assert call.name in ("bash", "view", "str_replace", "create", "run_tests", "submit")
