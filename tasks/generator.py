@@ -18,7 +18,8 @@ to `sample`):
            (AgentEvolver's self-questioning).
 
 Every proposal goes through one gate (`admit`): it must parse, belong to this env, not be a
-held-out task, not already be known (pool or earlier rejects) and pass `task_space.validate`
+held-out task (by id, or by the task space's `reserved(spec)` rule for unseen-combination splits,
+e.g. household's reserved (object, destination) pairs), not already be known (pool or earlier rejects) and pass `task_space.validate`
 (the oracle solves it). Rejections are counted by reason in `stats`. After
 `max_consecutive_rejects` rejections in a row, `propose` raises TaskGenerationError instead of
 looping forever.
@@ -42,6 +43,19 @@ SOURCES = ("sample", "mutate", "easier", "harder", "llm")
 
 # Difficulty functions of built-in task spaces that do not (yet) expose a `difficulty(spec)` method.
 KNOWN_DIFFICULTY = {"agentgym/Household-v0": "agentgym.envs.household.tasks:difficulty"}
+
+
+def _household_reserved(spec: TaskSpec) -> bool:
+    from agentgym.envs.household.tasks import is_reserved
+
+    p = spec.params
+    return is_reserved(p.get("object"), p.get("lamp") or p.get("receptacle"))
+
+
+# Rules that reserve whole regions of a task space for `heldout_unseen` (beyond its listed ids), for
+# task spaces without a `reserved(spec)` method: household keeps ~15% of (object, destination)
+# pairs for heldout_unseen, so a proposal (e.g. an LLM's) that uses one must not be trained on.
+KNOWN_RESERVED = {"agentgym/Household-v0": _household_reserved}
 
 
 class TaskGenerationError(AgentGymError):
@@ -115,6 +129,8 @@ class TaskGenerator:
         self.heldout = set(task_space.heldout_ids() if heldout_ids is None else heldout_ids)
         self.llm = llm
         self.difficulty = resolve_difficulty(task_space, difficulty)
+        reserved = getattr(task_space, "reserved", None)
+        self.reserved = reserved if callable(reserved) else KNOWN_RESERVED.get(getattr(task_space, "env_id", ""))
         self.round = 0
         self.stats: Counter = Counter()
         self.rejected: set[str] = set()  # ids that failed validation: never re-validated
@@ -145,6 +161,11 @@ class TaskGenerator:
         tid = spec.task_id
         if tid in self.heldout:
             return "heldout"
+        try:
+            if self.reserved is not None and self.reserved(spec):
+                return "reserved"
+        except (KeyError, TypeError, ValueError):
+            return "invalid"
         if tid in self.pool:
             return "duplicate"
         if tid in self.rejected:

@@ -52,6 +52,9 @@ def test_household_pool_tasks_are_oracle_valid_and_never_held_out():
         pool.record(e.task_id, *[(0, 6), (3, 6), (6, 6)][int(rng.integers(3))])
     new = gen.propose(300)
     assert not {t.task_id for t in new} & space.heldout_ids()
+    from agentgym.envs.household.tasks import is_reserved  # nor a heldout_unseen (object, destination) pair
+
+    assert not any(is_reserved(t.params["object"], t.params.get("lamp") or t.params.get("receptacle")) for t in new)
     assert {gen.stats[f"admitted/{s}"] > 0 for s in ("sample", "mutate", "easier", "harder")} == {True}
     sample = [pool.entries[t.task_id].spec for t in new[::10]]
     trajs = agentgym.collect(HOUSEHOLD, sample, OraclePolicy(space), group_size=1)
@@ -114,6 +117,7 @@ def test_llm_proposals_are_parsed_validated_and_bad_ones_counted():
         json.dumps({"params": broken, "seed": 1}),  # parse refuses impossible knobs
         None,  # backend error
         "put a hot apple in fridge. level=easy",  # the same proposal again: a duplicate
+        "put a hot apple in drawer. level=easy",  # (apple, drawer) is reserved for heldout_unseen
         json.dumps({"params": dict(space.split("train")[1].params), "seed": 6}),
     ]
     llm = CannedLLM(texts)
@@ -127,6 +131,7 @@ def test_llm_proposals_are_parsed_validated_and_bad_ones_counted():
     assert gen.stats["rejected/unparsed"] == 2  # the cake and the knob out of range
     assert gen.stats["rejected/heldout"] == 1
     assert gen.stats["rejected/duplicate"] == 1
+    assert gen.stats["rejected/reserved"] == 1
     assert gen.stats["llm/errors"] == 1
     prompt = llm.prompts[0][-1]["content"]
     assert space.describe()[:40] in prompt and "put a clean mug in coffeemachine." in prompt
