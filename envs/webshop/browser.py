@@ -167,13 +167,16 @@ class BrowserBackend:
         self._prefix = uuid.uuid4().hex[:8]
 
     # --- lifecycle ----------------------------------------------------------------------------
-    def _launch(self) -> None:
+    def _launch(self, fresh_driver: bool = False) -> None:
         if not os.path.exists(self.executable_path):
             raise BrowserBackendError(
                 f"no Chromium at {self.executable_path}: install it (`apt-get install chromium`) or set "
                 "AGENTGYM_CHROMIUM to a Chromium binary")
+        old_driver = self._playwright
         self._shutdown_browser()
         self._playwright = _DRIVERS.acquire()
+        if fresh_driver and self._playwright is old_driver:  # still shared with other envs: replace it
+            self._playwright = _DRIVERS.restart(self._playwright)
         before = _chromium_processes()
         try:
             self._browser = self._start_browser()
@@ -229,6 +232,13 @@ class BrowserBackend:
             self.server.sessions.pop(self._session, None)
         self._session = f"{self._prefix}-{next(self._sessions)}"
         self.server.sessions[self._session] = shop
+        try:
+            return self._open_session()
+        except BrowserBackendError:  # a browser or driver that died unnoticed: one fresh start
+            self._launch(fresh_driver=True)
+            return self._open_session()
+
+    def _open_session(self) -> View:
         return self._act(lambda: self._page.goto(f"{self.server.base_url}/s/{self._session}/",
                                                  wait_until="commit"), navigate=False)
 

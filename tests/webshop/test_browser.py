@@ -4,6 +4,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import gymnasium as gym
 import numpy as np
@@ -133,16 +134,33 @@ def test_html_and_js_in_queries_never_run(benv):
     assert info["page"] == "item" and benv.backend.evaluate("() => window.__pwned === undefined")
 
 
-def test_a_crashed_browser_raises_then_the_env_recovers_on_reset():
+def node_pids():
+    return {p.pid for p in psutil.Process().children() if "node" in p.name()}
+
+
+@pytest.mark.parametrize("victim", ["browser", "driver"])
+def test_a_crash_raises_then_the_env_recovers_on_reset(victim):
+    # In a thread of its own: its own Playwright driver, not the one the module's envs share.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(crash_and_recover, victim).result()
+
+
+def crash_and_recover(victim):
+    drivers_before = node_pids()
     env = WebShopEnv(backend="browser")
     try:
         task = SPACE.split("train")[4]
         env.reset(options={"task": task})
-        os.kill(env.backend.browser_pid, signal.SIGKILL)
+        if victim == "browser":
+            os.kill(env.backend.browser_pid, signal.SIGKILL)
+        else:  # Playwright's node driver, which owns the browser
+            (driver,) = node_pids() - drivers_before
+            os.kill(driver, signal.SIGKILL)
+        time.sleep(0.3)
         with pytest.raises(BrowserBackendError):
             for action in SPACE.solve(task):  # the first action that touches the browser raises
                 env.step(action)
-        env.reset(options={"task": task})  # relaunches the browser
+        env.reset(options={"task": task})  # relaunches what died
         for action in SPACE.solve(task):
             _, reward, _, _, info = env.step(action)
         assert info["success"] and reward == 1.0
@@ -155,10 +173,16 @@ def test_rollout_marks_a_browser_crash_as_infra_error():
     from agentgym.rollout import collect
 
     class CrashingOracle(OraclePolicy):
+        """Kills the rollout's browser (not the other tests' ones) before its second action."""
+
+        def __init__(self, space):
+            super().__init__(space)
+            self.spare = {p.pid for p in psutil.Process().children(recursive=True)}
+
         def generate(self, prompts, sampling=None, contexts=None):
             if contexts[0].turn == 1:
                 for child in psutil.Process().children(recursive=True):
-                    if "chrom" in child.name():
+                    if "chrom" in child.name() and child.pid not in self.spare:
                         child.kill()
             return super().generate(prompts, sampling, contexts)
 
