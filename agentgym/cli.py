@@ -116,7 +116,9 @@ def play_command(
     env_id = agentgym.registration.check_env_id(env)
     game = agentgym.make(env_id)
     obs, info = game.reset(seed=seed, options={"task": task})
-    console.print(f"[bold]Task:[/bold] {info['instruction']}\n{obs}")
+    # Env text is printed verbatim: rich markup would eat bracketed text such as "[cit-00012]".
+    console.print("Task:", style="bold", end=" ")
+    console.print(f"{info['instruction']}\n{obs}", markup=False, highlight=False)
     steps = 0
     while True:
         try:
@@ -127,11 +129,12 @@ def play_command(
             break
         if action.strip() == "help":
             actions = info.get("admissible_actions")
-            console.print(", ".join(actions) if actions else "This environment has an open action space.")
+            console.print(", ".join(actions) if actions else "This environment has an open action space.",
+                          markup=False, highlight=False)
             continue
         obs, reward, terminated, truncated, info = game.step(action)
         steps += 1
-        console.print(obs)
+        console.print(obs, markup=False, highlight=False)
         if not info["action_valid"]:
             console.print("[dim](action not valid here; type `help` to list the admissible actions)[/dim]")
         if terminated or truncated:
@@ -154,7 +157,8 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except AgentGymError as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        err_console.print("error:", style="red", end=" ")
+        err_console.print(str(exc), markup=False, highlight=False)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)

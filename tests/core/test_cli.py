@@ -63,3 +63,11 @@ def test_play_lets_a_person_play_from_stdin():
     result = runner.invoke(app, ["play", COUNTER_ID, "--task", task.task_id], input="help\nfoo\ninc\ninc\n")
     assert result.exit_code == 0, result.output
     assert "inc, dec" in result.output and "not valid" in result.output and "solved" in result.output
+
+
+def test_play_prints_environment_text_verbatim(monkeypatch):
+    from agentgym.toy import CounterEnv
+    monkeypatch.setattr(CounterEnv, "_reset", lambda self, task: (
+        setattr(self, "count", 0) or setattr(self, "t", 0) or "[doc-7] [bold]x[/bold]", self._info(True)))
+    result = runner.invoke(app, ["play", COUNTER_ID], input="quit\n")
+    assert "[doc-7] [bold]x[/bold]" in result.output
