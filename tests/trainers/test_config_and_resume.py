@@ -1,0 +1,94 @@
+"""Config loading and its one-line errors; exact resume of a training run."""
+
+import json
+
+import pytest
+
+from agentgym.errors import AgentGymError, ConfigError, HeldoutTaskError
+from agentgym.trainers.config import list_presets, load_config, parse_overrides
+
+
+def test_overrides_are_typed_and_nested():
+    tree = parse_overrides(["estimator.name=grpo", "ppo.lr=1e-4", "rollout.group_size=4", "policy.lora={}",
+                            "env.chat.history=full", "tiny.build=true"])
+    assert tree["estimator"]["name"] == "grpo" and tree["rollout"]["group_size"] == 4
+    cfg = load_config(None, ["estimator.name=grpo", "ppo.lr=1e-4", "tiny.build=true", "env.chat.history=full",
+                             "ppo.sample_mode=full", "policy.lora={}"])
+    assert cfg.ppo.lr == pytest.approx(1e-4) and isinstance(cfg.ppo.lr, float)
+    assert cfg.env.chat == {"history": "full"} and cfg.policy.lora == {}
+
+
+def test_household_tiny_preset_loads():
+    assert "household-tiny" in list_presets()
+    cfg = load_config("household-tiny", ["estimator.name=grpo"])
+    assert cfg.estimator["name"] == "grpo" and cfg.tiny.build and cfg.sft.enabled
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["tiny.build=true", "estimator.name=magic"], "unknown .*estimator 'magic'"),
+    (["policy.model=./definitely/not/here"], "does not exist"),
+    ([], "no model"),
+    (["tiny.build=true", "rollout.group_size=1"], "group_size >= 2"),
+    (["tiny.build=true", "rollout.group_size=1", "estimator.name=loop"], "group_size >= 2"),
+    (["tiny.build=true", "env.split=heldout"], "only the train split"),
+    (["tiny.build=true", "ppo.epochs=0"], "ppo.epochs"),
+    (["tiny.build=true", "ppo.lr=fast"], "must be a number"),
+    (["tiny.build=true", "ppo.learning_rate=1"], "unknown config field 'ppo.learning_rate'"),
+    (["tiny.build=true", "ppo.sample_mode=full"], "history=full"),
+    (["tiny.build=true", "oops"], "key=value"),
+])
+def test_bad_configs_give_one_line_config_errors(overrides, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config(None, overrides)
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_preset_names_the_presets():
+    with pytest.raises(ConfigError, match="household-tiny"):
+        load_config("no-such-preset")
+
+
+def test_ppo_with_group_size_one_is_fine():
+    assert load_config(None, ["tiny.build=true", "rollout.group_size=1", "estimator.name=ppo"]).rollout.group_size == 1
+
+
+def test_heldout_tasks_in_a_task_file_are_refused(tmp_path, toy_env_id, toy_config, tiny_model_dir):
+    from agentgym.registration import get_task_space
+    from agentgym.tasks.splits import save_split
+    from agentgym.trainers.loop import select_train_tasks
+
+    space = get_task_space(toy_env_id)
+    save_split(tmp_path / "tasks.jsonl", space.split("train")[:2] + space.split("heldout")[:1])
+    cfg = toy_config(tmp_path, tiny_model_dir, f"env.tasks_file={tmp_path}/tasks.jsonl")
+    with pytest.raises(HeldoutTaskError, match="held-out"):
+        select_train_tasks(cfg, space)
+    assert issubclass(HeldoutTaskError, AgentGymError)
+
+
+def test_resume_is_exact(tmp_path, toy_config, sft_model_dir):
+    """train 2 iterations == train 1, stop, resume, train 1 more: the same parameters, bit for bit."""
+    import torch
+    from safetensors.torch import load_file
+
+    from agentgym.trainers.loop import train
+
+    straight = toy_config(tmp_path / "a", sft_model_dir, "iterations=2")
+    train(straight, log=lambda _: None)
+    first = toy_config(tmp_path / "b", sft_model_dir, "iterations=1")
+    train(first, log=lambda _: None)
+    second = toy_config(tmp_path / "b", sft_model_dir, "iterations=2")
+    summary = train(second, resume=True, log=lambda _: None)
+    assert summary["iterations"] == 2
+    a = load_file(str(tmp_path / "a" / "run" / "final_model" / "model.safetensors"))
+    b = load_file(str(tmp_path / "b" / "run" / "final_model" / "model.safetensors"))
+    start = load_file(str(sft_model_dir / "model.safetensors"))
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], start[k]) for k in a)  # training did change the weights
+    # the training records of the resumed run read like those of the uninterrupted one
+    def rows(d):
+        records = [json.loads(line) for line in (d / "run" / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if "time" not in k and "wall" not in k} for r in records if "iteration" in r]
+
+    assert len(rows(tmp_path / "a")) == 2
+    assert rows(tmp_path / "a") == rows(tmp_path / "b")

@@ -1,0 +1,301 @@
+"""Training configuration: nested dataclasses loaded from YAML, every field overridable with
+dotted `key=value` pairs (`estimator.name=grpo ppo.lr=1e-4 env.chat.history=full`).
+
+Presets live in trainers/presets/<name>.yaml; `load_config("household-tiny", [...])` takes a
+preset name or a YAML path. Values of overrides are parsed as YAML scalars (numbers, bools,
+null, lists). Validation errors are ConfigError with one line saying what to change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgym.errors import ConfigError
+
+PRESET_DIR = Path(__file__).parent / "presets"
+KNOWN_ESTIMATORS = ("grpo", "rloo", "loop", "gigpo", "ppo", "spa")
+# Estimators whose baseline comes from the other episodes of the group: a group of 1 gives no signal.
+GROUP_RELATIVE = ("grpo", "rloo", "loop", "gigpo")
+
+
+@dataclass
+class PolicyConfig:
+    model: str = ""  # local HF folder or hub id; empty with tiny.build=true builds one in the run dir
+    engine: str = "hf"
+    device: str = "cpu"
+    dtype: str | None = None  # None: fp32 on CPU, bf16 on CUDA
+    lora: dict | None = None  # LoraConfig kwargs; {} = defaults (r=16, all-linear)
+    reference: str | None = None  # "copy": frozen copy for KL when there is no LoRA
+    max_prompt_tokens: int | None = None
+
+
+@dataclass
+class TinyModelConfig:
+    build: bool = False  # build a tiny model from the env's text when policy.model is empty
+    vocab_size: int = 1500
+    hidden: int = 128
+    layers: int = 2
+    heads: int = 4
+    arch: str = "llama"
+    num_tasks: int = 64  # train tasks whose oracle + random rollouts feed the tokenizer
+
+
+@dataclass
+class EnvConfig:
+    id: str = "agentgym/Household-v0"
+    split: str = "train"
+    tasks_file: str | None = None  # JSONL of TaskSpecs to train on instead of a split
+    task_filter: dict = field(default_factory=dict)  # params key -> value or list of allowed values
+    max_tasks: int | None = None  # cap on the training pool (after filtering)
+    chat: dict = field(default_factory=lambda: {"history": 2})
+    env_kwargs: dict = field(default_factory=dict)
+    executor: str = "inprocess"
+    max_turns: int = 1000
+
+
+@dataclass
+class RolloutConfig:
+    tasks_per_iter: int = 8
+    group_size: int = 8
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 32
+
+
+@dataclass
+class PPOConfig:
+    sample_mode: str = "per-step"  # "per-step" | "full" (one sequence per episode, env tokens masked)
+    epochs: int = 1
+    minibatch_size: int = 64  # samples per optimizer step
+    micro_batch_size: int = 16  # samples per forward/backward (gradient accumulation)
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    clip_eps: float = 0.2
+    asymmetric_clip: bool | None = None  # [1/(1+eps), 1+eps]; None: on for the loop estimator
+    max_grad_norm: float = 1.0
+    kl_coef: float = 0.0
+    drop_abs_adv_below: float = 0.0  # skip samples with |A| below this (LOOP drops |A| < 0.01)
+    loss_agg: str = "token-mean"  # "token-mean" | "seq-mean"
+    recompute_old_logprobs: bool = False
+    value_coef: float = 0.5
+    value_lr: float = 1e-3
+
+
+@dataclass
+class SFTConfig:
+    enabled: bool = False
+    num_tasks: int = 200  # oracle trajectories on this many train tasks
+    epochs: int = 3
+    lr: float = 1e-3
+    batch_size: int = 32
+    weight_decay: float = 0.0
+    max_steps: int | None = None  # stop after this many optimizer steps
+
+
+@dataclass
+class EvalConfig:
+    every: int = 5  # iterations; 0 = only before and after training
+    split: str = "heldout"
+    num_tasks: int = 50
+    temperature: float = 0.0  # greedy by default
+    max_new_tokens: int | None = None
+
+
+@dataclass
+class LogConfig:
+    tensorboard: bool = True  # when installed
+    wandb: bool = False
+    plot: bool = True
+
+
+@dataclass
+class TrainConfig:
+    name: str = "run"
+    seed: int = 0
+    iterations: int = 20
+    run_dir: str | None = None  # default runs/<name>
+    checkpoint_every: int = 5
+    time_budget_s: float | None = None  # stop RL early (and still evaluate) past this wall time
+    torch_threads: int | None = None  # None: torch's default; 1 is much faster on an oversubscribed CPU
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    estimator: dict = field(default_factory=lambda: {"name": "gigpo"})
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# --- loading ---------------------------------------------------------------------------------
+def list_presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def _read_yaml(source: str | Path) -> dict:
+    import yaml
+
+    path = Path(source)
+    if not path.suffix and not path.exists():
+        path = PRESET_DIR / f"{source}.yaml"
+        if not path.is_file():
+            raise ConfigError(f"no config file or preset named {source!r}; presets: {', '.join(list_presets())}")
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of config fields")
+    return data
+
+
+def parse_overrides(pairs: list[str]) -> dict:
+    """['a.b=1', 'c=x'] -> {'a': {'b': 1}, 'c': 'x'} with YAML-typed values."""
+    import yaml
+
+    tree: dict = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"override {pair!r} is not of the form key=value (e.g. estimator.name=grpo)")
+        key, raw = pair.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            value = raw
+        node = tree
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {pair!r} conflicts with another override of {part!r}")
+        node[parts[-1]] = value
+    return tree
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _build(cls, data: dict, prefix: str = ""):
+    """Instantiate dataclass `cls` from `data`, refusing unknown keys with their dotted name."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        if key not in fields:
+            raise ConfigError(f"unknown config field '{prefix}{key}'; known: {', '.join(fields)}")
+        ftype = fields[key].type
+        sub = _dataclass_of(ftype)
+        if sub is not None:
+            if not isinstance(value, dict):
+                raise ConfigError(f"config field {prefix}{key} must be a mapping, got {value!r}")
+            kwargs[key] = _build(sub, value, f"{prefix}{key}.")
+        else:
+            kwargs[key] = _coerce(value, ftype, f"{prefix}{key}")
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, ftype: Any, name: str) -> Any:
+    """YAML 1.1 reads `1e-3` as a string: turn numeric strings into the field's number type."""
+    type_name = ftype if isinstance(ftype, str) else getattr(ftype, "__name__", str(ftype))
+    if not isinstance(value, str) or value == "":
+        if isinstance(value, bool) and type_name.startswith(("float", "int")):
+            raise ConfigError(f"config field {name} must be a number, got {value!r}")
+        return value
+    for number_type in ("float", "int"):
+        if type_name.startswith(number_type):
+            try:
+                return float(value) if number_type == "float" else int(value)
+            except ValueError:
+                raise ConfigError(f"config field {name} must be a number, got {value!r}") from None
+    return value
+
+
+def _dataclass_of(ftype) -> type | None:
+    name = ftype if isinstance(ftype, str) else getattr(ftype, "__name__", "")
+    return {c.__name__: c for c in (PolicyConfig, TinyModelConfig, EnvConfig, RolloutConfig, PPOConfig,
+                                     SFTConfig, EvalConfig, LogConfig)}.get(name)
+
+
+def load_config(source: str | Path | dict | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    data = {} if source is None else (dict(source) if isinstance(source, dict) else _read_yaml(source))
+    data = _merge(data, parse_overrides(overrides or []))
+    cfg = _build(TrainConfig, data)
+    validate_config(cfg)
+    return cfg
+
+
+def config_from_dict(data: dict) -> TrainConfig:
+    cfg = _build(TrainConfig, data)
+    validate_config(cfg)
+    return cfg
+
+
+def validate_config(cfg: TrainConfig) -> None:
+    name = cfg.estimator.get("name") if isinstance(cfg.estimator, dict) else None
+    known = _known_estimators()
+    if name not in known:
+        raise ConfigError(f"unknown estimator {name!r}; choose one of {', '.join(known)} (estimator.name=...)")
+    if cfg.rollout.group_size < 1:
+        raise ConfigError(f"rollout.group_size must be >= 1, got {cfg.rollout.group_size}")
+    if cfg.rollout.group_size == 1 and name in GROUP_RELATIVE:
+        raise ConfigError(f"estimator {name!r} compares episodes within a group: set rollout.group_size >= 2 "
+                          "(or use estimator.name=ppo)")
+    if cfg.env.split != "train":
+        raise ConfigError(f"env.split={cfg.env.split!r}: only the train split can be trained on; held-out splits "
+                          "are for `agentgym eval` (set eval.split instead)")
+    if not cfg.policy.model and not cfg.tiny.build:
+        raise ConfigError("no model: set policy.model=PATH_OR_HUB_ID or tiny.build=true")
+    if cfg.policy.model and not cfg.tiny.build:
+        check_model_path(cfg.policy.model)
+    if cfg.ppo.sample_mode not in ("per-step", "full"):
+        raise ConfigError(f"ppo.sample_mode must be per-step or full, got {cfg.ppo.sample_mode!r}")
+    if cfg.ppo.sample_mode == "full" and cfg.env.chat.get("history") != "full":
+        raise ConfigError("ppo.sample_mode=full needs one growing conversation per episode: set env.chat.history=full")
+    if cfg.ppo.loss_agg not in ("token-mean", "seq-mean"):
+        raise ConfigError(f"ppo.loss_agg must be token-mean or seq-mean, got {cfg.ppo.loss_agg!r}")
+    if cfg.policy.engine != "hf":
+        raise ConfigError(f"policy.engine={cfg.policy.engine!r} cannot be trained here; the trainer uses engine=hf")
+    for key in ("epochs", "minibatch_size", "micro_batch_size"):
+        if getattr(cfg.ppo, key) < 1:
+            raise ConfigError(f"ppo.{key} must be >= 1")
+    if cfg.ppo.kl_coef > 0 and cfg.policy.lora is None and cfg.policy.reference != "copy":
+        raise ConfigError("ppo.kl_coef > 0 needs a reference: use LoRA (policy.lora={}) or policy.reference=copy")
+
+
+def check_model_path(model: str) -> None:
+    """A model that looks like a local path must exist (a hub id is resolved by transformers)."""
+    looks_local = model.startswith((".", "/", "~")) or model.count("/") > 1 or Path(model).suffix != ""
+    if looks_local and not Path(model).expanduser().exists():
+        raise ConfigError(f"model path {model!r} does not exist: pass a local HF folder or a hub id, "
+                          "or set tiny.build=true to build a tiny model")
+
+
+def _known_estimators() -> tuple[str, ...]:
+    try:
+        from agentgym.trainers import estimators
+
+        registry = getattr(estimators, "ESTIMATORS", None)
+        if isinstance(registry, dict) and registry:
+            return tuple(sorted(registry))
+    except ImportError:
+        pass
+    return KNOWN_ESTIMATORS
+
+
+def save_config(cfg: TrainConfig, path: str | Path) -> None:
+    import yaml
+
+    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")

@@ -1,0 +1,459 @@
+"""The training loop: collect -> advantages -> token-level PPO-clip update -> log -> eval -> checkpoint.
+
+A handful of plain functions, in the order they run (CleanRL style):
+
+    train(cfg)                      the whole pipeline of one run (tiny model, SFT, RL, eval)
+      prepare_start_model           build the tiny model / SFT warm start when asked
+      select_train_tasks            train split (filtered, held-out ids refused) or a task file
+      run_iteration                 one RL iteration:
+        collect                     agentgym.collect: tasks x group_size episodes
+        score_samples               (ppo/spa/recompute) one no-grad pass: values, features, logprobs
+        compute_advantages          trainers.estimators
+        ppo_update                  minibatches x epochs of the clipped loss
+      evaluate_policy               held-out success (trainers.evaluate)
+      save_checkpoint               exact resume
+
+Every random draw of iteration k comes from generators seeded by (seed, k) or restored from
+the checkpoint, so "train N iterations" equals "train k, resume, train N-k" bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from agentgym.errors import AgentGymError, ConfigError
+from agentgym.trainers.config import TrainConfig, save_config
+from agentgym.trainers.tokenize import Sample, assign_advantages, build_samples, collate, response_span
+
+
+class TrainingDiverged(AgentGymError):
+    """Non-finite advantages, loss or gradients: training stops, the last checkpoint is kept."""
+
+
+# --- setup ------------------------------------------------------------------------------------
+def run_dir_for(cfg: TrainConfig) -> Path:
+    return Path(cfg.run_dir) if cfg.run_dir else Path("runs") / cfg.name
+
+
+def select_train_tasks(cfg: TrainConfig, space) -> list:
+    from agentgym.tasks.splits import load_split, refuse_heldout
+
+    tasks = load_split(cfg.env.tasks_file) if cfg.env.tasks_file else space.split(cfg.env.split)
+    tasks = filter_tasks(tasks, cfg.env.task_filter)
+    refuse_heldout(tasks, space.heldout_ids(), what="training")
+    if cfg.env.max_tasks:
+        tasks = tasks[: cfg.env.max_tasks]
+    if not tasks:
+        raise ConfigError(f"no training tasks left after env.task_filter={cfg.env.task_filter}: loosen the filter")
+    return tasks
+
+
+def filter_tasks(tasks: list, task_filter: dict) -> list:
+    """Keep tasks whose params match: a scalar must be equal, a list lists the allowed values."""
+    def ok(task) -> bool:
+        for key, want in task_filter.items():
+            have = task.params.get(key)
+            if isinstance(want, list) and have not in want:
+                return False
+            if not isinstance(want, list) and have != want:
+                return False
+        return True
+
+    return [t for t in tasks if ok(t)]
+
+
+def write_eval_tasks(cfg: TrainConfig, space, run_dir: Path) -> Path:
+    """The held-out tasks of this run (same filter as training), as a manifest for evaluate()."""
+    from agentgym.tasks.splits import save_split
+
+    tasks = filter_tasks(space.split(cfg.eval.split), cfg.env.task_filter)[: cfg.eval.num_tasks]
+    if not tasks:
+        raise ConfigError(f"no {cfg.eval.split} tasks match env.task_filter={cfg.env.task_filter}")
+    path = run_dir / f"eval_{cfg.eval.split}.jsonl"
+    save_split(path, tasks)
+    return path
+
+
+def make_policy(cfg: TrainConfig, model_path: str | Path):
+    from agentgym.policies.hf import HFPolicy
+
+    return HFPolicy(model_path, device=cfg.policy.device, dtype=cfg.policy.dtype, lora=cfg.policy.lora,
+                    reference=cfg.policy.reference, max_prompt_tokens=cfg.policy.max_prompt_tokens)
+
+
+def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], None] = print) -> tuple[Path, dict]:
+    """The model RL starts from: policy.model, or a tiny model built here, then SFT'd if asked.
+    Steps already done in this run dir (a resumed run) are reused, not redone."""
+    info: dict = {}
+    model = Path(cfg.policy.model) if cfg.policy.model else run_dir / "tiny_model"
+    if cfg.tiny.build and not (model / "config.json").is_file():
+        from agentgym.policies.tiny import build_tiny_model
+
+        t0 = time.perf_counter()
+        build_tiny_model(model, env_id=cfg.env.id, vocab_size=cfg.tiny.vocab_size, hidden=cfg.tiny.hidden,
+                         layers=cfg.tiny.layers, heads=cfg.tiny.heads, arch=cfg.tiny.arch, seed=cfg.seed,
+                         num_tasks=cfg.tiny.num_tasks, chat=cfg.env.chat)
+        info["build_seconds"] = time.perf_counter() - t0
+        log(f"built tiny model in {model} ({info['build_seconds']:.1f}s)")
+    if not cfg.sft.enabled:
+        return (model if cfg.tiny.build or cfg.policy.model else Path(cfg.policy.model)), info
+    sft_dir = run_dir / "sft_model"
+    if not (sft_dir / "config.json").is_file() and not (sft_dir / "adapter_config.json").is_file():
+        from agentgym.trainers.sft import run_sft
+
+        t0 = time.perf_counter()
+        policy = make_policy(cfg, model)
+        stats = run_sft(policy, cfg, log=log)
+        policy.save(sft_dir)
+        info["sft"] = stats
+        info["sft_seconds"] = time.perf_counter() - t0
+        log(f"SFT done in {info['sft_seconds']:.1f}s: final loss {stats['final_loss']:.4f}")
+    return sft_dir, info
+
+
+def make_optimizer(cfg: TrainConfig, policy, heads: dict):
+    groups = [{"params": policy.trainable_parameters(), "lr": cfg.ppo.lr, "weight_decay": cfg.ppo.weight_decay}]
+    for head in heads.values():
+        if head is not None:
+            groups.append({"params": list(head.parameters()), "lr": cfg.ppo.value_lr, "weight_decay": 0.0})
+    optimizer = torch.optim.AdamW(groups)
+    warmup = max(cfg.ppo.warmup_steps, 0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)))
+    return optimizer, scheduler
+
+
+# --- the per-iteration pieces ---------------------------------------------------------------
+def _micro_batches(samples: list[Sample], size: int):
+    for start in range(0, len(samples), size):
+        yield samples[start:start + size]
+
+
+@torch.no_grad()
+def score_samples(policy, samples: list[Sample], micro: int, want_hidden: bool):
+    """One no-grad pass: per sample its target logprobs and (optionally) last hidden states."""
+    model = policy.model
+    was_training = model.training
+    model.eval()
+    out = []
+    try:
+        for chunk in _micro_batches(samples, micro):
+            batch = collate(chunk, policy.tokenizer.pad_token_id, device=policy.device)
+            from agentgym.trainers.ppo import token_logprobs
+
+            logp, hidden = token_logprobs(model, batch["input_ids"], batch["attention_mask"], want_hidden)
+            for b, s in enumerate(chunk):
+                out.append((logp[b, : len(s) - 1].float().cpu(), None if hidden is None else hidden[b, : len(s)].float()))
+    finally:
+        model.train(was_training)
+    return out
+
+
+def per_step_arrays(samples: list[Sample], trajectories, fill: Callable[[Sample, int], float]) -> list[np.ndarray]:
+    """Per trajectory, one value per step gathered from the samples (0 where a step has no sample)."""
+    arrays = [np.zeros(len(t.steps), dtype=np.float64) for t in trajectories]
+    for s in samples:
+        for k, (i, t) in enumerate(s.step_refs):
+            arrays[i][t] = fill(s, k)
+    return arrays
+
+
+def _check_finite(name: str, value, iteration: int) -> None:
+    if isinstance(value, torch.Tensor):
+        ok = bool(torch.isfinite(value).all())
+    else:
+        ok = bool(np.all(np.isfinite(np.asarray(value, dtype=np.float64))))
+    if not ok:
+        raise TrainingDiverged(f"iteration {iteration}: non-finite {name}; training stopped, the last checkpoint "
+                               "is kept (lower ppo.lr or check the rewards)")
+
+
+def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sample], rng: np.random.Generator,
+               iteration: int, value_head=None) -> dict:
+    from agentgym.trainers.ppo import clip_range, ppo_clip_loss, token_logprobs
+
+    pc = cfg.ppo
+    estimator = cfg.estimator.get("name")
+    asym = pc.asymmetric_clip if pc.asymmetric_clip is not None else estimator == "loop"
+    lo, hi = clip_range(pc.clip_eps, asym)
+    model = policy.model
+    model.train()
+    params = policy.trainable_parameters() + (list(value_head.parameters()) if value_head is not None else [])
+    use_kl = pc.kl_coef > 0
+    totals: dict[str, float] = {"pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "value_loss": 0.0,
+                                "grad_norm": 0.0}
+    ratio_max, n_updates, n_micro = 0.0, 0, 0
+    for _ in range(pc.epochs):
+        order = rng.permutation(len(samples))
+        for start in range(0, len(samples), pc.minibatch_size):
+            minibatch = [samples[j] for j in order[start:start + pc.minibatch_size]]
+            denom = float(sum(s.num_loss_tokens for s in minibatch)) if pc.loss_agg == "token-mean" else float(len(minibatch))
+            n_values = sum(len(s.value_targets) for s in minibatch)
+            optimizer.zero_grad(set_to_none=True)
+            for micro in _micro_batches(minibatch, pc.micro_batch_size):
+                batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
+                logp, hidden = token_logprobs(model, batch["input_ids"], batch["attention_mask"], value_head is not None)
+                ref_logp = None
+                if use_kl:
+                    ref_out = policy.reference_forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+                    ref_logp = torch.log_softmax(ref_out.logits[:, :-1].float(), -1).gather(
+                        -1, batch["input_ids"][:, 1:, None])[..., 0]
+                loss, st = ppo_clip_loss(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
+                                         pc.loss_agg, max(denom, 1.0), ref_logp, pc.kl_coef)
+                if value_head is not None and n_values:
+                    preds, targets = [], []
+                    for b, s in enumerate(micro):
+                        if s.value_targets:
+                            preds.append(value_head(hidden[b, s.value_positions]))
+                            targets.extend(s.value_targets)
+                    if preds:
+                        v = torch.cat(preds)
+                        t = torch.tensor(targets, dtype=v.dtype, device=v.device)
+                        v_loss = ((v - t) ** 2).sum() / n_values
+                        loss = loss + pc.value_coef * v_loss
+                        totals["value_loss"] += float(v_loss)
+                _check_finite("loss", loss.detach(), iteration)
+                loss.backward()
+                for key in ("pg_loss", "kl", "clip_frac", "approx_kl"):
+                    totals[key] += getattr(st, key) * (1.0 if key in ("pg_loss", "kl") else 1.0 / 1)
+                ratio_max = max(ratio_max, st.ratio_max)
+                n_micro += 1
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, pc.max_grad_norm)
+            _check_finite("gradient norm", grad_norm, iteration)
+            optimizer.step()
+            scheduler.step()
+            totals["grad_norm"] += float(grad_norm)
+            n_updates += 1
+    model.eval()
+    out = {k: v / max(n_updates, 1) for k, v in totals.items()}
+    out["clip_frac"] = totals["clip_frac"] / max(n_micro, 1)
+    out["approx_kl"] = totals["approx_kl"] / max(n_micro, 1)
+    out["ratio_max"] = ratio_max
+    out["optimizer_steps"] = n_updates
+    return out
+
+
+def _rollout_stats(trajectories) -> dict:
+    live = [t for t in trajectories if not t.infra_error]
+    steps = sum(len(t.steps) for t in live)
+    return {
+        "success_rate": float(np.mean([t.success for t in live])) if live else 0.0,
+        "mean_score": float(np.mean([t.score for t in live])) if live else 0.0,
+        "mean_steps": steps / max(len(live), 1),
+        "invalid_rate": sum(t.num_invalid for t in live) / max(steps, 1),
+        "episodes": len(live),
+        "infra_errors": len(trajectories) - len(live),
+        "response_tokens": sum(len(s.response_ids or []) for t in live for s in t.steps),
+    }
+
+
+def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler, train_tasks: list,
+                  heads: dict) -> dict:
+    from agentgym.policies.base import SamplingParams
+    from agentgym.rollout import collect
+    from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
+
+    t0 = time.perf_counter()
+    rng = np.random.default_rng([cfg.seed, iteration])
+    chosen = rng.choice(len(train_tasks), size=cfg.rollout.tasks_per_iter,
+                        replace=len(train_tasks) < cfg.rollout.tasks_per_iter)
+    tasks = [train_tasks[int(j)] for j in chosen]
+    sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+                              max_new_tokens=cfg.rollout.max_new_tokens, seed=int(rng.integers(2**31)))
+    trajectories = collect(cfg.env.id, tasks, policy, cfg.rollout.group_size, seed=int(rng.integers(2**31)),
+                           sampling=sampling, executor=cfg.env.executor, env_kwargs=cfg.env.env_kwargs,
+                           chat=cfg.env.chat, max_turns=cfg.env.max_turns)
+    t_rollout = time.perf_counter() - t0
+
+    samples = build_samples(trajectories, cfg.ppo.sample_mode)
+    est_options = {k: v for k, v in cfg.estimator.items()}
+    est_cfg = EstimatorConfig(**est_options)
+    value_head, progress_head = heads.get("value"), heads.get("progress")
+    values = progress = None
+    if value_head is not None or progress_head is not None or cfg.ppo.recompute_old_logprobs:
+        scored = score_samples(policy, samples, cfg.ppo.micro_batch_size, want_hidden=True)
+        if cfg.ppo.recompute_old_logprobs:
+            for s, (logp, _) in zip(samples, scored):
+                s.old_logprobs = [0.0] + logp.tolist()
+        hidden = {id(s): h for s, (_, h) in zip(samples, scored)}
+        if value_head is not None:
+            with torch.no_grad():
+                values = per_step_arrays(samples, trajectories,
+                                         lambda s, k: float(value_head(hidden[id(s)][s.value_positions[k]][None])[0]))
+        if progress_head is not None:
+            progress = fit_spa_progress(progress_head, samples, trajectories, hidden, est_cfg, cfg.seed + iteration)
+    try:
+        advantages = compute_advantages(trajectories, est_cfg, values=values, progress=progress)
+    except ValueError as exc:
+        raise TrainingDiverged(f"iteration {iteration}: {exc}; training stopped, the last checkpoint is kept") from None
+    for a in advantages:
+        _check_finite("advantages", a, iteration)
+    returns = [a + v for a, v in zip(advantages, values)] if values is not None else None
+    samples = assign_advantages(samples, advantages, cfg.ppo.drop_abs_adv_below, returns)
+    t1 = time.perf_counter()
+    update = ppo_update(cfg, policy, optimizer, scheduler, samples, rng, iteration, value_head) if samples else {}
+    t_update = time.perf_counter() - t1
+    all_adv = np.concatenate([a for a in advantages if len(a)] or [np.zeros(1)])
+    train_tokens = sum(len(s) for s in samples) * cfg.ppo.epochs
+    metrics = {
+        "iteration": iteration + 1,
+        "rollout": _rollout_stats(trajectories),
+        "adv": {"mean": float(all_adv.mean()), "std": float(all_adv.std()), "abs_mean": float(np.abs(all_adv).mean()),
+                "nonzero_frac": float(np.mean(np.abs(all_adv) > 1e-8))},
+        "train": {**update, "samples": len(samples), "tokens": train_tokens},
+        "time": {"rollout_s": t_rollout, "update_s": t_update, "iteration_s": time.perf_counter() - t0},
+    }
+    metrics["time"]["train_tokens_per_s"] = train_tokens / max(t_update, 1e-9)
+    metrics["time"]["rollout_tokens_per_s"] = metrics["rollout"]["response_tokens"] / max(t_rollout, 1e-9)
+    return metrics
+
+
+def fit_spa_progress(head, samples, trajectories, hidden: dict, est_cfg, seed: int) -> list[np.ndarray]:
+    """SPA: per-step features = the policy's last hidden state at the end of each step's response;
+    the head is refit on this batch (warm-started from the previous iteration) so that its
+    per-step outputs sum to each episode's outcome, then predicts the contributions c_t."""
+    from agentgym.trainers.spa_progress import fit_progress, predict_progress
+
+    size = next(head.parameters()).shape[-1]
+    feats = [torch.zeros((len(t.steps), size)) for t in trajectories]
+    for s in samples:
+        for k, (i, t) in enumerate(s.step_refs):
+            feats[i][t] = hidden[id(s)][s.response_ends[k]].cpu()
+    live = [i for i, t in enumerate(trajectories) if not t.infra_error and t.steps]
+    outcome = (lambda t: float(t.success)) if est_cfg.outcome == "success" else (lambda t: float(t.score))
+    fit_progress(head, [feats[i] for i in live], [outcome(trajectories[i]) for i in live], epochs=50, lr=1e-2,
+                 seed=seed)
+    predicted = predict_progress(head, [f if len(f) else torch.zeros((0, size)) for f in feats])
+    return [p if len(p) == len(t.steps) else np.zeros(len(t.steps)) for p, t in zip(predicted, trajectories)]
+
+
+def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int) -> dict:
+    from agentgym.policies.base import SamplingParams
+    from agentgym.trainers.evaluate import evaluate
+
+    sampling = SamplingParams(temperature=cfg.eval.temperature,
+                              max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, seed=seed)
+    result = evaluate(cfg.env.id, policy, split=str(eval_path), sampling=sampling, chat=cfg.env.chat,
+                      env_kwargs=cfg.env.env_kwargs, seed=seed, policy_name="HFPolicy")
+    out = result.summary()
+    out["wall_s"] = result.wall_seconds
+    return out
+
+
+# --- the run ----------------------------------------------------------------------------------
+def build_heads(cfg: TrainConfig, policy) -> dict:
+    heads: dict = {}
+    name = cfg.estimator.get("name")
+    if name == "ppo":
+        from agentgym.trainers.ppo import ValueHead
+
+        heads["value"] = ValueHead(policy.hidden_size()).to(policy.device)
+    if name == "spa":
+        from agentgym.trainers.spa_progress import ProgressHead
+
+        heads["progress"] = ProgressHead(policy.hidden_size()).to(policy.device)
+    return heads
+
+
+def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = print,
+          on_iteration: Callable[[dict], None] | None = None) -> dict:
+    """Run (or resume) the configured pipeline; returns the summary also written to summary.json."""
+    import agentgym  # noqa: F401  registers the built-in envs
+    from agentgym.registration import check_env_id, get_task_space
+    from agentgym.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+    from agentgym.trainers.logging_utils import MetricsLogger
+
+    _quiet_transformers()
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    started = time.perf_counter()
+    cfg.env.id = check_env_id(cfg.env.id)
+    run_dir = run_dir_for(cfg)
+    checkpoint = latest_checkpoint(run_dir) if resume else None
+    if resume and checkpoint is None:
+        log(f"no checkpoint in {run_dir}: starting from scratch")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+    torch.manual_seed(cfg.seed)
+    space = get_task_space(cfg.env.id)
+    train_tasks = select_train_tasks(cfg, space)
+    eval_path = write_eval_tasks(cfg, space, run_dir)
+
+    start_model, setup_info = prepare_start_model(cfg, run_dir, log)
+    policy = make_policy(cfg, start_model)
+    heads = build_heads(cfg, policy)
+    optimizer, scheduler = make_optimizer(cfg, policy, heads)
+    state = {"iteration": 0, "evals": [], "setup": setup_info}
+    if checkpoint is not None:
+        state = load_checkpoint(checkpoint, policy, optimizer, scheduler, heads)
+        log(f"resumed from {checkpoint} at iteration {state['iteration']}")
+    logger = MetricsLogger(run_dir, tensorboard="auto" if cfg.log.tensorboard else False,
+                           wandb="auto" if cfg.log.wandb else False, config=cfg.to_dict(),
+                           resume_from_step=state["iteration"] if checkpoint is not None else None)
+    try:
+        if not state["evals"]:
+            ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
+            state["evals"].append({"iteration": 0, **ev})
+            logger.log({"eval": ev}, step=0)
+            log(f"held-out success before RL: {ev['success_rate']:.3f}")
+        deadline = started + cfg.time_budget_s if cfg.time_budget_s else None
+        while state["iteration"] < cfg.iterations:
+            if deadline is not None and time.perf_counter() > deadline:
+                log(f"time budget of {cfg.time_budget_s:.0f}s reached after {state['iteration']} iterations")
+                break
+            it = state["iteration"]
+            metrics = run_iteration(cfg, it, policy, optimizer, scheduler, train_tasks, heads)
+            state["iteration"] = it + 1
+            if cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
+                ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
+                state["evals"].append({"iteration": state["iteration"], **ev})
+                metrics["eval"] = ev
+            logger.log(metrics, step=state["iteration"])
+            if on_iteration is not None:
+                on_iteration(metrics)
+            if cfg.checkpoint_every and state["iteration"] % cfg.checkpoint_every == 0:
+                save_checkpoint(run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
+        if state["evals"][-1]["iteration"] != state["iteration"]:
+            ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
+            state["evals"].append({"iteration": state["iteration"], **ev})
+            logger.log({"eval": ev}, step=state["iteration"])
+        save_checkpoint(run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
+        policy.save(run_dir / "final_model")
+    finally:
+        logger.close()
+    summary = {
+        "run_dir": str(run_dir),
+        "iterations": state["iteration"],
+        "heldout_success_before": state["evals"][0]["success_rate"],
+        "heldout_success_after": state["evals"][-1]["success_rate"],
+        "evals": [{"iteration": e["iteration"], "success_rate": e["success_rate"]} for e in state["evals"]],
+        "wall_seconds": time.perf_counter() - started,
+        "setup": state.get("setup", {}),
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+    if cfg.log.plot:
+        try:
+            from agentgym.trainers.logging_utils import plot_learning_curves
+
+            plot_learning_curves(run_dir, keys=[k for k in ("rollout/success_rate", "eval/success_rate",
+                                                            "train/pg_loss", "adv/abs_mean")])
+        except Exception as exc:  # a plot must never fail a finished run
+            log(f"(learning-curve plot skipped: {exc})")
+    return summary
+
+
+def _quiet_transformers() -> None:
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass

@@ -1,0 +1,90 @@
+"""Token-level PPO-clip loss, KL to a reference, and a value head for the `ppo` estimator.
+
+    ratio_k = exp(logp_k - logp_old_k)                     for every model token k
+    L_clip  = -min(ratio_k A_k, clip(ratio_k, lo, hi) A_k)  lo, hi = 1-eps, 1+eps
+                                                          (LOOP: 1/(1+eps), 1+eps)
+    L_kl    = exp(ref_k - logp_k) - (ref_k - logp_k) - 1   (the k3 estimator, >= 0)
+
+aggregated as a mean over the minibatch's model tokens ("token-mean", verl's default) or a
+mean over sequences of per-sequence token means ("seq-mean"). Env tokens have mask 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+def clip_range(eps: float, asymmetric: bool) -> tuple[float, float]:
+    return (1.0 / (1.0 + eps), 1.0 + eps) if asymmetric else (1.0 - eps, 1.0 + eps)
+
+
+def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, want_hidden: bool = False):
+    """logprobs[b, p-1] = log pi(input_ids[b, p] | input_ids[b, :p]); optionally last hidden states."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=want_hidden, use_cache=False)
+    logits = out.logits[:, :-1, :].float()
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
+    hidden = out.hidden_states[-1] if want_hidden else None
+    return logp, hidden
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str, denom: float | None = None) -> torch.Tensor:
+    """Mean over model tokens; `denom` = token count of the whole minibatch under gradient
+    accumulation, so that micro-batches add up to the minibatch mean."""
+    if how == "token-mean":
+        return (per_token * mask).sum() / (denom if denom is not None else mask.sum().clamp(min=1.0))
+    if how == "seq-mean":
+        per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+        return per_seq.sum() / (denom if denom is not None else max(per_token.shape[0], 1))
+    raise ValueError(f"unknown loss aggregation {how!r}")
+
+
+@dataclass
+class LossStats:
+    pg_loss: float
+    kl: float
+    clip_frac: float
+    approx_kl: float  # E[logp_old - logp]: how far the update moved from the behaviour policy
+    ratio_max: float
+
+
+def ppo_clip_loss(logp, old_logp, adv, mask, clip_lo, clip_hi, how="token-mean", denom=None,
+                  ref_logp=None, kl_coef: float = 0.0):
+    log_ratio = (logp - old_logp) * mask
+    ratio = torch.exp(log_ratio)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, clip_lo, clip_hi) * adv
+    pg = -torch.minimum(unclipped, clipped)
+    loss = aggregate(pg, mask, how, denom)
+    kl_value = torch.zeros(())
+    if ref_logp is not None and kl_coef > 0:
+        d = (ref_logp - logp) * mask
+        kl_tok = torch.exp(d) - d - 1.0
+        kl_value = aggregate(kl_tok, mask, how, denom)
+        loss = loss + kl_coef * kl_value
+    with torch.no_grad():
+        n = mask.sum().clamp(min=1.0)
+        clip_frac = (((ratio < clip_lo) | (ratio > clip_hi)).float() * mask).sum() / n
+        approx_kl = (-log_ratio * mask).sum() / n
+        ratio_max = (ratio * mask).max() if mask.any() else torch.ones(())
+    stats = LossStats(float(aggregate(pg.detach(), mask, how, denom)), float(kl_value.detach()), float(clip_frac),
+                      float(approx_kl), float(ratio_max))
+    return loss, stats
+
+
+class ValueHead(nn.Module):
+    """V(s_t) from the policy's last hidden state at the last prompt token of step t.
+
+    It reads detached features: the critic learns next to the policy without pulling the
+    shared transformer around (one model copy in memory, as LOOP asks for)."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(hidden_size, hidden_size), nn.Tanh(), nn.Linear(hidden_size, 1))
+        nn.init.zeros_(self.net[-1].weight)
+        nn.init.zeros_(self.net[-1].bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.net(hidden.detach().float()).squeeze(-1)

@@ -1,0 +1,109 @@
+"""SFT: behaviour cloning on oracle trajectories, the warm start for RL.
+
+The oracle (OraclePolicy, replaying the task space's plan) plays train tasks through the same
+ChatEnv settings RL will use; each step's chat prompt is tokenized with the model's chat
+template (`add_generation_prompt=True`) and the oracle's reply text (e.g.
+`<action>open fridge 1</action>`) plus the eos token is the target. Cross-entropy on the
+target tokens only. Oracle replies have no generated ids, so tokenizing them here is the
+one place text becomes tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+from agentgym.trainers.tokenize import Sample, collate, sft_sample
+
+
+def oracle_trajectories(env_id: str, tasks: list, chat: dict | None, env_kwargs: dict | None, seed: int = 0,
+                        executor: str = "inprocess"):
+    from agentgym.policies.scripted import OraclePolicy
+    from agentgym.registration import get_task_space
+    from agentgym.rollout import collect
+
+    trajs = collect(env_id, tasks, OraclePolicy(get_task_space(env_id)), group_size=1, seed=seed, chat=chat,
+                    env_kwargs=env_kwargs, executor=executor)
+    return [t for t in trajs if t.success and not t.infra_error]
+
+
+def sft_samples(policy, trajectories) -> list[Sample]:
+    samples = []
+    for traj in trajectories:
+        for step in traj.steps:
+            if step.messages is None:
+                raise ValueError("SFT needs the chat prompt of every step: collect with record_messages=True")
+            samples.append(sft_sample(policy.encode_prompt(step.messages), policy.encode_response(step.text)))
+    return samples
+
+
+def sft_loss(model, batch) -> torch.Tensor:
+    from agentgym.trainers.ppo import token_logprobs
+
+    logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"])
+    mask = batch["loss_mask"]
+    return -(logp * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size: int, seed: int = 0,
+              weight_decay: float = 0.0, max_steps: int | None = None, log: Callable[[str], None] | None = None) -> dict:
+    model = policy.model
+    model.train()
+    params = policy.trainable_parameters()
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    total_steps = epochs * ((len(samples) + batch_size - 1) // batch_size)
+    if max_steps:
+        total_steps = min(total_steps, max_steps)
+    # cosine decay: a from-scratch tiny model needs a high lr early and a low one to settle
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: 0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * min(s, total_steps) / max(total_steps, 1))))
+    rng = np.random.default_rng(seed)
+    losses: list[float] = []
+    step = 0
+    t0 = time.perf_counter()
+    for epoch in range(epochs):
+        order = rng.permutation(len(samples))
+        for start in range(0, len(samples), batch_size):
+            chunk = [samples[j] for j in order[start:start + batch_size]]
+            batch = collate(chunk, policy.tokenizer.pad_token_id, device=policy.device)
+            loss = sft_loss(model, batch)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"SFT loss became {float(loss)} at step {step}: lower sft.lr")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            scheduler.step()
+            losses.append(float(loss))
+            step += 1
+            if max_steps and step >= max_steps:
+                break
+        if log is not None:
+            log(f"SFT epoch {epoch + 1}/{epochs}: loss {np.mean(losses[-max(1, len(samples) // batch_size):]):.4f} "
+                f"({time.perf_counter() - t0:.0f}s)")
+        if max_steps and step >= max_steps:
+            break
+    model.eval()
+    return {"steps": step, "samples": len(samples), "final_loss": float(np.mean(losses[-5:])) if losses else float("nan"),
+            "first_loss": losses[0] if losses else float("nan"), "seconds": time.perf_counter() - t0}
+
+
+def run_sft(policy, cfg, log: Callable[[str], None] | None = None) -> dict:
+    """SFT `policy` in place on oracle trajectories of the config's training tasks."""
+    from agentgym.registration import get_task_space
+    from agentgym.trainers.loop import select_train_tasks
+
+    space = get_task_space(cfg.env.id)
+    tasks = select_train_tasks(cfg, space)
+    rng = np.random.default_rng([cfg.seed, 7])
+    pick = rng.permutation(len(tasks))[: cfg.sft.num_tasks]
+    trajs = oracle_trajectories(cfg.env.id, [tasks[int(i)] for i in pick], cfg.env.chat, cfg.env.env_kwargs,
+                                seed=cfg.seed, executor=cfg.env.executor)
+    samples = sft_samples(policy, trajs)
+    stats = train_sft(policy, samples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.batch_size, seed=cfg.seed,
+                      weight_decay=cfg.sft.weight_decay, max_steps=cfg.sft.max_steps, log=log)
+    stats["trajectories"] = len(trajs)
+    return stats
