@@ -64,6 +64,7 @@ def plot_pool(pool, path: Path, title: str) -> Path:
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
     ax.set_xlabel("estimated success (posterior mean ± std)")
+    ax.set_ylabel("category (tasks in pool)")
     ax.set_title(title)
     fig.tight_layout()
     path = Path(path)
