@@ -4,7 +4,7 @@ Prints, for each backend: steps (actions) per second per env, reset latency, and
 figures with 4 envs running at once in 4 processes; then the text/browser ratio measured in
 this run. The text figure for "one core" pins the process to a single CPU.
 
-    python benchmarks/webshop_throughput.py            # full run (about 2 minutes)
+    python benchmarks/webshop_throughput.py            # full run (a few minutes)
     python benchmarks/webshop_throughput.py --quick    # about 30 seconds
 """
 
@@ -130,7 +130,7 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=4, help="envs at once in the parallel runs")
     parser.add_argument("--no-browser", action="store_true", help="text backend only")
     args = parser.parse_args()
-    text_tasks, browser_tasks = (200, 8) if args.quick else (2000, 40)
+    text_tasks, browser_tasks = (200, 8) if args.quick else (2000, 20)
 
     print(f"cpus available: {len(os.sched_getaffinity(0))}, load average: {os.getloadavg()[0]:.1f}")
     text_1 = summarize("text, 1 env, 1 core", in_processes("text", 1, text_tasks, pin=True))
