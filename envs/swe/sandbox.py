@@ -15,7 +15,6 @@ A backend that cannot run at all (bwrap missing or broken, no docker engine) rai
 from __future__ import annotations
 
 import os
-import resource
 import selectors
 import signal
 import subprocess
@@ -117,24 +116,12 @@ def make_sandbox(backend: str, workspace: str | Path, limits: Limits | None = No
 
 # --- shared process plumbing -------------------------------------------------------------------
 
-def rlimit_preexec(limits: Limits, skip_nproc: bool = False):
-    """A preexec_fn that puts the child in its own session with the sandbox's rlimits."""
-    settings = [
-        (resource.RLIMIT_CPU, limits.cpu_seconds),
-        (resource.RLIMIT_AS, limits.memory_bytes),
-        (resource.RLIMIT_FSIZE, limits.file_size_bytes),
-        (resource.RLIMIT_NOFILE, limits.open_files),
-        (resource.RLIMIT_CORE, 0),
-    ]
-    if not skip_nproc:
-        settings.append((resource.RLIMIT_NPROC, limits.processes))
-
-    def apply() -> None:
-        os.setsid()
-        for res, value in settings:
-            resource.setrlimit(res, (value, value))
-
-    return apply
+def ulimit_args(limits: Limits, processes: int | None = None) -> str:
+    """bash `ulimit` options for the limits (soft and hard). Set by the shell inside the sandbox
+    rather than by a Python preexec_fn, which would force a slow fork of the whole interpreter."""
+    nproc = limits.processes if processes is None else processes
+    return (f"-t {limits.cpu_seconds} -v {limits.memory_bytes // 1024} -u {nproc} "
+            f"-f {limits.file_size_bytes // 1024} -n {limits.open_files} -c 0")
 
 
 def run_process(
@@ -144,27 +131,17 @@ def run_process(
     output_cap: int,
     cwd: str | None = None,
     env: dict[str, str] | None = None,
-    preexec_fn=None,
-    extra_fd_cap: int = 0,
     pass_fds: tuple[int, ...] = (),
+    extra_read_fd: int | None = None,
+    extra_cap: int = 0,
+    close_after_spawn: tuple[int, ...] = (),
 ) -> tuple[CommandResult, bytes | None]:
-    """Run argv, capturing stdout+stderr up to `output_cap` bytes and killing the whole process
-    group at the wall-clock deadline or when the output cap is hit.
+    """Run argv in a new session, capturing stdout+stderr up to `output_cap` bytes and killing
+    the whole session at the wall-clock deadline or when the output cap is hit.
 
-    With `extra_fd_cap` > 0 the child gets a second pipe on fd 3 (used by bwrap to stream the
-    workspace back as a tar); its bytes are returned, None if it overflowed."""
-    extra_r = extra_w = None
-    if extra_fd_cap:
-        extra_r, extra_w = os.pipe()
-        # the child must see it as fd 3 exactly: dup it there in the preexec hook
-        pass_fds = (3, *pass_fds)
-        inner = preexec_fn
-
-        def preexec_fn():  # noqa: F811 - wraps the caller's hook
-            os.dup2(extra_w, 3)
-            if inner is not None:
-                inner()
-
+    `extra_read_fd` is the read end of a second pipe the child writes to (bwrap streams the
+    workspace back as a tar on it); its bytes are returned, None if more than `extra_cap`.
+    `close_after_spawn` are our copies of fds handed to the child (closed once it started)."""
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -174,24 +151,22 @@ def run_process(
             stderr=subprocess.STDOUT,
             cwd=cwd,
             env=env,
-            preexec_fn=preexec_fn,
             pass_fds=pass_fds,
             close_fds=True,
+            start_new_session=True,
         )
     except OSError as exc:
-        for fd in (extra_r, extra_w):
-            if fd is not None:
-                os.close(fd)
         raise SandboxUnavailable(f"cannot start {argv[0]}: {exc}") from exc
-    if extra_w is not None:
-        os.close(extra_w)
+    finally:
+        for fd in close_after_spawn:
+            os.close(fd)
 
     out, extra = bytearray(), bytearray()
     capped = timed_out = extra_overflow = False
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, "out")
-    if extra_r is not None:
-        sel.register(extra_r, selectors.EVENT_READ, "extra")
+    if extra_read_fd is not None:
+        sel.register(extra_read_fd, selectors.EVENT_READ, "extra")
     deadline = start + timeout
     open_streams = len(sel.get_map())
     while open_streams:
@@ -211,10 +186,11 @@ def run_process(
                 out += chunk[: max(room, 0)]
                 if len(chunk) > room:
                     capped = True
-            else:
+            elif not extra_overflow:
                 extra += chunk
-                if len(extra) > extra_fd_cap:
+                if len(extra) > extra_cap:
                     extra_overflow = True
+                    extra.clear()
         if capped:
             break
     sel.close()
@@ -227,8 +203,8 @@ def run_process(
         kill_group(proc)
         proc.wait()
     proc.stdout.close()
-    if extra_r is not None:
-        os.close(extra_r)
+    if extra_read_fd is not None:
+        os.close(extra_read_fd)
     result = CommandResult(
         output=out.decode("utf-8", errors="replace"),
         exit_code=None if (timed_out or capped) else proc.returncode,
@@ -236,7 +212,7 @@ def run_process(
         output_capped=capped,
         duration=time.monotonic() - start,
     )
-    tar = None if (extra_overflow or not extra_fd_cap) else bytes(extra)
+    tar = None if (extra_overflow or extra_read_fd is None) else bytes(extra)
     return result, tar
 
 

@@ -11,7 +11,6 @@ uid's RLIMIT_NPROC caps processes, the wall clock caps time, the output cap caps
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import random
@@ -24,8 +23,8 @@ from agentgym.envs.swe.sandbox import (
     Limits,
     Sandbox,
     SandboxUnavailable,
-    rlimit_preexec,
     run_process,
+    ulimit_args,
 )
 from agentgym.envs.swe.workspace import PathError, replace_from_tar
 
@@ -36,6 +35,9 @@ INNER_SOURCE = "/.agentgym/src"
 # Runs inside the sandbox as the unprivileged user: copy in, run, stream the result out on fd 3.
 # The agent's command gets no fd 3, so it cannot forge the workspace stream.
 WRAPPER = r"""
+ulimit $2 || { echo "AGENTGYM_COPY_IN_FAILED: ulimit"; exit 111; }
+tarfd=$3
+[ "$tarfd" = 3 ] || eval "exec 3>&$tarfd $tarfd>&-"
 shopt -s dotglob nullglob
 src=(/.agentgym/src/*)
 if [ ${#src[@]} -gt 0 ]; then
@@ -194,24 +196,24 @@ class BwrapSandbox(Sandbox):
         if self.privileged:
             argv += ["/usr/bin/setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
                      "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-        argv += ["/bin/bash", "-c", WRAPPER, "wrapper", command]
-        limits = self.limits
+        nproc = self.limits.processes
         if not self.privileged:
-            limits = dataclasses.replace(limits, processes=limits.processes + _processes_of_user(self.uid))
-        try:
-            result, tar = run_process(
-                argv,
-                timeout=self._timeout(timeout),
-                output_cap=self.limits.output_bytes,
-                preexec_fn=rlimit_preexec(limits),
-                extra_fd_cap=self.limits.workspace_bytes + (4 << 20),
-                env={"PATH": "/usr/bin:/bin"},
-                pass_fds=(seccomp_fd,) if seccomp_fd is not None else (),
-            )
-        finally:
-            if seccomp_fd is not None:
-                os.close(seccomp_fd)
-        if (result.exit_code == 111 and "AGENTGYM_COPY_IN_FAILED" in result.output[:4096]) or (
+            nproc += _processes_of_user(self.uid)
+        # The workspace comes back as a tar on its own pipe; the wrapper moves it to fd 3.
+        tar_r, tar_w = os.pipe()
+        argv += ["/bin/bash", "-c", WRAPPER, "wrapper", command, ulimit_args(self.limits, nproc), str(tar_w)]
+        fds = (tar_w,) + ((seccomp_fd,) if seccomp_fd is not None else ())
+        result, tar = run_process(
+            argv,
+            timeout=self._timeout(timeout),
+            output_cap=self.limits.output_bytes,
+            env={"PATH": "/usr/bin:/bin"},
+            pass_fds=fds,
+            extra_read_fd=tar_r,
+            extra_cap=self.limits.workspace_bytes + (4 << 20),
+            close_after_spawn=fds,
+        )
+        if (result.exit_code == 111 and result.output.startswith("AGENTGYM_COPY_IN_FAILED")) or (
             result.exit_code == 1 and result.output.startswith("bwrap:")
         ):
             raise SandboxUnavailable(f"the bwrap sandbox failed to start: {result.output.strip()[:500]}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from agentgym.envs.swe.sandbox import CommandResult, Limits, Sandbox, rlimit_preexec, run_process
+from agentgym.envs.swe.sandbox import CommandResult, Limits, Sandbox, run_process, ulimit_args
 from agentgym.envs.swe.sandbox_bwrap import SUPPORT_DIR
 
 
@@ -31,13 +31,12 @@ class LocalSandbox(Sandbox):
         # Trusted code runs as ourselves, so RLIMIT_NPROC would count (and, for a normal user,
         # break on) all our own processes: leave it out here.
         limits = self.limits
-        preexec = rlimit_preexec(limits, skip_nproc=True)
+        ulimits = ulimit_args(limits).replace(f"-u {limits.processes} ", "")
         result, _ = run_process(
-            ["/bin/bash", "-c", command],
+            ["/bin/bash", "-c", f'ulimit {ulimits} && eval "$1"', "local", command],
             timeout=self._timeout(timeout),
             output_cap=limits.output_bytes,
             cwd=str(self.workspace),
             env=full_env,
-            preexec_fn=preexec,
         )
         return result
