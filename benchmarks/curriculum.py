@@ -169,14 +169,18 @@ class _Recorder:
         return comps
 
 
-def heldout_success(policy: FeatureSoftmaxPolicy, tasks, episodes: int, seed: int) -> float:
+def heldout_success(policy: FeatureSoftmaxPolicy, tasks, episodes: int, seed: int, space) -> tuple[float, dict]:
+    """Success rate on the held-out tasks, overall and by difficulty bucket."""
     policy.reset_records()
     saved = policy.rng
     policy.rng = np.random.default_rng([seed, 99])  # the same evaluation draws for every method
     trajs = agentgym.collect(ENV, tasks, policy, group_size=episodes, seed=10_000 + seed, record_messages=False)
     policy.rng = saved
     policy.reset_records()
-    return float(np.mean([t.success for t in trajs]))
+    by_level = defaultdict(list)
+    for t in trajs:
+        by_level[space.category(agentgym.TaskSpec.from_dict(t.task)).split("/")[-1]].append(t.success)
+    return float(np.mean([t.success for t in trajs])), {k: float(np.mean(v)) for k, v in by_level.items()}
 
 
 def warm_start(space, seed: int, args) -> dict:
@@ -208,7 +212,8 @@ def run(method: str, seed: int, theta0: dict, space, eval_tasks, args) -> dict:
         zero_var.append(metrics["zero_variance_frac"])
         abs_adv.append(metrics["mean_abs_adv"])
         train_succ.append(float(np.mean([t.success for t in trajs])))
-    out = {"heldout_after": heldout_success(policy, eval_tasks, args.eval_episodes, seed),
+    after, by_level = heldout_success(policy, eval_tasks, args.eval_episodes, seed, space)
+    out = {"heldout_after": after, "by_level": by_level,
            "zero_var": float(np.mean(zero_var)), "abs_adv": float(np.mean(abs_adv)),
            "train_success": float(np.mean(train_succ)), "seconds": time.perf_counter() - t0}
     if kind == "evolve":
@@ -259,30 +264,29 @@ def main() -> None:
         theta0 = warm_start(space, seed, args)
         warm = FeatureSoftmaxPolicy(seed)
         warm.theta.update(theta0)
-        before.append(heldout_success(warm, eval_tasks, args.eval_episodes, seed))
-        by_level = {}
-        for level in ("easy", "medium", "hard"):
-            lvl = [t for t in eval_tasks if space.category(t).endswith(level)]
-            by_level[level] = heldout_success(warm, lvl, args.eval_episodes, seed)
+        overall, by_level = heldout_success(warm, eval_tasks, args.eval_episodes, seed, space)
+        before.append(overall)
         print(f"seed {seed}: warm start held-out success {before[-1]:.3f} "
               f"(easy {by_level['easy']:.2f}, medium {by_level['medium']:.2f}, hard {by_level['hard']:.2f})")
         for method in args.methods:
             r = run(method, seed, theta0, space, eval_tasks, args)
             results[method].append(r)
-            print(f"  {method:13s} held-out {r['heldout_after']:.3f}  zero-var groups {r['zero_var']:.3f}  "
+            levels = "/".join(f"{r['by_level'][k]:.2f}" for k in ("easy", "medium", "hard"))
+            print(f"  {method:13s} held-out {r['heldout_after']:.3f} (e/m/h {levels})  zero-var groups {r['zero_var']:.3f}  "
                   f"mean|A| {r['abs_adv']:.3f}  train success {r['train_success']:.3f}  ({r['seconds']:.0f}s)"
                   + (f"  pool {r['pool']}" if "pool" in r else ""), flush=True)
 
     base_gain = statistics.mean(r["heldout_after"] for r in results.get("uniform", [])) - statistics.mean(before) \
         if "uniform" in results else float("nan")
     print()
-    print(f"| method | held-out success (before {mean_std(before)}) | gain / uniform gain | zero-variance groups "
-          f"| mean abs adv | train success |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(f"| method | held-out success (before {mean_std(before)}) | gain / uniform gain | held-out easy / medium / "
+          f"hard | zero-variance groups | mean abs adv | train success |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for method, rs in results.items():
         gain = statistics.mean(r["heldout_after"] for r in rs) - statistics.mean(before)
         ratio = gain / base_gain if base_gain and not math.isnan(base_gain) and abs(base_gain) > 1e-9 else float("nan")
-        print(f"| {method} | {mean_std(r['heldout_after'] for r in rs)} | {ratio:.2f} | "
+        levels = " / ".join(f"{statistics.mean(r['by_level'][k] for r in rs):.2f}" for k in ("easy", "medium", "hard"))
+        print(f"| {method} | {mean_std(r['heldout_after'] for r in rs)} | {ratio:.2f} | {levels} | "
               f"{mean_std(r['zero_var'] for r in rs)} | {mean_std(r['abs_adv'] for r in rs)} | "
               f"{mean_std(r['train_success'] for r in rs)} |")
 

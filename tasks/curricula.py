@@ -6,9 +6,10 @@
     curriculum.update({category: [mean |A| of each trajectory of that category], ...})
 
 - uniform:       every candidate equally likely.
-- learnability:  task i with probability proportional to p_i (1 - p_i) + floor, p_i the posterior
-                 mean success of the task in the pool (an untried task has the prior mean, 0.5
-                 under Beta(1, 1): the largest weight, so new tasks get tried).
+- learnability:  task i with probability proportional to p_i (1 - p_i) + floor, p_i the task's
+                 success estimate from the pool, shrunk toward its category's pooled estimate
+                 (`shrink` pseudo-rollouts; see Learnability) so that untried tasks of hopeless
+                 categories do not all look like p = 0.5.
 - sec:           Self-Evolving Curriculum. Arms are task categories; after each batch an arm's
                  reward r is the mean |advantage| of its samples, and Q <- Q + alpha (r - Q)
                  (TD(0) with a constant step, so old batches fade: the problem is non-stationary).
@@ -76,28 +77,61 @@ class Uniform(Curriculum):
 
 
 class Learnability(Curriculum):
+    """p(1 - p) + floor, with p a task's success estimate shrunk toward its category's.
+
+    With a flat prior every untried task has p = 0.5, the largest weight, so on a big split the
+    curriculum would keep drawing untried tasks (uniform sampling in disguise). With `shrink` = k > 0
+    a task's estimate is (s + k m_c) / (n + k): its s successes in n rollouts plus k pseudo-rollouts
+    at m_c, the pooled posterior mean of its category; an untried task of a category the agent
+    never solves gets a low weight. shrink = 0 uses the pool's own per-task posterior mean."""
+
     name = "learnability"
 
-    def __init__(self, floor: float = 0.01):
-        if not floor >= 0:
-            raise ConfigError(f"learnability floor must be >= 0, got {floor}")
-        self.floor = floor
+    def __init__(self, floor: float = 0.01, shrink: float = 4.0):
+        if not floor >= 0 or not shrink >= 0:
+            raise ConfigError(f"learnability floor and shrink must be >= 0, got {floor}, {shrink}")
+        self.floor, self.shrink = float(floor), float(shrink)
 
-    def weights(self, tasks: Sequence[TaskSpec], pool) -> np.ndarray:
+    def estimates(self, tasks: Sequence[TaskSpec], pool, category_of: CategoryOf | None = None) -> np.ndarray:
         if pool is None:
             raise ConfigError("the learnability curriculum needs a task pool with success estimates")
-        p = np.array([pool.mean(t.task_id) for t in tasks])
+        if self.shrink == 0 or category_of is None:
+            return np.array([pool.mean(t.task_id) for t in tasks])
+        a0, b0 = pool.config.prior
+        totals: dict[str, list[float]] = {}
+        for e in pool.entries.values():
+            c = totals.setdefault(e.category, [0.0, 0.0])
+            c[0] += e.successes
+            c[1] += e.trials
+        out = []
+        for t in tasks:
+            e = pool.entries.get(t.task_id)
+            cat = e.category if e is not None else category_of(t)
+            s_c, n_c = totals.get(cat, (0.0, 0.0))
+            m_c = (a0 + s_c) / (a0 + b0 + n_c)
+            s, n = (e.successes, e.trials) if e is not None else (0.0, 0.0)
+            out.append((s + self.shrink * m_c) / (n + self.shrink))
+        return np.array(out)
+
+    def weights(self, tasks: Sequence[TaskSpec], pool, category_of: CategoryOf | None = None) -> np.ndarray:
+        p = self.estimates(tasks, pool, category_of)
         return p * (1.0 - p) + self.floor
 
-    def probabilities(self, tasks, pool) -> np.ndarray:
-        w = self.weights(tasks, pool)
+    def probabilities(self, tasks, pool, category_of: CategoryOf | None = None) -> np.ndarray:
+        w = self.weights(tasks, pool, category_of)
         return w / w.sum()
 
     def select(self, tasks, n, rng, pool=None, category_of=None):
-        p = self.probabilities(tasks, pool)
+        p = self.probabilities(tasks, pool, category_of)
         if n <= len(tasks) and np.count_nonzero(p) < n:  # not enough positive weights to draw without replacement
             p = np.full(len(tasks), 1.0 / len(tasks))
         return [tasks[int(i)] for i in _pick(rng, len(tasks), n, p)]
+
+    def state_dict(self):
+        return {"floor": self.floor, "shrink": self.shrink}
+
+    def load_state_dict(self, state):
+        self.floor, self.shrink = float(state["floor"]), float(state["shrink"])
 
 
 class CategoryBandit(Curriculum):

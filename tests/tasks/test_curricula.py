@@ -66,8 +66,23 @@ def test_learnability_probabilities_by_hand():
     pool.record(t[0].task_id, 1, 2)  # mean 2/4: weight 0.25
     pool.record(t[1].task_id, 0, 6)  # mean 1/8: weight 7/64
     # t[2] untried: prior mean 1/2, weight 0.25
-    cur = Learnability(floor=0.0)
-    assert cur.probabilities(t, pool) == pytest.approx([0.25 / 0.609375, 0.109375 / 0.609375, 0.25 / 0.609375])
+    cur = Learnability(floor=0.0, shrink=0.0)
+    assert cur.probabilities(t, pool, cat_of) == pytest.approx([0.25 / 0.609375, 0.109375 / 0.609375,
+                                                                0.25 / 0.609375])
+
+
+def test_learnability_shrinks_toward_the_category_estimate_by_hand():
+    pool = TaskPool()  # Beta(1, 1)
+    x, y = tasks_in(["x"], per=2), tasks_in(["y"], per=2)
+    for s in x + y:
+        pool.add(s, cat_of(s))
+    pool.record(x[0].task_id, 0, 8)  # category x: 0 / 8 -> m_x = 1 / 10
+    pool.record(y[0].task_id, 6, 8)  # category y: 6 / 8 -> m_y = 7 / 10
+    cur = Learnability(floor=0.0, shrink=2.0)
+    # p = (s + 2 m) / (n + 2): x0 = 0.2 / 10 = 0.02, x1 (untried) = 0.1, y0 = 7.4 / 10 = 0.74, y1 = 0.7
+    assert cur.estimates(x + y, pool, cat_of) == pytest.approx([0.02, 0.1, 0.74, 0.7])
+    w = np.array([0.02 * 0.98, 0.1 * 0.9, 0.74 * 0.26, 0.7 * 0.3])
+    assert cur.probabilities(x + y, pool, cat_of) == pytest.approx(w / w.sum())
 
 
 def test_bandit_selection_follows_its_probabilities():
