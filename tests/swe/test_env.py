@@ -198,3 +198,14 @@ def test_validate_uses_the_oracle():
 
     bad = TaskSpec(broken.env_id, params={**broken.params, "FAIL_TO_PASS": ["tests/nope.py::test_missing"]}, seed=0)
     assert not SPACE.validate(bad)
+
+
+def test_workspaces_are_removed_on_reset_and_close():
+    env = SWEEnv()
+    env.reset(options={"task": first("train")})
+    ws1 = env.workspace
+    env.reset(options={"task": first("heldout")})
+    ws2 = env.workspace
+    assert not ws1.exists() and ws2.exists()
+    env.close()
+    assert not ws2.exists() and not ws2.parent.exists()
