@@ -49,6 +49,7 @@ class EnvConfig:
     split: str = "train"
     tasks_file: str | None = None  # JSONL of TaskSpecs to train on instead of a split
     task_filter: dict = field(default_factory=dict)  # params key -> value or list of allowed values
+    categories: list = field(default_factory=list)  # task_space.category globs, e.g. ["*/easy"]
     max_tasks: int | None = None  # cap on the training pool (after filtering)
     chat: dict = field(default_factory=lambda: {"history": 2})
     env_kwargs: dict = field(default_factory=dict)

@@ -77,7 +77,7 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             scheduler.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
             step += 1
             if max_steps and step >= max_steps:
                 break

@@ -1,0 +1,101 @@
+"""`agentgym train` and `agentgym sft`: registered on the main CLI by `register(app)`.
+
+No torch import at module level: `agentgym --help` stays fast and works without the extra.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+CONFIG_HELP = "a preset name (e.g. household-tiny) or a YAML config file"
+OVERRIDES_HELP = "dotted key=value overrides, e.g. estimator.name=grpo ppo.lr=1e-4 rollout.group_size=4"
+
+
+def _load(config: str, overrides: Optional[List[str]], run_dir: Optional[str]):
+    from agentgym.trainers.config import load_config
+
+    extra = list(overrides or [])
+    if run_dir:
+        extra.append(f"run_dir={run_dir}")
+    return load_config(config, extra)
+
+
+def _summary_table(summary: dict) -> Table:
+    table = Table(title=f"held-out success ({summary['run_dir']})")
+    table.add_column("iteration", justify="right")
+    table.add_column("success rate", justify="right")
+    for row in summary["evals"]:
+        table.add_row(str(row["iteration"]), f"{row['success_rate']:.3f}")
+    return table
+
+
+def train_command(
+    config: str = typer.Argument(..., help=CONFIG_HELP),
+    overrides: Optional[List[str]] = typer.Argument(None, help=OVERRIDES_HELP),
+    run_dir: Optional[str] = typer.Option(None, "--run-dir", help="where checkpoints and metrics go (default runs/<name>)"),
+    resume: bool = typer.Option(False, "--resume", help="continue from the run dir's latest checkpoint"),
+):
+    """Train an LLM agent with RL (GiGPO, SPA, LOOP, GRPO, RLOO, PPO): collect, advantages, PPO-clip
+    update, held-out eval, checkpoints. `agentgym train household-tiny` is the CPU main job."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from agentgym.trainers.loop import run_dir_for, train
+
+    cfg = _load(config, overrides, run_dir)
+    console.print(f"[bold]agentgym train[/] {cfg.name}: estimator={cfg.estimator['name']} env={cfg.env.id} "
+                  f"run_dir={run_dir_for(cfg)}")
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=False) as progress:
+        bar = progress.add_task("RL iterations", total=cfg.iterations)
+
+        def on_iteration(m: dict) -> None:
+            progress.update(bar, completed=m["iteration"])
+            ev = f" held-out {m['eval']['success_rate']:.3f}" if "eval" in m else ""
+            progress.console.print(
+                f"iter {m['iteration']:3d}  train success {m['rollout']['success_rate']:.3f}  "
+                f"invalid {m['rollout']['invalid_rate']:.2f}  |A| {m['adv']['abs_mean']:.3f}  "
+                f"pg {m['train'].get('pg_loss', 0.0):+.4f}  {m['time']['iteration_s']:.1f}s{ev}")
+
+        summary = train(cfg, resume=resume, log=progress.console.print, on_iteration=on_iteration)
+    console.print(_summary_table(summary))
+    console.print(f"held-out success {summary['heldout_success_before']:.3f} -> {summary['heldout_success_after']:.3f} "
+                  f"in {summary['wall_seconds']:.0f}s; metrics: {summary['run_dir']}/metrics.jsonl")
+
+
+def sft_command(
+    config: str = typer.Argument(..., help=CONFIG_HELP),
+    overrides: Optional[List[str]] = typer.Argument(None, help=OVERRIDES_HELP),
+    run_dir: Optional[str] = typer.Option(None, "--run-dir", help="output folder (default runs/<name>)"),
+):
+    """Behaviour cloning on oracle trajectories (the RL warm start); saves <run_dir>/sft_model and
+    reports its held-out success."""
+    from agentgym.registration import get_task_space
+    from agentgym.trainers.loop import _quiet_transformers, evaluate_policy, make_policy, prepare_start_model
+    from agentgym.trainers.loop import run_dir_for, write_eval_tasks
+
+    cfg = _load(config, list(overrides or []) + ["sft.enabled=true"], run_dir)
+    _quiet_transformers()
+    if cfg.torch_threads:
+        import torch
+
+        torch.set_num_threads(cfg.torch_threads)
+    out = run_dir_for(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    with console.status("SFT on oracle trajectories"):
+        model_dir, info = prepare_start_model(cfg, out, log=console.print)
+    eval_path = write_eval_tasks(cfg, get_task_space(cfg.env.id), out)
+    with console.status(f"evaluating on {cfg.eval.split}"):
+        ev = evaluate_policy(cfg, make_policy(cfg, model_dir), eval_path, cfg.seed)
+    console.print(f"SFT model: {model_dir}  held-out success {ev['success_rate']:.3f} "
+                  f"(invalid-action rate {ev['invalid_action_rate']:.3f})")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_command)
+    app.command("sft")(sft_command)
