@@ -11,7 +11,6 @@ import socket
 import threading
 import time
 
-import psutil
 import pytest
 
 from agentgym.envs.swe.sandbox import Limits
@@ -33,28 +32,43 @@ def sandbox(workspace):
     assert not leftovers, f"processes left behind: {leftovers}"
 
 
-def _processes_of(uid):
-    out = []
-    for p in psutil.process_iter(["uids", "name"]):
+def _proc_table():
+    """pid -> (ppid, real uid, state, name) for every live process on the host, from /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
         try:
-            if p.info["uids"] and p.info["uids"].real == uid:
-                out.append((p.pid, p.info["name"]))
-        except psutil.Error:
-            pass
-    return out
+            with open(f"/proc/{entry}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        table[int(entry)] = (int(fields["PPid"]), int(fields["Uid"].split()[0]), fields["State"].split()[0],
+                             fields["Name"].strip())
+    return table
+
+
+def _processes_of(uid):
+    return [(pid, name) for pid, (_, u, state, name) in _proc_table().items() if u == uid and state != "Z"]
 
 
 def _children_now():
-    return [c for c in psutil.Process().children(recursive=True) if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    table = _proc_table()
+    mine, frontier = set(), {os.getpid()}
+    while frontier:
+        kids = {pid for pid, (ppid, *_rest) in table.items() if ppid in frontier} - mine
+        mine |= kids
+        frontier = kids
+    return [pid for pid in mine if table[pid][2] != "Z"]
 
 
 def run(sb, cmd, timeout=None):
-    before = {c.pid for c in _children_now()}
+    before = set(_children_now())
     start = time.monotonic()
     res = sb.run(cmd, timeout=timeout)
     elapsed = time.monotonic() - start
     assert elapsed < (timeout or LIMITS.timeout) + 5, f"the command was not bounded in time ({elapsed:.1f}s)"
-    after = [c for c in _children_now() if c.pid not in before]
+    after = [c for c in _children_now() if c not in before]
     assert not after, f"child processes survived the command: {after}"
     return res
 
@@ -196,7 +210,7 @@ def test_dotdot_stays_in_sandbox(sandbox):
 def test_fork_bomb_is_contained(sandbox):
     res = run(sandbox, ":(){ :|:& };:", timeout=4)
     assert res.timed_out or res.exit_code is not None
-    assert psutil.Process().is_running()
+    assert os.path.exists(f"/proc/{os.getpid()}")
 
 
 def test_memory_bomb_fails(sandbox):
@@ -234,7 +248,7 @@ def test_disk_fill_is_bounded(sandbox, workspace):
 
 def test_killing_the_parent_only_ends_the_command(sandbox):
     res = run(sandbox, "kill -9 $PPID; kill -9 -1; kill -9 1; echo after")
-    assert psutil.Process().is_running()
+    assert os.path.exists(f"/proc/{os.getpid()}")
     res2 = run(sandbox, "echo still-works")
     assert res2.output.strip() == "still-works"
 
