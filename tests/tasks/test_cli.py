@@ -56,3 +56,16 @@ def test_user_errors_are_agentgym_errors(tmp_path):
     (tmp_path / "junk.json").write_text("[1, 2]")
     result = runner.invoke(app, ["tasks", "stats", str(tmp_path / "junk.json")])
     assert isinstance(result.exception, SplitFileError) and "not a task pool file" in str(result.exception)
+
+
+def test_the_agentgym_app_has_the_tasks_group_and_nothing_imports_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, agentgym.tasks.source, agentgym.tasks.cli, agentgym.tasks.generator; "
+            "from typer.testing import CliRunner; from agentgym.cli import app; "
+            "r = CliRunner().invoke(app, ['tasks', '--help']); "
+            "assert r.exit_code == 0 and 'evolve' in r.output, r.output; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
