@@ -47,6 +47,9 @@ Long outputs are truncated in the middle."""
 class SWEEnv(TextEnv):
     task_space = SWETaskSpace()
     rules: ClassVar[str] = RULES
+    # ChatEnv reads this: JSON tool calls keep multi-line edits intact (the <action> parser
+    # collapses whitespace).
+    action_parser: ClassVar[str] = "json"
 
     def __init__(self, render_mode: str | None = None, backend: str = "bwrap", max_steps: int = 30,
                  max_output_chars: int = 8000, limits: Limits | None = None, sandbox_options: dict | None = None):
