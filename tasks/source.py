@@ -18,8 +18,10 @@ kind="evolve": a TaskGenerator grows a pool, seeded with `seed_tasks` train task
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
-from typing import Any, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -168,3 +170,34 @@ def make_task_source(kind: str, task_space, train_tasks: Sequence[TaskSpec], cur
         gen.seed_from([train_tasks[int(i)] for i in picks])
     return TaskSource(kind, task_space, cur, task_pool, seed, heldout, generator=gen,
                       new_per_round=new_per_round, min_active=min_active)
+
+
+@dataclass
+class TasksConfig:
+    """The trainer's `tasks:` config section (YAML / command-line overrides such as
+    `tasks.source=evolve tasks.curriculum=sec tasks.curriculum_opts.tau=0.5`)."""
+
+    source: str = "split"  # split | evolve
+    curriculum: str = "uniform"  # uniform | learnability | sec | dump
+    curriculum_opts: dict = field(default_factory=dict)  # sec: alpha, tau; dump: c, tau, window; learnability: floor, shrink
+    pool: dict = field(default_factory=dict)  # prior, outcome, mastered_above, mastered_min_trials, impossible_after
+    generator: dict = field(default_factory=dict)  # weights, frontier, sample_kwargs, max_consecutive_rejects, ...
+    seed_tasks: int = 64  # evolve: train tasks the pool starts from
+    new_per_round: int = 4  # evolve: new tasks proposed per iteration
+    min_active: int = 32  # evolve: active pool size kept at least
+
+
+def make_task_source_from_config(cfg: TasksConfig | Mapping, task_space, train_tasks: Sequence[TaskSpec], seed: int,
+                                 llm=None) -> TaskSource:
+    """make_task_source from a TasksConfig or the equivalent mapping (unknown keys are refused)."""
+    if not isinstance(cfg, TasksConfig):
+        names = {f.name for f in dataclasses.fields(TasksConfig)}
+        unknown = set(cfg) - names
+        if unknown:
+            raise ConfigError(f"unknown config field(s) tasks.{', tasks.'.join(sorted(unknown))}; known: "
+                              f"{', '.join(sorted(names))}")
+        cfg = TasksConfig(**cfg)
+    return make_task_source(cfg.source, task_space, train_tasks, curriculum=cfg.curriculum, seed=seed,
+                            curriculum_opts=cfg.curriculum_opts, pool=cfg.pool, generator=cfg.generator,
+                            seed_tasks=cfg.seed_tasks, new_per_round=cfg.new_per_round, min_active=cfg.min_active,
+                            llm=llm)

@@ -7,7 +7,8 @@ import agentgym
 from agentgym.errors import ConfigError, HeldoutTaskError
 from agentgym.policies import RandomPolicy
 from agentgym.registration import get_task_space
-from agentgym.tasks.source import make_task_source, zero_variance_fraction
+from agentgym.tasks.source import (TasksConfig, make_task_source, make_task_source_from_config,
+                                    zero_variance_fraction)
 from agentgym.toy import COUNTER_ID
 from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
 
@@ -114,3 +115,18 @@ def test_zero_variance_uses_the_pool_outcome(counter_space, traj):
              traj(a, "g1", False, score=0.0)]
     assert zero_variance_fraction(trajs, "success") == 0.5
     assert zero_variance_fraction(trajs, "score") == 0.0
+
+
+def test_source_from_the_trainer_config_section(counter_space):
+    cfg = {"source": "evolve", "curriculum": "dump", "curriculum_opts": {"c": 1.0}, "pool": {"impossible_after": 8},
+           "generator": {"weights": {"sample": 1.0}}, "seed_tasks": 4, "new_per_round": 2, "min_active": 6}
+    source = make_task_source_from_config(cfg, counter_space, counter_space.split("train"), seed=0)
+    assert source.kind == "evolve" and source.curriculum.c == 1.0 and source.pool.config.impossible_after == 8
+    assert len(source.next_tasks(3)) == 3 and len(source.pool.active()) >= 6
+    default = make_task_source_from_config(TasksConfig(), counter_space, counter_space.split("train"), seed=0)
+    assert default.kind == "split" and default.curriculum.name == "uniform"
+    with pytest.raises(ConfigError, match="unknown config field.*tasks.curiculum"):
+        make_task_source_from_config({"curiculum": "sec"}, counter_space, counter_space.split("train"), seed=0)
+    with pytest.raises(ConfigError, match="unknown task generator option"):
+        make_task_source_from_config({"source": "evolve", "generator": {"wieghts": {}}}, counter_space,
+                                     counter_space.split("train"), seed=0)
