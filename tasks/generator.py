@@ -41,23 +41,6 @@ from agentgym.tasks.spec import TaskSpec
 
 SOURCES = ("sample", "mutate", "easier", "harder", "llm")
 
-# Difficulty functions of built-in task spaces that do not (yet) expose a `difficulty(spec)` method.
-KNOWN_DIFFICULTY = {"agentgym/Household-v0": "agentgym.envs.household.tasks:difficulty"}
-
-
-def _household_reserved(spec: TaskSpec) -> bool:
-    from agentgym.envs.household.tasks import is_reserved
-
-    p = spec.params
-    return is_reserved(p.get("object"), p.get("lamp") or p.get("receptacle"))
-
-
-# Rules that reserve whole regions of a task space for `heldout_unseen` (beyond its listed ids), for
-# task spaces without a `reserved(spec)` method: household keeps ~15% of (object, destination)
-# pairs for heldout_unseen, so a proposal (e.g. an LLM's) that uses one must not be trained on.
-KNOWN_RESERVED = {"agentgym/Household-v0": _household_reserved}
-
-
 class TaskGenerationError(AgentGymError):
     """The task space keeps producing proposals that are invalid, duplicates or held out."""
 
@@ -92,15 +75,11 @@ class GeneratorConfig:
 
 
 def resolve_difficulty(task_space, difficulty: Callable | str | None) -> Callable[[TaskSpec], float] | None:
-    """A difficulty function over TaskSpecs, from an explicit argument, the task space, or the
-    built-in table; None when nothing is known."""
+    """A difficulty function over TaskSpecs, from an explicit argument or the task space's own
+    `difficulty(spec)` method; None when neither exists."""
     if difficulty is None:
         method = getattr(task_space, "difficulty", None)
-        if callable(method):
-            return method
-        difficulty = KNOWN_DIFFICULTY.get(getattr(task_space, "env_id", ""))
-        if difficulty is None:
-            return None
+        return method if callable(method) else None
     if isinstance(difficulty, str):
         module, _, name = difficulty.partition(":")
         try:
@@ -129,8 +108,8 @@ class TaskGenerator:
         self.heldout = set(task_space.heldout_ids() if heldout_ids is None else heldout_ids)
         self.llm = llm
         self.difficulty = resolve_difficulty(task_space, difficulty)
-        reserved = getattr(task_space, "reserved", None)
-        self.reserved = reserved if callable(reserved) else KNOWN_RESERVED.get(getattr(task_space, "env_id", ""))
+        reserved = getattr(task_space, "reserved", None)  # regions kept for heldout_unseen
+        self.reserved = reserved if callable(reserved) else None
         self.round = 0
         self.stats: Counter = Counter()
         self.rejected: set[str] = set()  # ids that failed validation: never re-validated

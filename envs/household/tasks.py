@@ -198,6 +198,16 @@ class HouseholdTaskSpace(TaskSpace):
     def category(self, spec: TaskSpec) -> str:
         return f"{spec.params['task_type']}/{bucket(spec.params)}"
 
+    def difficulty(self, spec: TaskSpec) -> float:
+        """Used by the task generator to make easier / harder variants."""
+        return difficulty(spec.params)
+
+    def reserved(self, spec: TaskSpec) -> bool:
+        """Whether the task's (object, destination) pair is kept for heldout_unseen: the generator
+        refuses such proposals, whatever their id."""
+        p = spec.params
+        return is_reserved(p.get("object"), p.get("lamp") or p.get("receptacle"))
+
     # --- text proposals ---------------------------------------------------------------------
     _PATTERNS = (
         ("pick_clean_then_place", r"(?:put a clean (\w+)|clean some (\w+) and put it) (?:in|on) (\w+)"),
