@@ -103,6 +103,7 @@ class EvalConfig:
     split: str = "heldout"
     num_tasks: int = 50
     temperature: float = 0.0  # greedy by default
+    episodes_per_task: int = 1  # > 1 with temperature > 0: less noisy success estimates
     max_new_tokens: int | None = None
 
 
@@ -203,9 +204,16 @@ def _build(cls, data: dict, prefix: str = ""):
             if not isinstance(value, dict):
                 raise ConfigError(f"config field {prefix}{key} must be a mapping, got {value!r}")
             kwargs[key] = _build(sub, value, f"{prefix}{key}.")
+        elif _is_dict_field(ftype) and isinstance(value, dict) and fields[key].default_factory is not dataclasses.MISSING:
+            # dict fields merge into their default: `estimator.omega=0.5` keeps estimator.name
+            kwargs[key] = _merge(fields[key].default_factory(), value)
         else:
             kwargs[key] = _coerce(value, ftype, f"{prefix}{key}")
     return cls(**kwargs)
+
+
+def _is_dict_field(ftype) -> bool:
+    return (ftype if isinstance(ftype, str) else getattr(ftype, "__name__", "")) == "dict"
 
 
 def _coerce(value: Any, ftype: Any, name: str) -> Any:

@@ -347,7 +347,8 @@ def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int) -> dic
 
     sampling = SamplingParams(temperature=cfg.eval.temperature,
                               max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, seed=seed)
-    result = evaluate(cfg.env.id, policy, split=str(eval_path), sampling=sampling, chat=cfg.env.chat,
+    result = evaluate(cfg.env.id, policy, split=str(eval_path), episodes_per_task=cfg.eval.episodes_per_task,
+                      sampling=sampling, chat=cfg.env.chat,
                       env_kwargs=cfg.env.env_kwargs, seed=seed, policy_name="HFPolicy")
     out = result.summary()
     out["wall_s"] = result.wall_seconds

@@ -18,6 +18,12 @@ def test_overrides_are_typed_and_nested():
     assert cfg.env.chat == {"history": "full"} and cfg.policy.lora == {}
 
 
+def test_dict_fields_merge_into_their_defaults():
+    cfg = load_config(None, ["tiny.build=true", "estimator.omega=0.5"])
+    assert cfg.estimator == {"name": "gigpo", "omega": 0.5}
+    assert load_config("household-tiny", ["env.chat.history=2"]).env.chat["parser"] == "raw"
+
+
 def test_household_tiny_preset_loads():
     assert "household-tiny" in list_presets()
     cfg = load_config("household-tiny", ["estimator.name=grpo"])
