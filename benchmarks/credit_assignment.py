@@ -9,6 +9,7 @@ learning_curves.png into the output folder.
 
     python benchmarks/credit_assignment.py --quick          # 2 seeds, few iterations
     python benchmarks/credit_assignment.py --seeds 3 --iterations 12
+    python benchmarks/credit_assignment.py --quick --warm-start runs/household-tiny/sft_model
 """
 
 from __future__ import annotations
@@ -111,21 +112,23 @@ def plot(results: dict, out: Path) -> Path | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="2 seeds, 4 iterations, eval every 2")
+    ap.add_argument("--quick", action="store_true", help="2 seeds, 6 iterations, eval every 3")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=12)
     ap.add_argument("--eval-every", type=int, default=2)
     ap.add_argument("--estimators", default=",".join(ESTIMATORS))
     ap.add_argument("--target", type=float, default=0.7)
     ap.add_argument("--out", default="runs/credit_assignment")
+    ap.add_argument("--warm-start", default=None,
+                    help="an SFT'd model folder to start from (e.g. runs/household-tiny/sft_model); default: build one")
     ap.add_argument("overrides", nargs="*", help="config overrides for every run, e.g. rollout.group_size=4")
     args = ap.parse_args()
     if args.quick:
-        args.seeds, args.iterations, args.eval_every = min(args.seeds, 2), 4, 2
+        args.seeds, args.iterations, args.eval_every = min(args.seeds, 2), 6, 3
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    model_dir = warm_start(out, args.overrides)
+    model_dir = Path(args.warm_start) if args.warm_start else warm_start(out, args.overrides)
     print(f"warm start: {model_dir} ({time.perf_counter() - t0:.0f}s)", flush=True)
     results: dict[str, list[dict]] = {}
     results_path = out / "results.json"

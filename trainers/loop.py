@@ -225,11 +225,11 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
                         t = torch.tensor(targets, dtype=v.dtype, device=v.device)
                         v_loss = ((v - t) ** 2).sum() / n_values
                         loss = loss + pc.value_coef * v_loss
-                        totals["value_loss"] += float(v_loss)
+                        totals["value_loss"] += float(v_loss.detach())
                 _check_finite("loss", loss.detach(), iteration)
                 loss.backward()
                 for key in ("pg_loss", "kl", "clip_frac", "approx_kl"):
-                    totals[key] += getattr(st, key) * (1.0 if key in ("pg_loss", "kl") else 1.0 / 1)
+                    totals[key] += getattr(st, key)
                 ratio_max = max(ratio_max, st.ratio_max)
                 n_micro += 1
             grad_norm = torch.nn.utils.clip_grad_norm_(params, pc.max_grad_norm)
