@@ -152,12 +152,20 @@ class VLLMPolicy:
         vllm = require("vllm", "vllm")
         import torch
 
+        import random
+
+        # vLLM reseeds the global RNGs and retunes torch threads while it starts; a trainer in
+        # the same process depends on both (exact resume, torch_threads), so they are put back.
         set_threads, threads = torch.set_num_threads, torch.get_num_threads()
+        rng_states = (torch.get_rng_state(), np.random.get_state(), random.getstate())
         try:
             self.llm = vllm.LLM(**kwargs)
         finally:
             torch.set_num_threads = set_threads
             torch.set_num_threads(threads)
+            torch.set_rng_state(rng_states[0])
+            np.random.set_state(rng_states[1])
+            random.setstate(rng_states[2])
         self._vllm = vllm
         self._lora_request = None
         self._lora_id = 0
@@ -392,3 +400,87 @@ class VLLMPolicy:
             if core is not None and hasattr(core, "shutdown"):
                 core.shutdown()
             self.llm = None
+
+
+class VLLMRolloutPolicy:
+    """A trainer's HFPolicy whose generation runs on a vLLM engine.
+
+    Everything the training loop touches (model, tokenizer, trainable_parameters,
+    reference_forward, save, load_weights, encode_prompt, ...) is the HFPolicy's; only
+    `generate` goes to vLLM. Before generating, the engine is synced from the trainer whenever
+    the trainer's trainable parameters changed since the last sync: torch bumps a tensor's
+    `_version` on every in-place write (optimizer steps, load_state_dict), so one sum over the
+    parameters tells, without comparing weights. So the loop needs no explicit sync call, and
+    a resumed run syncs the loaded checkpoint before its first rollout.
+
+    The engine starts on the first generate (an SFT-only phase never starts it).
+    """
+
+    def __init__(self, trainer_policy, model_path: str | Path, **engine_kwargs: Any):
+        self.trainer = trainer_policy
+        self.model_path = str(model_path)
+        self.engine_kwargs = dict(engine_kwargs)
+        self.engine: VLLMPolicy | None = None
+        self._synced_version: int | None = None
+        self._pending_seed: int | None = None
+        self.num_syncs = 0
+
+    def __getattr__(self, name: str):  # only called for attributes this class does not have
+        if name in ("trainer", "engine"):
+            raise AttributeError(name)
+        return getattr(self.trainer, name)
+
+    def _weights_version(self) -> int:
+        return sum(int(p._version) for p in self.trainer.trainable_parameters())
+
+    def _start_engine(self) -> VLLMPolicy:
+        kwargs = dict(self.engine_kwargs)
+        lora_rank = 0
+        if getattr(self.trainer, "is_lora", False):
+            peft_config = self.trainer.model.peft_config["default"]
+            lora_rank = int(peft_config.r)
+            kwargs.setdefault("enable_lora", True)
+            kwargs["max_lora_rank"] = max(kwargs.get("max_lora_rank", 16), lora_rank)
+        kwargs.setdefault("dtype", {"torch.float32": "fp32", "torch.bfloat16": "bf16",
+                                    "torch.float16": "fp16"}.get(str(self.trainer.dtype), None))
+        kwargs.setdefault("max_prompt_tokens", getattr(self.trainer, "max_prompt_tokens", None))
+        kwargs.setdefault("stop_strings", getattr(self.trainer, "stop_strings", None))
+        return VLLMPolicy(self.model_path, **kwargs)
+
+    def sync(self, force: bool = False) -> float:
+        """Push the trainer's weights to the engine if they changed (or `force`); seconds spent."""
+        if self.engine is None:
+            self.engine = self._start_engine()
+            if self._pending_seed is not None:
+                self.engine.reseed(self._pending_seed)
+        version = self._weights_version()
+        if not force and version == self._synced_version:
+            return 0.0
+        seconds = self.engine.sync_from(self.trainer)
+        self._synced_version = version
+        self.num_syncs += 1
+        return seconds
+
+    def generate(self, prompts: list[Messages], sampling: SamplingParams | None = None,
+                 contexts: list[TurnContext] | None = None) -> list[Completion]:
+        self.sync()
+        return self.engine.generate(prompts, sampling, contexts)
+
+    def reseed(self, seed: int) -> None:
+        if self.engine is not None:
+            self.engine.reseed(seed)
+        else:
+            self._pending_seed = int(seed)
+
+    def sleep(self) -> None:
+        if self.engine is not None:
+            self.engine.sleep()
+
+    def wake_up(self) -> None:
+        if self.engine is not None:
+            self.engine.wake_up()
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
