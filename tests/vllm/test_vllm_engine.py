@@ -97,6 +97,23 @@ def test_bad_weight_syncs_are_refused_before_the_engine_is_touched(engine, hf_mo
     assert after.error is None and after.response_ids == before.response_ids
 
 
+def test_engine_start_leaves_torch_threads_and_rngs_to_the_trainer(tiny_model_dir):
+    from agentgym.policies.vllm_engine import VLLMPolicy
+
+    threads = torch.get_num_threads()
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    second = VLLMPolicy(tiny_model_dir, dtype="fp32", max_model_len=128, seed=9)  # vLLM reseeds torch inside
+    try:
+        assert torch.equal(torch.rand(3), expected)
+        assert torch.get_num_threads() == threads
+        torch.set_num_threads(threads)  # vLLM's CPU worker swaps this for a no-op; it must be the real one again
+        assert torch.set_num_threads.__module__ == "torch"
+    finally:
+        second.close()
+
+
 def test_sleep_and_wake_are_no_ops_on_cpu(engine):
     if torch.cuda.is_available():
         pytest.skip("CPU behaviour")
