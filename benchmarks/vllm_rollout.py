@@ -109,7 +109,8 @@ def main() -> None:
     vllm_tps, completions = _timed_generate(engine, prompts, sampling, repeats)
 
     worst = _logprob_agreement(hf.model, completions, hf.device)
-    print(f"logprob agreement, vLLM vs transformers (same sampled tokens, {sum(len(c.response_ids) for c in completions)}"
+    n_tokens = sum(len(c.response_ids) for c in completions)
+    print(f"logprob agreement, vLLM vs transformers (same sampled tokens, {n_tokens}"
           f" tokens): max |diff| = {worst:.2e}  (target <= 1e-3 in fp32)")
     print(f"rollout throughput: HF generate {hf_tps:,.0f} tok/s, vLLM {vllm_tps:,.0f} tok/s, "
           f"ratio vLLM/HF = {vllm_tps / hf_tps:.2f}x  (vLLM engine start-up {startup:.1f}s, not counted)")

