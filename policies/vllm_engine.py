@@ -59,7 +59,12 @@ def _is_cuda_available() -> bool:
         return False
 
 
+_PARKED_ENGINES: list = []  # closed while another engine was alive (see VLLMPolicy.close)
+
+
 class VLLMPolicy:
+    _live_engines = 0  # engines alive in this process (see close)
+
     def __init__(
         self,
         model_path: str | Path,
@@ -166,6 +171,7 @@ class VLLMPolicy:
             torch.set_rng_state(rng_states[0])
             np.random.set_state(rng_states[1])
             random.setstate(rng_states[2])
+        VLLMPolicy._live_engines += 1
         self._vllm = vllm
         self._lora_request = None
         self._lora_id = 0
@@ -396,11 +402,19 @@ class VLLMPolicy:
             shutil.rmtree(self._owned_lora_root, ignore_errors=True)
             self._owned_lora_root = None
         engine = getattr(self, "llm", None)
-        if engine is not None:
-            core = getattr(engine.llm_engine, "engine_core", None)
-            if core is not None and hasattr(core, "shutdown"):
-                core.shutdown()
-            self.llm = None
+        if engine is None:
+            return
+        self.llm = None
+        VLLMPolicy._live_engines -= 1
+        # An in-process engine's shutdown (also run when it is garbage-collected) tears down
+        # vLLM's process-wide distributed state, which breaks every other engine still alive
+        # here. So only the last one shuts down; one closed beside others is parked until exit.
+        if VLLMPolicy._live_engines > 0:
+            _PARKED_ENGINES.append(engine)
+            return
+        core = getattr(engine.llm_engine, "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
 
 
 class VLLMRolloutPolicy:
@@ -424,6 +438,7 @@ class VLLMRolloutPolicy:
         self.engine: VLLMPolicy | None = None
         self._synced_version: int | None = None
         self._pending_seed: int | None = None
+        self._asleep_level = 0
         self.num_syncs = 0
 
     def __getattr__(self, name: str):  # only called for attributes this class does not have
@@ -464,6 +479,7 @@ class VLLMRolloutPolicy:
 
     def generate(self, prompts: list[Messages], sampling: SamplingParams | None = None,
                  contexts: list[TurnContext] | None = None) -> list[Completion]:
+        self.wake_up()
         self.sync()
         return self.engine.generate(prompts, sampling, contexts)
 
@@ -473,13 +489,23 @@ class VLLMRolloutPolicy:
         else:
             self._pending_seed = int(seed)
 
-    def sleep(self) -> None:
-        if self.engine is not None:
-            self.engine.sleep()
+    def sleep(self, level: int = 1) -> None:
+        """Give the engine's GPU memory to the trainer until the next generate (CUDA; no-op on
+        CPU). Level 1 keeps the weights in CPU memory; level 2 drops them (full-weight runs
+        only: the next generate pushes all weights again)."""
+        if self.engine is None or not self.engine.sleep_supported:
+            return
+        if level == 2 and self.engine.enable_lora:
+            level = 1  # LoRA syncs only the adapter: the base weights must survive the sleep
+        self.engine.sleep(level=level)
+        self._asleep_level = level
 
     def wake_up(self) -> None:
-        if self.engine is not None:
+        if self.engine is not None and self._asleep_level:
             self.engine.wake_up()
+            if self._asleep_level == 2:
+                self._synced_version = None  # weights were discarded: force a full sync
+            self._asleep_level = 0
 
     def close(self) -> None:
         if self.engine is not None:

@@ -27,7 +27,7 @@ def tiny_model_dir(tmp_path_factory):
 def engine(tiny_model_dir):
     from agentgym.policies.vllm_engine import VLLMPolicy
 
-    policy = VLLMPolicy(tiny_model_dir, dtype="fp32", max_model_len=256, seed=0)
+    policy = VLLMPolicy(tiny_model_dir, dtype="fp32", max_model_len=256, seed=0, kv_cache_gib=0.2)
     yield policy
     policy.close()
 

@@ -27,7 +27,8 @@ def test_lora_sync_serves_the_trainers_adapter(tiny_model_dir, hf_logprobs, engi
     from agentgym.policies.vllm_engine import VLLMPolicy
 
     trainer = HFPolicy(tiny_model_dir, lora={"r": 8, "lora_alpha": 16})
-    lora_engine = VLLMPolicy(tiny_model_dir, dtype="fp32", max_model_len=256, enable_lora=True, max_lora_rank=8)
+    lora_engine = VLLMPolicy(tiny_model_dir, dtype="fp32", max_model_len=256, enable_lora=True, max_lora_rank=8,
+                             kv_cache_gib=0.1)
     try:
         greedy = SamplingParams(temperature=0.0, max_new_tokens=8)
         base = lora_engine.generate(CHATS, greedy)

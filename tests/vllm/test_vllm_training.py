@@ -62,7 +62,7 @@ def _train(run_dir, engine: str, monkeypatch):
         # What `policy.engine=vllm` does in the loop: the trainer's HFPolicy with generation on vLLM.
         def make_policy(cfg, model_path):
             made.append(VLLMRolloutPolicy(hf_make_policy(cfg, model_path), model_path, max_model_len=512,
-                                          seed=cfg.seed))
+                                          seed=cfg.seed, kv_cache_gib=0.1))
             return made[-1]
 
         monkeypatch.setattr(loop, "make_policy", make_policy)
