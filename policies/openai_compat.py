@@ -33,7 +33,7 @@ from typing import Any
 from agentgym.errors import AgentGymError, ConfigError, require
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
 
-RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+RETRY_STATUS = {408, 425, 429}  # and every 5xx
 
 
 class MissingLogprobsError(AgentGymError):
@@ -93,6 +93,7 @@ class OpenAIPolicy:
         self._seed_rng = random.Random(seed)
         self._last_seed: int | None = None
         self.stats = {"requests": 0, "retries": 0, "errors": 0}
+        self._stats_lock = threading.Lock()
 
     # --- requests -------------------------------------------------------------------------
     def _body(self, messages: Messages, sampling: SamplingParams, seed: int | None) -> dict:
@@ -145,23 +146,27 @@ class OpenAIPolicy:
             raise RuntimeError(f"response has no choices: {str(data)[:200]}")
         return data
 
+    def _count(self, key: str) -> None:
+        with self._stats_lock:
+            self.stats[key] += 1
+
     def _request(self, messages: Messages, sampling: SamplingParams, seed: int | None) -> Completion:
         body = self._body(messages, sampling, seed)
         last = ""
         for attempt in range(self.max_retries + 1):
-            self.stats["requests"] += 1
+            self._count("requests")
             try:
                 return self._parse(self._post_once(body))
             except _Retryable as exc:
                 last = str(exc.args[0])
                 if attempt == self.max_retries:
                     break
-                self.stats["retries"] += 1
+                self._count("retries")
                 time.sleep(self._backoff(attempt, exc.args[1] if len(exc.args) > 1 else None))
             except RuntimeError as exc:  # permanent: retrying would get the same answer
-                self.stats["errors"] += 1
+                self._count("errors")
                 return Completion("", finish_reason="error", error=f"{self.base_url}: {exc}")
-        self.stats["errors"] += 1
+        self._count("errors")
         return Completion("", finish_reason="error",
                           error=f"{self.base_url}: failed after {self.max_retries + 1} attempts: {last}")
 

@@ -77,7 +77,7 @@ class VLLMPolicy:
         max_prompt_tokens: int | None = None,
         stop_strings: list[str] | None = None,
         enable_sleep_mode: bool | None = None,
-        kv_cache_gib: float = 1.0,
+        kv_cache_gib: float | None = None,
         enforce_eager: bool | None = None,
         trust_remote_code: bool = False,
         **engine_kwargs: Any,
@@ -85,8 +85,9 @@ class VLLMPolicy:
         """model_path: a local HF folder (or a PEFT adapter folder whose config names its base:
         the base is served and the adapter applied as the first LoRA). dtype: fp32 / bf16 / fp16
         (default fp32 on CPU, bf16 on CUDA). gpu_memory_utilization: share of GPU memory vLLM
-        may take (CUDA; default 0.3 so a trainer fits beside it); on CPU the KV cache is
-        `kv_cache_gib` instead. enable_lora: serve LoRA adapters (needed for `sync_lora`).
+        may take (CUDA; default 0.3 so a trainer fits beside it; on CPU, given without
+        kv_cache_gib, the share of RAM vLLM's CPU worker sizes its KV cache from). kv_cache_gib:
+        explicit KV-cache size (default 1 GiB on CPU). enable_lora: serve LoRA adapters (needed for `sync_lora`).
         max_model_len: context limit of the engine (prompt + response). engine_kwargs go to
         vllm.LLM unchanged."""
         from transformers import AutoTokenizer
@@ -146,7 +147,10 @@ class VLLMPolicy:
         else:
             # CPU: no CUDA graphs; torch.compile of the model costs minutes on a small machine
             # for little gain on tiny models, so eager by default (enforce_eager=False compiles).
-            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * (1 << 30))
+            if gpu_memory_utilization is not None and kv_cache_gib is None:
+                kwargs["gpu_memory_utilization"] = gpu_memory_utilization  # vLLM: share of RAM for the worker
+            else:  # an explicit KV-cache size is predictable on a shared machine
+                kwargs["kv_cache_memory_bytes"] = int((kv_cache_gib or 1.0) * (1 << 30))
             if enforce_eager is None or enforce_eager:
                 kwargs["enforce_eager"] = True
                 kwargs["compilation_config"] = {"mode": 0}
