@@ -129,6 +129,22 @@ class BwrapSandbox(Sandbox):
         self.python_bin = os.path.join(sys.prefix, "bin")
         self._last_tar_digest: str | None = None
 
+    @staticmethod
+    def _python_binds() -> list[str]:
+        argv: list[str] = []
+        made: set[str] = {"/tmp", "/workspace"}  # already there, with their own permissions
+        for root in python_roots():
+            # bwrap creates missing parents 0700; create them 0755 so the unprivileged uid can
+            # traverse to the interpreter (only these folders exist there, nothing else of /root).
+            parts = Path(root).parts[1:-1]
+            for i in range(len(parts)):
+                d = "/" + "/".join(parts[: i + 1])
+                if d not in made:
+                    argv += ["--perms", "0755", "--dir", d]
+                    made.add(d)
+            argv += ["--ro-bind", root, root]
+        return argv
+
     def _argv(self, env: dict[str, str] | None = None) -> list[str]:
         lim = self.limits
         argv = [
@@ -143,17 +159,6 @@ class BwrapSandbox(Sandbox):
                 argv += ["--symlink", target.lstrip("/"), f"/{link}"]
             elif os.path.isdir(f"/{link}"):
                 argv += ["--ro-bind", f"/{link}", f"/{link}"]
-        made: set[str] = set()
-        for root in python_roots():
-            # bwrap creates missing parents 0700; create them 0755 so the unprivileged uid can
-            # traverse to the interpreter (only these folders exist there, nothing else of /root).
-            parts = Path(root).parts[1:-1]
-            for i in range(len(parts)):
-                d = "/" + "/".join(parts[: i + 1])
-                if d not in made:
-                    argv += ["--perms", "0755", "--dir", d]
-                    made.add(d)
-            argv += ["--ro-bind", root, root]
         argv += [
             "--perms", "0755", "--dir", "/.agentgym",
             "--ro-bind", str(self.workspace), INNER_SOURCE,
@@ -161,6 +166,11 @@ class BwrapSandbox(Sandbox):
             "--perms", "01777", "--size", str(lim.workspace_bytes), "--tmpfs", "/workspace",
             "--perms", "01777", "--size", str(lim.tmp_bytes), "--tmpfs", "/tmp",
             "--proc", "/proc", "--dev", "/dev",
+        ]
+        # The interpreter is bound after the tmpfs mounts: a venv that lives under /tmp (a CI
+        # checkout, say) must not be hidden by the sandbox's own /tmp.
+        argv += self._python_binds()
+        argv += [
             "--chdir", "/",
             "--clearenv",
             "--setenv", "PATH", f"{self.python_bin}:/usr/local/bin:/usr/bin:/bin",
