@@ -24,7 +24,8 @@ GROUP_RELATIVE = ("grpo", "rloo", "loop", "gigpo")
 @dataclass
 class PolicyConfig:
     model: str = ""  # local HF folder or hub id; empty with tiny.build=true builds one in the run dir
-    engine: str = "hf"
+    engine: str = "hf"  # "vllm": rollouts and eval generate on an in-process vLLM engine synced after each update
+    vllm: dict = field(default_factory=dict)  # VLLMPolicy kwargs (max_model_len, gpu_memory_utilization, kv_cache_gib)
     device: str = "cpu"
     dtype: str | None = None  # None: fp32 on CPU, bf16 on CUDA
     lora: dict | None = None  # LoraConfig kwargs; {} = defaults (r=16, all-linear)
@@ -275,8 +276,8 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError("ppo.sample_mode=full needs one growing conversation per episode: set env.chat.history=full")
     if cfg.ppo.loss_agg not in ("token-mean", "seq-mean"):
         raise ConfigError(f"ppo.loss_agg must be token-mean or seq-mean, got {cfg.ppo.loss_agg!r}")
-    if cfg.policy.engine != "hf":
-        raise ConfigError(f"policy.engine={cfg.policy.engine!r} cannot be trained here; the trainer uses engine=hf")
+    if cfg.policy.engine not in ("hf", "vllm"):
+        raise ConfigError(f"policy.engine={cfg.policy.engine!r} is unknown; choose hf or vllm")
     for key in ("epochs", "minibatch_size", "micro_batch_size"):
         if getattr(cfg.ppo, key) < 1:
             raise ConfigError(f"ppo.{key} must be >= 1")

@@ -92,8 +92,14 @@ def write_eval_tasks(cfg: TrainConfig, space, run_dir: Path) -> Path:
 def make_policy(cfg: TrainConfig, model_path: str | Path):
     from agentgym.policies.hf import HFPolicy
 
-    return HFPolicy(model_path, device=cfg.policy.device, dtype=cfg.policy.dtype, lora=cfg.policy.lora,
-                    reference=cfg.policy.reference, max_prompt_tokens=cfg.policy.max_prompt_tokens)
+    policy = HFPolicy(model_path, device=cfg.policy.device, dtype=cfg.policy.dtype, lora=cfg.policy.lora,
+                      reference=cfg.policy.reference, max_prompt_tokens=cfg.policy.max_prompt_tokens)
+    if cfg.policy.engine == "vllm":
+        # the trainer's HFPolicy, generating on vLLM; it re-syncs the engine whenever the weights changed
+        from agentgym.policies.vllm_engine import VLLMRolloutPolicy
+
+        return VLLMRolloutPolicy(policy, model_path, **{"seed": cfg.seed, **cfg.policy.vllm})
+    return policy
 
 
 def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], None] = print) -> tuple[Path, dict]:
@@ -278,6 +284,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
                            sampling=sampling, executor=cfg.env.executor, env_kwargs=cfg.env.env_kwargs,
                            chat=cfg.env.chat, max_turns=cfg.env.max_turns)
     t_rollout = time.perf_counter() - t0
+    if hasattr(policy, "sleep"):
+        policy.sleep()  # vLLM on CUDA: give its GPU memory to the update (no-op on CPU); generate wakes it
 
     samples = build_samples(trajectories, cfg.ppo.sample_mode)
     est_options = {k: v for k, v in cfg.estimator.items()}
@@ -436,6 +444,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         policy.save(run_dir / "final_model")
     finally:
         logger.close()
+        if hasattr(policy, "close"):
+            policy.close()  # the vLLM engine
     summary = {
         "run_dir": str(run_dir),
         "iterations": state["iteration"],

@@ -15,7 +15,7 @@ from agentgym.toy import COUNTER_ID, CounterTaskSpace, register_counter  # noqa:
 CHAT = {"parser": "raw", "history": 0, "system_prompt": ""}
 
 
-def _config(run_dir):
+def _config(run_dir, *overrides):
     from agentgym.trainers.config import load_config
 
     return load_config({"env": {"chat": dict(CHAT)}}, [
@@ -28,7 +28,7 @@ def _config(run_dir):
         # a short, strong SFT: valid actions sometimes, so rewards vary within groups
         "sft.enabled=true", "sft.epochs=200", "sft.max_steps=15", "sft.num_tasks=12", "sft.lr=1e-2",
         "sft.batch_size=8", "eval.every=0", "eval.num_tasks=6", "checkpoint_every=100", "log.plot=false",
-        "log.tensorboard=false", "torch_threads=1",
+        "log.tensorboard=false", "torch_threads=1", *overrides,
     ])
 
 
@@ -53,26 +53,29 @@ def _p_correct_first_action(model_dir) -> float:
 def _train(run_dir, engine: str, monkeypatch):
     from agentgym.trainers import loop
 
+    made = []
+    real_make_policy = loop.make_policy
+    monkeypatch.setattr(loop, "make_policy", lambda cfg, path: made.append(real_make_policy(cfg, path)) or made[-1])
+    overrides = ["policy.engine=vllm", "policy.vllm.max_model_len=512", "policy.vllm.kv_cache_gib=0.1"]
+    metrics = []
+    loop.train(_config(run_dir, *(overrides if engine == "vllm" else [])), log=lambda _: None,
+               on_iteration=metrics.append)
     if engine == "vllm":
         from agentgym.policies.vllm_engine import VLLMRolloutPolicy
 
-        hf_make_policy = loop.make_policy
-        made = []
-
-        # What `policy.engine=vllm` does in the loop: the trainer's HFPolicy with generation on vLLM.
-        def make_policy(cfg, model_path):
-            made.append(VLLMRolloutPolicy(hf_make_policy(cfg, model_path), model_path, max_model_len=512,
-                                          seed=cfg.seed, kv_cache_gib=0.1))
-            return made[-1]
-
-        monkeypatch.setattr(loop, "make_policy", make_policy)
-    metrics = []
-    loop.train(_config(run_dir), log=lambda _: None, on_iteration=metrics.append)
-    if engine == "vllm":
-        [policy] = [p for p in made if p.engine is not None]
+        [policy] = [p for p in made if isinstance(p, VLLMRolloutPolicy) and p.num_syncs]
         assert policy.num_syncs == 11  # the start weights, then after each of the 10 updates
-        policy.close()
+        assert policy.engine is None  # train() closed the engine
     return metrics, _p_correct_first_action(run_dir / "sft_model"), _p_correct_first_action(run_dir / "final_model")
+
+
+def test_policy_engine_setting_is_checked(tmp_path):
+    from agentgym.errors import ConfigError
+
+    cfg = _config(tmp_path, "policy.engine=vllm", "policy.vllm.max_model_len=256")
+    assert cfg.policy.engine == "vllm" and cfg.policy.vllm == {"max_model_len": 256}
+    with pytest.raises(ConfigError, match="choose hf or vllm"):
+        _config(tmp_path, "policy.engine=sglang")
 
 
 @pytest.mark.slow
