@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -60,6 +61,18 @@ def _is_cuda_available() -> bool:
 
 
 _PARKED_ENGINES: list = []  # closed while another engine was alive (see VLLMPolicy.close)
+
+
+def _shield_llvmlite_from_vllm_scan() -> None:
+    """Work around a vLLM 0.32 start-up crash when llvmlite is loaded (numba, pulled in by bm25s
+    for the search and web envs): vLLM's kernel-override scan reads `vars(obj)` of every module
+    attribute, and llvmlite's library wrapper answers `__dict__` with a wrapped C symbol instead of
+    a dict. Giving the wrapper a real (empty) `__dict__` entry makes the scan skip it."""
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    lib = getattr(ffi, "lib", None) if ffi is not None else None
+    table = getattr(lib, "_fntab", None)
+    if isinstance(table, dict):
+        table.setdefault("__dict__", {})
 
 
 class VLLMPolicy:
@@ -167,6 +180,7 @@ class VLLMPolicy:
         # the same process depends on both (exact resume, torch_threads), so they are put back.
         set_threads, threads = torch.set_num_threads, torch.get_num_threads()
         rng_states = (torch.get_rng_state(), np.random.get_state(), random.getstate())
+        _shield_llvmlite_from_vllm_scan()
         try:
             self.llm = vllm.LLM(**kwargs)
         finally:

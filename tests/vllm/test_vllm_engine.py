@@ -162,3 +162,23 @@ def test_full_weight_sync_changes_outputs_to_match_the_new_weights(engine, hf_mo
         engine.sync_weights(original)
     restored = engine.generate(CHATS, greedy)
     assert [c.response_ids for c in restored] == [c.response_ids for c in before]
+
+
+
+def test_engine_starts_with_llvmlite_loaded(tiny_model_dir):
+    # bm25s (search and web envs) imports numba, hence llvmlite, whose library wrapper crashed
+    # vLLM 0.32's start-up scan of module attributes. A fresh process: the scan runs at start-up.
+    pytest.importorskip("llvmlite")
+    import subprocess
+    import sys
+
+    code = (
+        "import llvmlite.binding.ffi\n"
+        "from agentgym.policies.vllm_engine import VLLMPolicy\n"
+        f"e = VLLMPolicy({str(tiny_model_dir)!r}, dtype='fp32', max_model_len=128, seed=1, kv_cache_gib=0.05)\n"
+        "out = e.generate([[{'role': 'user', 'content': 'look'}]])\n"
+        "assert out[0].error is None and out[0].response_ids, out[0]\n"
+        "e.close()\nprint('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
