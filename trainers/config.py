@@ -21,6 +21,8 @@ KNOWN_ESTIMATORS = ("grpo", "rloo", "loop", "gigpo", "ppo", "spa")
 GROUP_RELATIVE = ("grpo", "rloo", "loop", "gigpo")
 
 
+from agentgym.tasks.source import TasksConfig  # noqa: E402  (torch-free)
+
 @dataclass
 class PolicyConfig:
     model: str = ""  # local HF folder or hub id; empty with tiny.build=true builds one in the run dir
@@ -133,6 +135,7 @@ class TrainConfig:
     sft: SFTConfig = field(default_factory=SFTConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)  # task source: split or evolve, and a curriculum
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -236,7 +239,7 @@ def _coerce(value: Any, ftype: Any, name: str) -> Any:
 def _dataclass_of(ftype) -> type | None:
     name = ftype if isinstance(ftype, str) else getattr(ftype, "__name__", "")
     return {c.__name__: c for c in (PolicyConfig, TinyModelConfig, EnvConfig, RolloutConfig, PPOConfig,
-                                     SFTConfig, EvalConfig, LogConfig)}.get(name)
+                                     SFTConfig, EvalConfig, LogConfig, TasksConfig)}.get(name)
 
 
 def load_config(source: str | Path | dict | None = None, overrides: list[str] | None = None) -> TrainConfig:

@@ -267,7 +267,7 @@ def _rollout_stats(trajectories) -> dict:
     }
 
 
-def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler, train_tasks: list,
+def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler, source,
                   heads: dict) -> dict:
     from agentgym.policies.base import SamplingParams
     from agentgym.rollout import collect
@@ -275,9 +275,7 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
 
     t0 = time.perf_counter()
     rng = np.random.default_rng([cfg.seed, iteration])
-    chosen = rng.choice(len(train_tasks), size=cfg.rollout.tasks_per_iter,
-                        replace=len(train_tasks) < cfg.rollout.tasks_per_iter)
-    tasks = [train_tasks[int(j)] for j in chosen]
+    tasks = source.next_tasks(cfg.rollout.tasks_per_iter)  # split or evolving pool, by curriculum
     sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                               max_new_tokens=cfg.rollout.max_new_tokens, seed=int(rng.integers(2**31)))
     trajectories = collect(cfg.env.id, tasks, policy, cfg.rollout.group_size, seed=int(rng.integers(2**31)),
@@ -310,6 +308,7 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         raise TrainingDiverged(f"iteration {iteration}: {exc}; training stopped, the last checkpoint is kept") from None
     for a in advantages:
         _check_finite("advantages", a, iteration)
+    source.update(trajectories, advantages)
     returns = [a + v for a, v in zip(advantages, values)] if values is not None else None
     samples = assign_advantages(samples, advantages, cfg.ppo.drop_abs_adv_below, returns)
     t1 = time.perf_counter()
@@ -323,6 +322,7 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         "adv": {"mean": float(all_adv.mean()), "std": float(all_adv.std()), "abs_mean": float(np.abs(all_adv).mean()),
                 "nonzero_frac": float(np.mean(np.abs(all_adv) > 1e-8))},
         "train": {**update, "samples": len(samples), "tokens": train_tokens},
+        "tasks": source.metrics(),
         "time": {"rollout_s": t_rollout, "update_s": t_update, "iteration_s": time.perf_counter() - t0},
     }
     metrics["time"]["train_tokens_per_s"] = train_tokens / max(t_update, 1e-9)
@@ -400,6 +400,9 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     torch.manual_seed(cfg.seed)
     space = get_task_space(cfg.env.id)
     train_tasks = select_train_tasks(cfg, space)
+    from agentgym.tasks.source import make_task_source_from_config
+
+    source = make_task_source_from_config(cfg.tasks, space, train_tasks, seed=cfg.seed)
     eval_path = write_eval_tasks(cfg, space, run_dir)
 
     start_model, setup_info = prepare_start_model(cfg, run_dir, log)
@@ -409,6 +412,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     state = {"iteration": 0, "evals": [], "setup": setup_info}
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, policy, optimizer, scheduler, heads)
+        if "task_source" in state:
+            source.load_state_dict(state["task_source"])
         log(f"resumed from {checkpoint} at iteration {state['iteration']}")
     logger = MetricsLogger(run_dir, tensorboard="auto" if cfg.log.tensorboard else False,
                            wandb="auto" if cfg.log.wandb else False, config=cfg.to_dict(),
@@ -425,7 +430,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                 log(f"time budget of {cfg.time_budget_s:.0f}s reached after {state['iteration']} iterations")
                 break
             it = state["iteration"]
-            metrics = run_iteration(cfg, it, policy, optimizer, scheduler, train_tasks, heads)
+            metrics = run_iteration(cfg, it, policy, optimizer, scheduler, source, heads)
+            state["task_source"] = source.state_dict()
             state["iteration"] = it + 1
             if cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
                 ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)

@@ -71,18 +71,20 @@ def test_heldout_tasks_in_a_task_file_are_refused(tmp_path, toy_env_id, toy_conf
     assert issubclass(HeldoutTaskError, AgentGymError)
 
 
-def test_resume_is_exact(tmp_path, toy_config, sft_model_dir):
-    """train 2 iterations == train 1, stop, resume, train 1 more: the same parameters, bit for bit."""
+@pytest.mark.parametrize("tasks", [(), ("tasks.curriculum=sec",), ("tasks.source=evolve", "tasks.curriculum=dump")])
+def test_resume_is_exact(tmp_path, toy_config, sft_model_dir, tasks):
+    """train 2 iterations == train 1, stop, resume, train 1 more: the same parameters, bit for bit
+    (task source and curriculum state included)."""
     import torch
     from safetensors.torch import load_file
 
     from agentgym.trainers.loop import train
 
-    straight = toy_config(tmp_path / "a", sft_model_dir, "iterations=2")
+    straight = toy_config(tmp_path / "a", sft_model_dir, "iterations=2", *tasks)
     train(straight, log=lambda _: None)
-    first = toy_config(tmp_path / "b", sft_model_dir, "iterations=1")
+    first = toy_config(tmp_path / "b", sft_model_dir, "iterations=1", *tasks)
     train(first, log=lambda _: None)
-    second = toy_config(tmp_path / "b", sft_model_dir, "iterations=2")
+    second = toy_config(tmp_path / "b", sft_model_dir, "iterations=2", *tasks)
     summary = train(second, resume=True, log=lambda _: None)
     assert summary["iterations"] == 2
     a = load_file(str(tmp_path / "a" / "run" / "final_model" / "model.safetensors"))

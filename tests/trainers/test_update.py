@@ -178,8 +178,11 @@ def test_every_estimator_runs_an_iteration(estimator, tiny_policy_factory, toy_c
     assert ("value" in heads) == (estimator == "ppo") and ("progress" in heads) == (estimator == "spa")
     before = {k: [p.detach().clone() for p in h.parameters()] for k, h in heads.items()}
     optimizer, scheduler = make_optimizer(cfg, policy, heads)
-    tasks = select_train_tasks(cfg, get_task_space(cfg.env.id))
-    m = run_iteration(cfg, 0, policy, optimizer, scheduler, tasks, heads)
+    from agentgym.tasks.source import make_task_source
+
+    space = get_task_space(cfg.env.id)
+    source = make_task_source("split", space, select_train_tasks(cfg, space), seed=0)
+    m = run_iteration(cfg, 0, policy, optimizer, scheduler, source, heads)
     assert m["rollout"]["episodes"] == 4 and np.isfinite(m["adv"]["mean"])
     if estimator in ("gigpo", "ppo", "spa"):  # per-step credit: the invalid-action penalty differs by step
         assert m["adv"]["nonzero_frac"] > 0
