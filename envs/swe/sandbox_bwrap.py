@@ -15,7 +15,9 @@ import hashlib
 import os
 import random
 import shutil
+import signal
 import sys
+import time
 from pathlib import Path
 
 from agentgym.envs.swe.sandbox import (
@@ -227,8 +229,26 @@ class BwrapSandbox(Sandbox):
             result.exit_code == 1 and result.output.startswith("bwrap:")
         ):
             raise SandboxUnavailable(f"the bwrap sandbox failed to start: {result.output.strip()[:500]}")
+        if self.privileged:
+            self._kill_leftovers()
         self._sync_back(result, tar)
         return result
+
+    def _kill_leftovers(self, grace: float = 5.0) -> None:
+        """Nothing of the sandbox uid may outlive its command. When the namespace's init dies
+        the kernel kills the rest, but asynchronously: a fork bomb's children can still be alive
+        for a moment after bwrap returned. The uid is this sandbox's own, so SIGKILL whatever
+        is left until nothing is."""
+        deadline = time.monotonic() + grace
+        while pids := _live_pids_of_user(self.uid):
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.005)
 
     def workspace_changed(self) -> None:
         self._last_tar_digest = None
@@ -257,6 +277,24 @@ def _processes_of_user(uid: int) -> int:
             except OSError:
                 pass
     return count
+
+
+def _live_pids_of_user(uid: int) -> list[int]:
+    """Processes owned by `uid` that are not zombies (a zombie runs nothing; its parent reaps it)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != b"Z":
+            pids.append(int(entry))
+    return pids
 
 
 def bwrap_works() -> bool:

@@ -1,5 +1,7 @@
 """Sandbox behaviour that is not an attack: the workspace round trip, limits, local backend."""
 
+import os
+import subprocess
 import time
 
 import pytest
@@ -91,3 +93,25 @@ def test_sync_back_drops_entries_that_would_escape(tmp_path):
     assert len(notes) == 6
     assert not (tmp_path / "escape.txt").exists()
     assert (ws / "ok.txt").stat().st_mode & 0o7777 == 0o755  # no setuid, no world write
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox has a uid of its own only when run as root")
+def test_processes_of_the_sandbox_uid_never_outlive_a_command(workspace):
+    from agentgym.envs.swe.sandbox_bwrap import BwrapSandbox, _live_pids_of_user
+
+    sb = BwrapSandbox(workspace)
+    # A process of the sandbox's uid that escaped the PID namespace's teardown (the kernel kills
+    # those asynchronously): the next command must not return while it lives.
+    stray = subprocess.Popen(["/usr/bin/setpriv", f"--reuid={sb.uid}", f"--regid={sb.uid}", "--clear-groups",
+                              "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 5
+        while not _live_pids_of_user(sb.uid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _live_pids_of_user(sb.uid), "the stray process did not start"
+        assert sb.run("echo ok").output.strip() == "ok"
+        assert _live_pids_of_user(sb.uid) == []
+        assert stray.wait(timeout=5) == -9
+    finally:
+        stray.kill()
