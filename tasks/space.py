@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.errors import SplitFileError, UnknownTaskError
+from agentgym.errors import ConfigError, SplitFileError, UnknownTaskError
 from agentgym.tasks.spec import TaskSpec
 from agentgym.tasks.splits import HELDOUT_SPLITS, load_split
 
@@ -92,6 +92,29 @@ class TaskSpace:
             return TaskSpec(self.env_id, params=params, seed=int(obj.get("seed", 0)))
         except (ValueError, TypeError, AttributeError):
             return None
+
+    def fresh_tasks(self, n: int, seed: int, keep=None, max_draws_per_task: int = 500) -> list[TaskSpec]:
+        """`n` new training tasks drawn from `sample` (deterministic in `seed`): never a held-out
+        id, never a combination reserved for `heldout_unseen`, no duplicates, each solved by the
+        oracle; `keep(spec)` narrows them (e.g. to some categories). A training stream far wider
+        than the shipped train split, for agents that would otherwise memorize its layouts."""
+        rng = np.random.default_rng([seed, 11])
+        heldout = self.heldout_ids()
+        reserved = getattr(self, "reserved", None)
+        out: dict[str, TaskSpec] = {}
+        for _ in range(max(1, n) * max_draws_per_task):
+            if len(out) >= n:
+                break
+            spec = self.sample(rng)
+            if spec.task_id in heldout or spec.task_id in out or (keep is not None and not keep(spec)):
+                continue
+            if (callable(reserved) and reserved(spec)) or not self.validate(spec):
+                continue
+            out[spec.task_id] = spec
+        if len(out) < n:
+            raise ConfigError(f"drew only {len(out)} of {n} fresh {self.env_id} tasks that pass the filter: "
+                              "loosen the categories / task filter or ask for fewer")
+        return list(out.values())
 
     def split(self, name: str) -> list[TaskSpec]:
         return list(self._splits(name))

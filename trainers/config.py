@@ -51,6 +51,7 @@ class EnvConfig:
     id: str = "agentgym/Household-v0"
     split: str = "train"
     tasks_file: str | None = None  # JSONL of TaskSpecs to train on instead of a split
+    fresh_tasks: int = 0  # > 0: train on this many tasks newly drawn from the env's generator instead of a split
     task_filter: dict = field(default_factory=dict)  # params key -> value or list of allowed values
     categories: list = field(default_factory=list)  # task_space.category globs, e.g. ["*/easy"]
     max_tasks: int | None = None  # cap on the training pool (after filtering)
@@ -269,6 +270,10 @@ def validate_config(cfg: TrainConfig) -> None:
     if cfg.env.split != "train":
         raise ConfigError(f"env.split={cfg.env.split!r}: only the train split can be trained on; held-out splits "
                           "are for `agentgym eval` (set eval.split instead)")
+    if cfg.env.fresh_tasks and cfg.env.tasks_file:
+        raise ConfigError("env.fresh_tasks and env.tasks_file both name the training tasks: set only one")
+    if cfg.env.fresh_tasks < 0:
+        raise ConfigError(f"env.fresh_tasks must be >= 0 (0 = the train split), got {cfg.env.fresh_tasks}")
     if not cfg.policy.model and not cfg.tiny.build:
         raise ConfigError("no model: set policy.model=PATH_OR_HUB_ID or tiny.build=true")
     if cfg.policy.model and not cfg.tiny.build:

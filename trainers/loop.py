@@ -4,7 +4,7 @@ A handful of plain functions, in the order they run (CleanRL style):
 
     train(cfg)                      the whole pipeline of one run (tiny model, SFT, RL, eval)
       prepare_start_model           build the tiny model / SFT warm start when asked
-      select_train_tasks            train split (filtered, held-out ids refused) or a task file
+      select_train_tasks            train split (filtered, held-out ids refused), a task file or fresh tasks
       run_iteration                 one RL iteration:
         collect                     agentgym.collect: tasks x group_size episodes
         score_samples               (ppo/spa/recompute) one no-grad pass: values, features, logprobs
@@ -46,8 +46,14 @@ def run_dir_for(cfg: TrainConfig) -> Path:
 def select_train_tasks(cfg: TrainConfig, space) -> list:
     from agentgym.tasks.splits import load_split, refuse_heldout
 
-    tasks = load_split(cfg.env.tasks_file) if cfg.env.tasks_file else space.split(cfg.env.split)
-    tasks = filter_tasks(tasks, cfg.env.task_filter, cfg.env.categories, space)
+    if cfg.env.fresh_tasks:
+        def keep(spec) -> bool:
+            return bool(filter_tasks([spec], cfg.env.task_filter, cfg.env.categories, space))
+
+        tasks = space.fresh_tasks(int(cfg.env.fresh_tasks), seed=cfg.seed, keep=keep)
+    else:
+        tasks = load_split(cfg.env.tasks_file) if cfg.env.tasks_file else space.split(cfg.env.split)
+        tasks = filter_tasks(tasks, cfg.env.task_filter, cfg.env.categories, space)
     refuse_heldout(tasks, space.heldout_ids(), what="training")
     if cfg.env.max_tasks:
         tasks = tasks[: cfg.env.max_tasks]

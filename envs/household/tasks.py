@@ -11,6 +11,7 @@ Run `python -m agentgym.envs.household.tasks` to regenerate the split manifests.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -47,7 +48,8 @@ def is_reserved(obj: str, target: str) -> bool:
     return int.from_bytes(digest[:4], "big") % 100 < _UNSEEN_PERCENT
 
 
-def goal_combos(task_type: str, unseen: bool | None = False) -> list[tuple[str, str, str]]:
+@functools.lru_cache(maxsize=None)  # pure and hot: every sample() filters these
+def goal_combos(task_type: str, unseen: bool | None = False) -> tuple[tuple[str, str, str], ...]:
     """(room, object, target) goals of a task type; unseen=True only reserved pairs, False only
     the others, None all."""
     out = []
@@ -56,7 +58,7 @@ def goal_combos(task_type: str, unseen: bool | None = False) -> list[tuple[str, 
             for target in targets_for(task_type, room):
                 if unseen is None or is_reserved(obj, target) == unseen:
                     out.append((room, obj, target))
-    return out
+    return tuple(out)
 
 
 def combo_of(spec: TaskSpec) -> tuple[str, str, str]:

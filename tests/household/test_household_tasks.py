@@ -131,3 +131,27 @@ def test_readme_example_is_what_the_env_prints():
     assert "# Your task is to: put a hot mug on toaster." in readme
     obs, *_ = env.step("go to microwave 1")
     assert f"# {obs}" in readme
+
+
+def test_fresh_tasks_are_new_valid_and_never_held_out():
+    from fnmatch import fnmatch
+
+    space = SPACE
+    keep = lambda s: fnmatch(space.category(s), "pick_and_place/easy")  # noqa: E731
+    tasks = space.fresh_tasks(300, seed=3, keep=keep)
+    ids = [t.task_id for t in tasks]
+    assert len(ids) == len(set(ids)) == 300
+    assert not set(ids) & space.heldout_ids()
+    assert all(space.category(t) == "pick_and_place/easy" and not space.reserved(t) for t in tasks)
+    assert all(space.validate(t) for t in tasks[:20])
+    assert [t.task_id for t in space.fresh_tasks(300, seed=3, keep=keep)] == ids  # deterministic in the seed
+    assert [t.task_id for t in space.fresh_tasks(300, seed=4, keep=keep)] != ids
+    # far more layouts than the shipped split has for this category
+    assert len(set(ids) - {t.task_id for t in space.split("train")}) > 250
+
+
+def test_fresh_tasks_that_no_sample_passes_is_one_clear_error():
+    from agentgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="loosen"):
+        SPACE.fresh_tasks(5, seed=0, keep=lambda s: False, max_draws_per_task=10)

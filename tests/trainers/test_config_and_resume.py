@@ -100,3 +100,16 @@ def test_resume_is_exact(tmp_path, toy_config, sft_model_dir, tasks):
 
     assert len(rows(tmp_path / "a")) == 2
     assert rows(tmp_path / "a") == rows(tmp_path / "b")
+
+
+def test_fresh_training_tasks_follow_the_category_filter_and_exclude_task_files(tmp_path):
+    from agentgym.registration import get_task_space
+    from agentgym.trainers.loop import select_train_tasks
+
+    space = get_task_space("agentgym/Household-v0")
+    cfg = load_config(None, ["tiny.build=true", "env.fresh_tasks=50", "env.categories=[look_at_obj_in_light/easy]"])
+    tasks = select_train_tasks(cfg, space)
+    assert len(tasks) == 50 and {space.category(t) for t in tasks} == {"look_at_obj_in_light/easy"}
+    assert not {t.task_id for t in tasks} & space.heldout_ids()
+    with pytest.raises(ConfigError, match="set only one"):
+        load_config(None, ["tiny.build=true", "env.fresh_tasks=50", f"env.tasks_file={tmp_path}/t.jsonl"])
