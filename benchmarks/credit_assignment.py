@@ -99,7 +99,7 @@ def plot(results: dict, out: Path) -> Path | None:
         ax.plot(its, mean, marker="o", label=est)
         ax.fill_between(its, mean - std, mean + std, alpha=0.15)
     ax.set_xlabel("RL iteration")
-    ax.set_ylabel("held-out success (greedy)")
+    ax.set_ylabel("held-out success (sampled, T=1)")
     ax.set_title("household (easy pick/look), same warm start and rollout budget")
     ax.grid(alpha=0.3)
     ax.legend()
