@@ -122,3 +122,25 @@ def test_oracle_wins_200_generated_games():
         assert all(t.success for t in trajs), [t.error for t in trajs if not t.success][:3]
         won += len(trajs)
     assert won >= 200
+
+
+def test_a_seed_the_generator_rejects_still_gives_one_playable_game(tmp_path, monkeypatch):
+    # TextWorld's treasure hunter cannot build a level-9 quest from seed 51 (a shipped train
+    # task); the task falls back to a derived seed, the same one on every machine.
+    from textworld.generator.chaining import QuestGenerationError
+
+    from agentgym.envs.textworld.games import _generate, generation_seed
+
+    task = next(t for t in TextWorldTaskSpace("tw-treasure_hunter").split("train") if t.seed == 51)
+    with pytest.raises(QuestGenerationError):
+        _generate(dict(task.params), task.seed)
+    firsts = []
+    for run in ("a", "b"):
+        monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path / run))
+        env = gym.make(TH)
+        obs, info = env.reset(options={"task": task})
+        firsts.append((obs, info["anchor"]))
+        env.close()
+    assert firsts[0] == firsts[1]
+    assert TextWorldTaskSpace("tw-treasure_hunter").validate(task)
+    assert generation_seed(task.seed, 1) > max(t.seed for t in TextWorldTaskSpace("tw-treasure_hunter").split("heldout"))
