@@ -36,11 +36,23 @@ class RandomPolicy:
 
 class OraclePolicy:
     """Replays the task space's oracle plan. Environments are deterministic given their task,
-    so the plan computed once per task is optimal from the initial state of every episode."""
+    so the plan computed once per task is optimal from the initial state of every episode.
 
-    def __init__(self, task_space=None):
+    slip_prob > 0: before each plan step, with this probability the oracle first "slips" with a
+    command that is not admissible (another step of its plan, out of turn, such as taking an
+    object before reaching it). Invalid commands leave the state unchanged, so the plan stays
+    optimal, and the next prompt shows the env's reply to the slip ("Nothing happens."): SFT on
+    the valid steps of such episodes shows the model how to go on after a mistake, a state the
+    plain oracle never visits."""
+
+    def __init__(self, task_space=None, slip_prob: float = 0.0, seed: int = 0):
+        if not 0.0 <= slip_prob < 1.0:
+            raise ValueError(f"slip_prob must be in [0, 1), got {slip_prob}")
         self.task_space = task_space
+        self.slip_prob = slip_prob
+        self.rng = np.random.default_rng(seed)
         self._plans: dict[str, list[str]] = {}
+        self._episodes: dict[str, tuple[int, bool]] = {}  # episode -> (plan position, last move was a slip)
 
     def _plan(self, ctx: TurnContext) -> list[str]:
         key = ctx.task.task_id
@@ -53,6 +65,19 @@ class OraclePolicy:
             self._plans[key] = space.solve(ctx.task) or []
         return self._plans[key]
 
+    def _position(self, ctx: TurnContext) -> int:
+        if not self.slip_prob:
+            return ctx.turn
+        position, slipped = self._episodes.get(ctx.episode, (0, False)) if ctx.turn else (0, False)
+        if ctx.turn and not slipped and ctx.info.get("action_valid", True):
+            position += 1
+        return position
+
+    def _slip(self, ctx: TurnContext, plan: list[str], position: int) -> str | None:
+        admissible = set(ctx.info.get("admissible_actions") or ())
+        candidates = [a for i, a in enumerate(plan) if i != position and a not in admissible]
+        return candidates[int(self.rng.integers(len(candidates)))] if candidates else None
+
     def generate(self, prompts: list[Messages], sampling: SamplingParams | None = None,
                  contexts: list[TurnContext] | None = None) -> list[Completion]:
         if contexts is None:
@@ -60,7 +85,11 @@ class OraclePolicy:
         out = []
         for ctx in contexts:
             plan = self._plan(ctx)
+            position = self._position(ctx)
+            slip = self._slip(ctx, plan, position) if self.slip_prob and self.rng.random() < self.slip_prob else None
+            if self.slip_prob:
+                self._episodes[ctx.episode] = (position, slip is not None)
             # Past the end of the plan (it failed) the oracle looks around instead of stopping.
-            action = plan[ctx.turn] if ctx.turn < len(plan) else "look"
+            action = slip or (plan[position] if position < len(plan) else "look")
             out.append(Completion(text=_format(ctx, action)))
         return out

@@ -99,6 +99,9 @@ class SFTConfig:
     batch_size: int = 32
     weight_decay: float = 0.0
     max_steps: int | None = None  # stop after this many optimizer steps
+    # Per turn, the chance the oracle first makes an inadmissible move, so SFT also shows how to
+    # go on after "Nothing happens." (states the plain oracle never visits); slips are not targets.
+    slip_prob: float = 0.0
 
 
 @dataclass
@@ -274,6 +277,8 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError("env.fresh_tasks and env.tasks_file both name the training tasks: set only one")
     if cfg.env.fresh_tasks < 0:
         raise ConfigError(f"env.fresh_tasks must be >= 0 (0 = the train split), got {cfg.env.fresh_tasks}")
+    if not 0.0 <= cfg.sft.slip_prob < 1.0:
+        raise ConfigError(f"sft.slip_prob is a per-turn probability in [0, 1), got {cfg.sft.slip_prob}")
     if not cfg.policy.model and not cfg.tiny.build:
         raise ConfigError("no model: set policy.model=PATH_OR_HUB_ID or tiny.build=true")
     if cfg.policy.model and not cfg.tiny.build:

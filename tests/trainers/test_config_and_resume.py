@@ -113,3 +113,37 @@ def test_fresh_training_tasks_follow_the_category_filter_and_exclude_task_files(
     assert not {t.task_id for t in tasks} & space.heldout_ids()
     with pytest.raises(ConfigError, match="set only one"):
         load_config(None, ["tiny.build=true", "env.fresh_tasks=50", f"env.tasks_file={tmp_path}/t.jsonl"])
+
+
+def test_a_slipping_oracle_recovers_and_sft_learns_only_its_valid_steps():
+    # The oracle "slips" with an out-of-turn plan step ("Nothing happens.") and then goes on with
+    # its plan: every episode still succeeds, and SFT targets are exactly the plan's steps.
+    from agentgym.registration import get_task_space
+    from agentgym.trainers.sft import oracle_trajectories, sft_samples
+
+    env_id = "agentgym/Household-v0"
+    space = get_task_space(env_id)
+    tasks = space.split("train")[:20]
+    chat = {"parser": "raw", "history": 0, "system_prompt": ""}
+    trajs = oracle_trajectories(env_id, tasks, chat, {"max_episode_steps": 60}, seed=3, slip_prob=0.5)
+    assert len(trajs) == len(tasks)
+    slips = 0
+    for traj in trajs:
+        plan = space.solve(next(t for t in tasks if t.task_id == traj.task_id))
+        assert [s.action for s in traj.steps if s.action_valid] == plan
+        for before, after in zip(traj.steps, traj.steps[1:]):
+            if not before.action_valid:
+                slips += 1
+                assert after.observation == "Nothing happens." and before.action in plan
+    assert slips >= 20
+
+    class Encoder:  # sft_samples only needs the policy's tokenization
+        def encode_prompt(self, messages):
+            return [1, 2]
+
+        def encode_response(self, text):
+            return [3]
+
+    assert len(sft_samples(Encoder(), trajs)) == sum(len(p) for p in (space.solve(t) for t in tasks))
+    with pytest.raises(ConfigError, match="slip_prob"):
+        load_config(None, ["tiny.build=true", "sft.slip_prob=1.5"])
