@@ -75,6 +75,8 @@ class OraclePolicy:
 
     def _slip(self, ctx: TurnContext, plan: list[str], position: int) -> str | None:
         admissible = set(ctx.info.get("admissible_actions") or ())
+        if not admissible:  # an open action space: no way to know a command is invalid, so no slip
+            return None
         candidates = [a for i, a in enumerate(plan) if i != position and a not in admissible]
         return candidates[int(self.rng.integers(len(candidates)))] if candidates else None
 

@@ -147,3 +147,15 @@ def test_a_slipping_oracle_recovers_and_sft_learns_only_its_valid_steps():
     assert len(sft_samples(Encoder(), trajs)) == sum(len(p) for p in (space.solve(t) for t in tasks))
     with pytest.raises(ConfigError, match="slip_prob"):
         load_config(None, ["tiny.build=true", "sft.slip_prob=1.5"])
+
+
+def test_the_oracle_never_slips_where_it_cannot_tell_a_command_is_invalid():
+    # Tool use has an open action space (no admissible list): an out-of-turn tool call could
+    # change the state, so the slipping oracle plays its plan unchanged there.
+    from agentgym.registration import get_task_space
+    from agentgym.trainers.sft import oracle_trajectories
+
+    env_id = "agentgym/ToolUse-v0"
+    tasks = get_task_space(env_id).split("train")[:10]
+    trajs = oracle_trajectories(env_id, tasks, None, None, slip_prob=0.9)
+    assert len(trajs) == len(tasks) and all(s.action_valid for t in trajs for s in t.steps)
