@@ -384,6 +384,19 @@ def build_heads(cfg: TrainConfig, policy) -> dict:
     return heads
 
 
+def clear_previous_run(run_dir: Path) -> None:
+    """A fresh run in a used run dir: drop the old run's metrics, checkpoints and final model, so its
+    curves are not appended to this run's and a later --resume cannot pick up its checkpoints. The
+    tiny model and SFT warm start stay: they are reused when present (prepare_start_model)."""
+    import shutil
+    from agentgym.trainers.logging_utils import METRICS_FILE
+
+    (run_dir / METRICS_FILE).unlink(missing_ok=True)
+    (run_dir / "summary.json").unlink(missing_ok=True)
+    for folder in ("checkpoints", "final_model", "tensorboard"):
+        shutil.rmtree(run_dir / folder, ignore_errors=True)
+
+
 def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = print,
           on_iteration: Callable[[dict], None] | None = None) -> dict:
     """Run (or resume) the configured pipeline; returns the summary also written to summary.json."""
@@ -402,6 +415,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     if resume and checkpoint is None:
         log(f"no checkpoint in {run_dir}: starting from scratch")
     run_dir.mkdir(parents=True, exist_ok=True)
+    if checkpoint is None:
+        clear_previous_run(run_dir)
     save_config(cfg, run_dir / "config.yaml")
     torch.manual_seed(cfg.seed)
     space = get_task_space(cfg.env.id)

@@ -102,6 +102,21 @@ def test_resume_is_exact(tmp_path, toy_config, sft_model_dir, tasks):
     assert rows(tmp_path / "a") == rows(tmp_path / "b")
 
 
+def test_a_fresh_run_in_a_used_run_dir_starts_clean(tmp_path, toy_config, sft_model_dir):
+    """Re-running a config without --resume: the old run's metrics are not appended to (they would
+    mix two runs in one learning curve) and its later checkpoints cannot be resumed by mistake."""
+    from agentgym.trainers.checkpoint import latest_checkpoint
+    from agentgym.trainers.loop import train
+
+    train(toy_config(tmp_path, sft_model_dir, "iterations=3"), log=lambda _: None)
+    assert latest_checkpoint(tmp_path / "run").name == "iter_000003"
+    train(toy_config(tmp_path, sft_model_dir, "iterations=1"), log=lambda _: None)
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in records if "iteration" in r] == [1]
+    assert latest_checkpoint(tmp_path / "run").name == "iter_000001"
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("iter_*")) == ["iter_000001"]
+
+
 def test_fresh_training_tasks_follow_the_category_filter_and_exclude_task_files(tmp_path):
     from agentgym.registration import get_task_space
     from agentgym.trainers.loop import select_train_tasks
