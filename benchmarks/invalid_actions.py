@@ -14,8 +14,21 @@ from __future__ import annotations
 
 import argparse
 import collections
+import re
 import tempfile
 from pathlib import Path
+
+NAMED = re.compile(r"([a-z]+) (\d+)")  # "countertop 1", "mug 2": the names of things in a room
+
+
+def invalid_kind(action: str, next_observation: str, in_room: set[str]) -> str:
+    """Why an invalid action was invalid: no command at all, a command naming a thing that is not in
+    this room (a name the model recalled instead of read), or a command not admissible here."""
+    if "not a command" in next_observation:
+        return "not a command"
+    if any(" ".join(m) not in in_room for m in NAMED.findall(action.lower())):
+        return "names something not in the room"
+    return "not admissible in this state"
 
 
 def main() -> None:
@@ -27,6 +40,8 @@ def main() -> None:
 
     import torch
 
+    from agentgym.core import TaskSpec
+    from agentgym.envs.household.world import get_layout
     from agentgym.policies.base import SamplingParams
     from agentgym.policies.hf import HFPolicy
     from agentgym.registration import get_task_space
@@ -46,13 +61,19 @@ def main() -> None:
 
     counts: collections.Counter = collections.Counter()
     invalid_commands: collections.Counter = collections.Counter()
+    kinds: collections.Counter = collections.Counter()
     for traj in result.trajectories:
         previous_valid = None
+        layout = get_layout(TaskSpec.from_dict(traj.task))  # every receptacle and object of the room
+        in_room = set(layout.rec_names) | set(layout.obj_names)
         for i, step in enumerate(traj.steps):
             context = "first step" if i == 0 else ("after a valid step" if previous_valid else "after an invalid step")
             counts[context, step.action_valid] += 1
             if not step.action_valid:
-                invalid_commands[" ".join((step.action or step.text).split()[:1]) or "(empty)"] += 1
+                action = step.action or step.text
+                invalid_commands[" ".join(action.split()[:1]) or "(empty)"] += 1
+                following = traj.steps[i + 1].observation if i + 1 < len(traj.steps) else traj.final_observation
+                kinds[invalid_kind(action, following, in_room)] += 1
             previous_valid = step.action_valid
 
     print(f"{args.model}: {len(tasks)} held-out tasks x {args.episodes} episodes, "
@@ -61,6 +82,8 @@ def main() -> None:
     for context in ("first step", "after a valid step", "after an invalid step"):
         total = counts[context, True] + counts[context, False]
         print(f"{context:24s} {total:6d} {counts[context, False] / max(total, 1):8.3f}")
+    total_invalid = sum(kinds.values())
+    print("invalid actions by kind:", ", ".join(f"{k} {n / max(total_invalid, 1):.2f}" for k, n in kinds.most_common()))
     print("invalid commands by first word:", ", ".join(f"{w} {n}" for w, n in invalid_commands.most_common(5)))
 
 
