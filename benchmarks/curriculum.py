@@ -18,15 +18,14 @@ Printed per method (mean +- std over seeds): held-out success before and after t
 ratio to uniform's gain, the fraction of zero-variance groups during training, the mean |A| and
 the training success rate.
 
-LEARNER: a STAND-IN, not an LLM. The tiny-LLM training loop (trainers/loop.py) does not take a
-task source yet and a CPU run of it per method and seed does not fit this benchmark's time, so the
-learner is a log-linear softmax policy over the admissible actions with features of (task type,
-verb, whether the action names the goal object / destination, holding something, heat/cool/clean
-done, revisiting a place). It is warm-started by behaviour cloning on oracle episodes of a few easy
-train tasks and trained by policy gradient with the advantages of the same
-agentgym.trainers.estimators (GRPO by default), rollouts through agentgym.collect on the real env.
-It answers "which task source yields more useful gradient for the same budget", not what an LLM
-would reach.
+LEARNER: a STAND-IN, not an LLM (benchmarks/curriculum_llm.py runs the same comparison with the tiny
+LLM through the trainer, at a smaller budget). The learner is a log-linear softmax policy over the
+admissible actions with features of (task type, verb, whether the action names the goal object /
+destination, holding something, heat/cool/clean done, revisiting a place), warm-started by
+behaviour cloning on oracle episodes of a few easy train tasks and trained by policy gradient with
+the advantages of the same agentgym.trainers.estimators (GRPO by default), rollouts through
+agentgym.collect on the real env. It is cheap enough for 20 iterations x 8 tasks x 8 episodes per
+method and seed, and answers "which task source yields more useful gradient for the same budget".
 
 Usage: python benchmarks/curriculum.py [--quick] [--seeds 0 1 2] [--iterations 20]
 """

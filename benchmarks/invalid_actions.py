@@ -18,6 +18,7 @@ import re
 import tempfile
 from pathlib import Path
 
+KINDS = ("names something not in the room", "not admissible in this state", "not a command")
 NAMED = re.compile(r"([a-z]+) (\d+)")  # "countertop 1", "mug 2": the names of things in a room
 
 
@@ -82,8 +83,8 @@ def main() -> None:
     for context in ("first step", "after a valid step", "after an invalid step"):
         total = counts[context, True] + counts[context, False]
         print(f"{context:24s} {total:6d} {counts[context, False] / max(total, 1):8.3f}")
-    total_invalid = sum(kinds.values())
-    print("invalid actions by kind:", ", ".join(f"{k} {n / max(total_invalid, 1):.2f}" for k, n in kinds.most_common()))
+    steps = sum(counts.values())
+    print("invalid actions by kind, per step:", ", ".join(f"{k} {kinds[k] / max(steps, 1):.3f}" for k in KINDS))
     print("invalid commands by first word:", ", ".join(f"{w} {n}" for w, n in invalid_commands.most_common(5)))
 
 
