@@ -85,6 +85,10 @@ class EstimatorConfig:
     invalid_penalty: float = 0.0  # subtracted from the step reward of invalid actions (GiGPO public code uses 0.1)
     grounding_bonus: float = 0.5  # SPA
     outcome: str = "score"  # "score" or "success" (or "return": sum of step rewards): which episode outcome R_i is
+    # An invalid action changes nothing, so its true advantage is -penalty + (gamma - 1) V(s) <= 0 whatever
+    # happens later; episode-level estimators still hand it the episode's luck. With this on, an invalid
+    # step's advantage is min(A, -invalid_penalty): it is never reinforced.
+    invalid_no_credit: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -133,6 +137,8 @@ def compute_advantages(
         flat = np.concatenate([np.asarray(a, dtype=np.float64).reshape(-1) for a in result] or [np.zeros(0)])
         if len(flat) != len(batch.reward):
             raise ValueError(f"estimator {cfg.name!r} returned {len(flat)} advantages for {len(batch.reward)} steps")
+    if cfg.invalid_no_credit:
+        flat = np.where(batch.valid | ~batch.live, flat, np.minimum(flat, -cfg.invalid_penalty))
     bad = np.flatnonzero(~np.isfinite(flat) & batch.live)
     if len(bad):
         i = int(batch.traj[bad[0]])

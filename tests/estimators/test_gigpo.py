@@ -91,6 +91,25 @@ def test_gigpo_invalid_penalty(traj):
     np.testing.assert_allclose(np.concatenate(out), [0, 0, 0, 0], atol=1e-7)
 
 
+def test_invalid_no_credit_caps_invalid_steps_only(traj):
+    # gamma = 1, no std, penalty 0.1. X: invalid, valid, success; Y: valid, valid, success; Z fails.
+    # returns X [0.9, 1], Y [1, 1], Z [-0.1, -0.1]; R = [1, 1, 0] -> A^E = [1/3, 1/3, -2/3]
+    # s0 {0.9, 1, -0.1} mean 0.6 -> X0 +0.3, Y0 +0.4, Z0 -0.7; s1 {1, 1} -> 0; Z's s2 singleton -> 0
+    trajs = [
+        traj("g", [0, 1], anchors=["s0", "s1"], valid=[False, True], score=1.0),
+        traj("g", [0, 1], anchors=["s0", "s1"], valid=[True, True], score=1.0),
+        traj("g", [0, 0], anchors=["s0", "s2"], valid=[True, False], score=0.0),
+    ]
+    plain = gigpo(trajs, gamma=1.0, norm_std=False, invalid_penalty=0.1)
+    np.testing.assert_allclose(plain[0], [1 / 3 + 0.3, 1 / 3], atol=1e-6)  # a lucky invalid step: +0.63
+    capped = gigpo(trajs, gamma=1.0, norm_std=False, invalid_penalty=0.1, invalid_no_credit=True)
+    np.testing.assert_allclose(capped[0], [-0.1, 1 / 3], atol=1e-6)  # capped at -penalty
+    np.testing.assert_allclose(capped[1], plain[1], atol=1e-7)  # valid steps untouched
+    # Z's invalid step is already below the cap (-2/3: singleton anchor group, A^S 0): kept as it is
+    np.testing.assert_allclose(capped[2], plain[2], atol=1e-7)
+    assert plain[2][1] < -0.1
+
+
 def test_gigpo_repeated_state_within_one_episode(traj):
     # X loops s0 -> s0 -> goal; Y goes s0 -> goal. gamma = 0.5, no std:
     # X returns [0.25, 0.5, 1] at anchors [s0, s0, s1]; Y returns [0.5, 1] at [s0, s1]
