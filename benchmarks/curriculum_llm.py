@@ -124,8 +124,9 @@ def main() -> None:
           f"| zero-variance groups | train success |")
     print("| --- | --- | --- | --- | --- | --- |")
     for method, rs in results.items():
-        ratio = gain(rs) / base if base == base and abs(base) > 1e-9 else float("nan")
-        print(f"| {method} | {mean_std(r['after'] for r in rs)} | {gain(rs):+.3f} | {ratio:.2f} | "
+        # a ratio to uniform's gain reads as "x times uniform" only when uniform gained
+        ratio = f"{gain(rs) / base:.2f}" if base > 1e-9 else "n/a (uniform did not gain)"
+        print(f"| {method} | {mean_std(r['after'] for r in rs)} | {gain(rs):+.3f} | {ratio} | "
               f"{mean_std(r['zero_var'] for r in rs)} | {mean_std(r['train_success'] for r in rs)} |")
 
 
