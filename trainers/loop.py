@@ -384,17 +384,27 @@ def build_heads(cfg: TrainConfig, policy) -> dict:
     return heads
 
 
-def clear_previous_run(run_dir: Path) -> None:
+def clear_previous_run(run_dir: Path) -> list[str]:
     """A fresh run in a used run dir: drop the old run's metrics, checkpoints and final model, so its
     curves are not appended to this run's and a later --resume cannot pick up its checkpoints. The
-    tiny model and SFT warm start stay: they are reused when present (prepare_start_model)."""
+    tiny model and SFT warm start stay: they are reused when present (prepare_start_model). Only a
+    folder an earlier run wrote its config.yaml into is touched. Returns what was removed."""
     import shutil
     from agentgym.trainers.logging_utils import METRICS_FILE
 
-    (run_dir / METRICS_FILE).unlink(missing_ok=True)
-    (run_dir / "summary.json").unlink(missing_ok=True)
-    for folder in ("checkpoints", "final_model", "tensorboard"):
-        shutil.rmtree(run_dir / folder, ignore_errors=True)
+    if not (run_dir / "config.yaml").is_file():
+        return []
+    removed = []
+    for name in (METRICS_FILE, "summary.json", "checkpoints", "final_model", "tensorboard"):
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        else:
+            continue
+        removed.append(name)
+    return removed
 
 
 def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = print,
@@ -415,8 +425,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     if resume and checkpoint is None:
         log(f"no checkpoint in {run_dir}: starting from scratch")
     run_dir.mkdir(parents=True, exist_ok=True)
-    if checkpoint is None:
-        clear_previous_run(run_dir)
+    if checkpoint is None and (removed := clear_previous_run(run_dir)):
+        log(f"fresh run in {run_dir}: removed the previous run's {', '.join(removed)} (pass --resume to continue it)")
     save_config(cfg, run_dir / "config.yaml")
     torch.manual_seed(cfg.seed)
     space = get_task_space(cfg.env.id)

@@ -106,7 +106,7 @@ def test_a_fresh_run_in_a_used_run_dir_starts_clean(tmp_path, toy_config, sft_mo
     """Re-running a config without --resume: the old run's metrics are not appended to (they would
     mix two runs in one learning curve) and its later checkpoints cannot be resumed by mistake."""
     from agentgym.trainers.checkpoint import latest_checkpoint
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.loop import clear_previous_run, train
 
     train(toy_config(tmp_path, sft_model_dir, "iterations=3"), log=lambda _: None)
     assert latest_checkpoint(tmp_path / "run").name == "iter_000003"
@@ -115,6 +115,10 @@ def test_a_fresh_run_in_a_used_run_dir_starts_clean(tmp_path, toy_config, sft_mo
     assert [r["iteration"] for r in records if "iteration" in r] == [1]
     assert latest_checkpoint(tmp_path / "run").name == "iter_000001"
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("iter_*")) == ["iter_000001"]
+    # a folder no run wrote a config into is left alone, whatever it holds
+    other = tmp_path / "not_a_run"
+    (other / "checkpoints").mkdir(parents=True)
+    assert clear_previous_run(other) == [] and (other / "checkpoints").is_dir()
 
 
 def test_fresh_training_tasks_follow_the_category_filter_and_exclude_task_files(tmp_path):
