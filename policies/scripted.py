@@ -43,26 +43,33 @@ class OraclePolicy:
     object before reaching it). Invalid commands leave the state unchanged, so the plan stays
     optimal, and the next prompt shows the env's reply to the slip ("Nothing happens."): SFT on
     the valid steps of such episodes shows the model how to go on after a mistake, a state the
-    plain oracle never visits."""
+    plain oracle never visits.
 
-    def __init__(self, task_space=None, slip_prob: float = 0.0, seed: int = 0):
+    search=True: each episode follows the task space's `solve_searching` plan instead, an expert
+    that knows only what it has seen and searches receptacles in a random order (household)."""
+
+    def __init__(self, task_space=None, slip_prob: float = 0.0, seed: int = 0, search: bool = False):
         if not 0.0 <= slip_prob < 1.0:
             raise ValueError(f"slip_prob must be in [0, 1), got {slip_prob}")
+        if search and task_space is not None and not hasattr(task_space, "solve_searching"):
+            raise ValueError(f"{type(task_space).__name__} has no searching oracle (solve_searching): "
+                             "use the plain oracle for this env")
         self.task_space = task_space
+        self.search = search
         self.slip_prob = slip_prob
         self.rng = np.random.default_rng(seed)
         self._plans: dict[str, list[str]] = {}
         self._episodes: dict[str, tuple[int, bool]] = {}  # episode -> (plan position, last move was a slip)
 
     def _plan(self, ctx: TurnContext) -> list[str]:
-        key = ctx.task.task_id
-        if key not in self._plans:
+        key = ctx.episode if self.search else ctx.task.task_id  # a searcher's plan differs per episode
+        if key not in self._plans or (self.search and ctx.turn == 0):  # episode keys recur across rollouts
             space = self.task_space
             if space is None:
                 from agentgym.registration import get_task_space
 
                 space = get_task_space(ctx.task.env_id)
-            self._plans[key] = space.solve(ctx.task) or []
+            self._plans[key] = (space.solve_searching(ctx.task, self.rng) if self.search else space.solve(ctx.task)) or []
         return self._plans[key]
 
     def _position(self, ctx: TurnContext) -> int:

@@ -102,6 +102,9 @@ class SFTConfig:
     # Per turn, the chance the oracle first makes an inadmissible move, so SFT also shows how to
     # go on after "Nothing happens." (states the plain oracle never visits); slips are not targets.
     slip_prob: float = 0.0
+    # "oracle" knows where everything is; "searching" knows only what it has seen and searches
+    # receptacles in a random order (household), so the clone picks its next stop among listed ones.
+    expert: str = "oracle"
 
 
 @dataclass
@@ -277,6 +280,8 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError("env.fresh_tasks and env.tasks_file both name the training tasks: set only one")
     if cfg.env.fresh_tasks < 0:
         raise ConfigError(f"env.fresh_tasks must be >= 0 (0 = the train split), got {cfg.env.fresh_tasks}")
+    if cfg.sft.expert not in ("oracle", "searching"):
+        raise ConfigError(f"sft.expert must be 'oracle' or 'searching', got {cfg.sft.expert!r}")
     if not 0.0 <= cfg.sft.slip_prob < 1.0:
         raise ConfigError(f"sft.slip_prob is a per-turn probability in [0, 1), got {cfg.sft.slip_prob}")
     if not cfg.policy.model and not cfg.tiny.build:

@@ -4,6 +4,12 @@ It plans with full knowledge of the layout (it knows what closed containers hold
 picks the goal object and destination that need the fewest actions, and checks each command
 against the admissible table while simulating, so a plan it returns is executable by
 construction.
+
+The searching variant (`search_rng`) knows only what an agent could have seen: the room's
+receptacles, and the contents of those it has visited. It visits unseen receptacles in a random
+order until it sees an object it needs (goal object, lamp), then goes on as the oracle. A model
+cloned from the plain oracle learns to walk straight to hidden objects, i.e. to guess where
+things are; cloned from the searcher it learns to pick its next stop among the listed ones.
 """
 
 from __future__ import annotations
@@ -14,10 +20,12 @@ from agentgym.envs.household.world import APPLIANCE_EFFECT, EFFECT_OF_TASK, Layo
 
 
 class _Planner:
-    def __init__(self, layout: Layout):
+    def __init__(self, layout: Layout, search_rng=None):
         self.world = World(layout)
         self.lay = layout
         self.plan: list[str] = []
+        self.search_rng = search_rng  # None: the all-knowing oracle
+        self.seen: set[int] = set()  # receptacles whose contents the searcher has seen
 
     def do(self, command: str) -> None:
         op = admissible_table(self.world).get(command)
@@ -35,10 +43,23 @@ class _Planner:
             self.do("go to " + self.lay.rec_names[r])
         if not self.world.rec_open[r]:
             self.do("open " + self.lay.rec_names[r])
+        self.seen.add(r)
+
+    def knows(self, o: int) -> bool:
+        return self.search_rng is None or self.world.held == o or self.world.obj_loc[o] in self.seen
+
+    def search(self, objects) -> None:
+        """Visit unseen receptacles in random order until one of `objects` has been seen."""
+        unseen = [r for r in range(len(self.lay.rec_names)) if r not in self.seen]
+        for r in (self.search_rng.permutation(unseen) if self.search_rng is not None else ()):
+            if any(self.knows(o) for o in objects):
+                return
+            self.go(int(r))
 
     def fetch(self, candidates) -> int:
         w = self.world
-        o = min(candidates, key=lambda o: (self.cost_to_reach(w.obj_loc[o]), o))
+        self.search(candidates)
+        o = min((o for o in candidates if self.knows(o)), key=lambda o: (self.cost_to_reach(w.obj_loc[o]), o))
         r = w.obj_loc[o]
         self.go(r)
         self.do(f"take {self.lay.obj_names[o]} from {self.lay.rec_names[r]}")
@@ -58,13 +79,15 @@ class _Planner:
         self.do(f"{TREAT_VERB[effect]} {lay.obj_names[o]} with {lay.rec_names[r]}")
 
 
-def plan_for(layout: Layout) -> list[str]:
-    """Commands that solve the layout's task from its initial state."""
-    p = _Planner(layout)
+def plan_for(layout: Layout, search_rng=None) -> list[str]:
+    """Commands that solve the layout's task from its initial state; with `search_rng`, as an
+    agent that must search for what it has not seen (a random search order per call)."""
+    p = _Planner(layout, search_rng)
     task_type = layout.task_type
     goal = list(layout.goal_objs)
     if task_type == "look_at_obj_in_light":
         p.fetch(goal)
+        p.search([layout.lamp])
         host = p.world.obj_loc[layout.lamp]
         if p.world.loc != host:
             p.do("go to " + layout.rec_names[host])

@@ -180,6 +180,11 @@ class HouseholdTaskSpace(TaskSpace):
             layout.plan = plan_for(layout)
         return list(layout.plan)
 
+    def solve_searching(self, spec: TaskSpec, rng: np.random.Generator) -> list[str]:
+        """A plan of an agent that does not know where objects are: it searches unseen receptacles
+        in an order drawn from `rng` until it sees what it needs (a new order per call)."""
+        return plan_for(get_layout(spec), search_rng=rng)
+
     def validate(self, spec: TaskSpec) -> bool:
         """The oracle's plan, replayed in a fresh env, solves the task (no gym.make per call:
         the generator validates thousands of proposals)."""

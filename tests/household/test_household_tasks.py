@@ -23,6 +23,36 @@ def test_oracle_solves_500_sampled_tasks_of_each_type(task_type):
     assert levels == {f"{task_type}/{level}" for level in LEVELS}
 
 
+@pytest.mark.parametrize("task_type", TASK_TYPES)
+def test_the_searching_oracle_finds_objects_by_looking_and_solves(task_type):
+    # It may not walk straight to a hidden object: it visits distinct receptacles until the first
+    # that holds a goal object (none before it does), and its plan still solves the task.
+    from agentgym.envs.household.world import get_layout
+
+    rng = np.random.default_rng(7)
+    searched = 0
+    for i in range(120):
+        task = SPACE.sample(rng, task_type=task_type, level=LEVELS[i % len(LEVELS)])
+        plan = SPACE.solve_searching(task, rng)
+        env = HouseholdEnv()
+        env.reset(options={"task": task})
+        for action in plan:
+            _, _, terminated, _, info = env.step(action)
+            assert info["action_valid"], (action, plan)
+        assert terminated and info["success"], plan
+        layout = get_layout(task)
+        goal_recs = {layout.rec_names[layout.init_loc[o]] for o in layout.goal_objs}
+        take = next(i for i, a in enumerate(plan) if a.startswith("take "))
+        stops = [a[len("go to "):] for a in plan[:take] if a.startswith("go to ")]
+        assert len(stops) == len(set(stops)) and stops[-1] in goal_recs
+        assert not goal_recs & set(stops[:-1])
+        searched += len(stops) > 1
+        if i == 0:  # its first stop does not depend on where the goal object is
+            first_stops = {SPACE.solve_searching(task, np.random.default_rng(s))[0] for s in range(40)}
+            assert first_stops == {"go to " + name for name in layout.rec_names}
+    assert searched > 30  # it often looks elsewhere first, where the plain oracle never does
+
+
 def test_oracle_solves_every_task_of_every_split():  # 2,600 tasks, a few seconds
     for name in SPACE.split_names:
         failed = [t.task_id for t in SPACE.split(name) if not SPACE.validate(t)]

@@ -2,6 +2,8 @@
 
 import json
 
+import numpy as np
+
 import pytest
 
 from agentgym.errors import AgentGymError, ConfigError, HeldoutTaskError
@@ -42,6 +44,7 @@ def test_household_tiny_preset_loads():
     (["tiny.build=true", "ppo.learning_rate=1"], "unknown config field 'ppo.learning_rate'"),
     (["tiny.build=true", "ppo.sample_mode=full"], "history=full"),
     (["tiny.build=true", "oops"], "key=value"),
+    (["tiny.build=true", "sft.expert=genius"], "sft.expert must be 'oracle' or 'searching'"),
 ])
 def test_bad_configs_give_one_line_config_errors(overrides, message):
     with pytest.raises(ConfigError, match=message) as info:
@@ -166,6 +169,24 @@ def test_a_slipping_oracle_recovers_and_sft_learns_only_its_valid_steps():
     assert len(sft_samples(Encoder(), trajs)) == sum(len(p) for p in (space.solve(t) for t in tasks))
     with pytest.raises(ConfigError, match="slip_prob"):
         load_config(None, ["tiny.build=true", "sft.slip_prob=1.5"])
+
+
+def test_the_searching_expert_plays_a_new_search_each_episode():
+    # Two episodes of one task search in different orders (the plain oracle replays one plan),
+    # every episode succeeds, and an env family without a searching oracle is refused.
+    from agentgym.policies.scripted import OraclePolicy
+    from agentgym.registration import get_task_space
+    from agentgym.trainers.sft import oracle_trajectories
+
+    env_id = "agentgym/Household-v0"
+    task = get_task_space(env_id).sample(np.random.default_rng(0), task_type="pick_and_place", level="easy")
+    trajs = oracle_trajectories(env_id, [task] * 12, None, None, seed=1, slip_prob=0.2, search=True)
+    assert len(trajs) == 12
+    assert len({tuple(s.action for s in t.steps if s.action_valid) for t in trajs}) > 1
+    plain = oracle_trajectories(env_id, [task] * 4, None, None, seed=1)
+    assert len({tuple(s.action for s in t.steps) for t in plain}) == 1
+    with pytest.raises(ValueError, match="no searching oracle"):
+        OraclePolicy(get_task_space("agentgym/ToolUse-v0"), search=True)
 
 
 def test_the_oracle_never_slips_where_it_cannot_tell_a_command_is_invalid():
