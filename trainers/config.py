@@ -83,6 +83,7 @@ class PPOConfig:
     asymmetric_clip: bool | None = None  # [1/(1+eps), 1+eps]; None: on for the loop estimator
     max_grad_norm: float = 1.0
     kl_coef: float = 0.0
+    entropy_coef: float = 0.0  # bonus on the responses' mean token entropy (verl's entropy_coeff)
     drop_abs_adv_below: float = 0.0  # skip samples with |A| below this (LOOP drops |A| < 0.01)
     loss_agg: str = "token-mean"  # "token-mean" | "seq-mean"
     recompute_old_logprobs: bool = False
@@ -299,6 +300,8 @@ def validate_config(cfg: TrainConfig) -> None:
     for key in ("epochs", "minibatch_size", "micro_batch_size"):
         if getattr(cfg.ppo, key) < 1:
             raise ConfigError(f"ppo.{key} must be >= 1")
+    if cfg.ppo.entropy_coef < 0:
+        raise ConfigError(f"ppo.entropy_coef is a bonus weight >= 0, got {cfg.ppo.entropy_coef}")
     if cfg.ppo.kl_coef > 0 and cfg.policy.lora is None and cfg.policy.reference != "copy":
         raise ConfigError("ppo.kl_coef > 0 needs a reference: use LoRA (policy.lora={}) or policy.reference=copy")
 

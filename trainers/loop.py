@@ -206,8 +206,8 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
     model.train()
     params = policy.trainable_parameters() + (list(value_head.parameters()) if value_head is not None else [])
     use_kl = pc.kl_coef > 0
-    totals: dict[str, float] = {"pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "value_loss": 0.0,
-                                "grad_norm": 0.0}
+    totals: dict[str, float] = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "approx_kl": 0.0,
+                                "value_loss": 0.0, "grad_norm": 0.0}
     ratio_max, n_updates, n_micro = 0.0, 0, 0
     for _ in range(pc.epochs):
         order = rng.permutation(len(samples))
@@ -218,14 +218,19 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
             optimizer.zero_grad(set_to_none=True)
             for micro in _micro_batches(minibatch, pc.micro_batch_size):
                 batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
-                logp, hidden = token_logprobs(model, batch["input_ids"], batch["attention_mask"], value_head is not None)
+                entropy = None
+                if pc.entropy_coef > 0:
+                    logp, hidden, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"],
+                                                           value_head is not None, want_entropy=True)
+                else:
+                    logp, hidden = token_logprobs(model, batch["input_ids"], batch["attention_mask"], value_head is not None)
                 ref_logp = None
                 if use_kl:
                     ref_out = policy.reference_forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
                     ref_logp = torch.log_softmax(ref_out.logits[:, :-1].float(), -1).gather(
                         -1, batch["input_ids"][:, 1:, None])[..., 0]
                 loss, st = ppo_clip_loss(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
-                                         pc.loss_agg, max(denom, 1.0), ref_logp, pc.kl_coef)
+                                         pc.loss_agg, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef)
                 if value_head is not None and n_values:
                     preds, targets = [], []
                     for b, s in enumerate(micro):
@@ -240,7 +245,7 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
                         totals["value_loss"] += float(v_loss.detach())
                 _check_finite("loss", loss.detach(), iteration)
                 loss.backward()
-                for key in ("pg_loss", "kl", "clip_frac", "approx_kl"):
+                for key in ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl"):
                     totals[key] += getattr(st, key)
                 ratio_max = max(ratio_max, st.ratio_max)
                 n_micro += 1

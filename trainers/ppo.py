@@ -4,6 +4,7 @@
     L_clip  = -min(ratio_k A_k, clip(ratio_k, lo, hi) A_k)  lo, hi = 1-eps, 1+eps
                                                           (LOOP: 1/(1+eps), 1+eps)
     L_kl    = exp(ref_k - logp_k) - (ref_k - logp_k) - 1   (the k3 estimator, >= 0)
+    L       = L_clip + kl_coef L_kl - entropy_coef H_k      H_k = entropy of pi(. | prefix_k)
 
 aggregated as a mean over the minibatch's model tokens ("token-mean", verl's default) or a
 mean over sequences of per-sequence token means ("seq-mean"). Env tokens have mask 0.
@@ -21,12 +22,17 @@ def clip_range(eps: float, asymmetric: bool) -> tuple[float, float]:
     return (1.0 / (1.0 + eps), 1.0 + eps) if asymmetric else (1.0 - eps, 1.0 + eps)
 
 
-def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, want_hidden: bool = False):
-    """logprobs[b, p-1] = log pi(input_ids[b, p] | input_ids[b, :p]); optionally last hidden states."""
+def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, want_hidden: bool = False,
+                   want_entropy: bool = False):
+    """logprobs[b, p-1] = log pi(input_ids[b, p] | input_ids[b, :p]); optionally last hidden states,
+    and with want_entropy a third value: the entropy of pi(. | input_ids[b, :p]) at the same places."""
     out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=want_hidden, use_cache=False)
     logits = out.logits[:, :-1, :].float()
-    logp = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
+    all_logp = torch.log_softmax(logits, dim=-1)
+    logp = all_logp.gather(-1, input_ids[:, 1:, None])[..., 0]
     hidden = out.hidden_states[-1] if want_hidden else None
+    if want_entropy:
+        return logp, hidden, -(all_logp.exp() * all_logp).sum(-1)
     return logp, hidden
 
 
@@ -48,10 +54,11 @@ class LossStats:
     clip_frac: float
     approx_kl: float  # E[logp_old - logp]: how far the update moved from the behaviour policy
     ratio_max: float
+    entropy: float = 0.0  # mean token entropy of the responses (only computed with an entropy bonus)
 
 
 def ppo_clip_loss(logp, old_logp, adv, mask, clip_lo, clip_hi, how="token-mean", denom=None,
-                  ref_logp=None, kl_coef: float = 0.0):
+                  ref_logp=None, kl_coef: float = 0.0, entropy=None, entropy_coef: float = 0.0):
     log_ratio = (logp - old_logp) * mask
     ratio = torch.exp(log_ratio)
     unclipped = ratio * adv
@@ -64,13 +71,17 @@ def ppo_clip_loss(logp, old_logp, adv, mask, clip_lo, clip_hi, how="token-mean",
         kl_tok = torch.exp(d) - d - 1.0
         kl_value = aggregate(kl_tok, mask, how, denom)
         loss = loss + kl_coef * kl_value
+    entropy_value = torch.zeros(())
+    if entropy is not None and entropy_coef > 0:
+        entropy_value = aggregate(entropy, mask, how, denom)
+        loss = loss - entropy_coef * entropy_value  # a bonus: sharper-than-needed policies pay
     with torch.no_grad():
         n = mask.sum().clamp(min=1.0)
         clip_frac = (((ratio < clip_lo) | (ratio > clip_hi)).float() * mask).sum() / n
         approx_kl = (-log_ratio * mask).sum() / n
         ratio_max = (ratio * mask).max() if mask.any() else torch.ones(())
     stats = LossStats(float(aggregate(pg.detach(), mask, how, denom)), float(kl_value.detach()), float(clip_frac),
-                      float(approx_kl), float(ratio_max))
+                      float(approx_kl), float(ratio_max), float(entropy_value.detach()))
     return loss, stats
 
 

@@ -7,6 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from agentgym.errors import ConfigError  # noqa: E402
 from agentgym.policies.base import SamplingParams  # noqa: E402
 from agentgym.trajectory import Step  # noqa: E402
 
@@ -64,6 +65,31 @@ def test_zero_advantage_leaves_the_policy_unchanged(tiny_policy_factory, toy_con
     before = [p.detach().clone() for p in policy.model.parameters()]
     _update(policy, _sample_for(policy, "<action>go left</action>", 0.0), cfg, steps=1)
     assert all(torch.equal(a, b) for a, b in zip(before, policy.model.parameters()))
+
+
+def _response_entropy(policy, text):
+    from agentgym.trainers.ppo import token_logprobs
+
+    ids, resp = policy.encode_prompt(PROMPT), policy.encode_response(text)
+    full = torch.tensor([ids + resp])
+    with torch.no_grad():
+        _, _, entropy = token_logprobs(policy.model, full, torch.ones_like(full), want_entropy=True)
+    return float(entropy[0, len(ids) - 1:].mean())
+
+
+def test_an_entropy_bonus_alone_flattens_the_response_distribution(tiny_policy_factory, toy_config, tmp_path,
+                                                                   tiny_model_dir):
+    # Zero advantage: without the bonus nothing moves (test above); with it the policy's entropy at
+    # the response tokens rises and the update reports it.
+    policy = tiny_policy_factory()
+    cfg = toy_config(tmp_path, tiny_model_dir, "ppo.lr=1e-3", "ppo.entropy_coef=0.1")
+    text = "<action>take key</action>"
+    before = _response_entropy(policy, text)
+    stats = _update(policy, _sample_for(policy, text, 1e-3), cfg)
+    assert _response_entropy(policy, text) > before + 0.01
+    assert stats["entropy"] > 0
+    with pytest.raises(ConfigError, match="entropy_coef"):
+        toy_config(tmp_path, tiny_model_dir, "ppo.entropy_coef=-1")
 
 
 def test_non_finite_advantage_stops_training(tiny_policy_factory, toy_config, tmp_path, tiny_model_dir):
