@@ -21,9 +21,11 @@ from pathlib import Path
 
 ESTIMATORS = ("grpo", "rloo", "loop", "ppo", "gigpo", "spa")
 # What makes each method itself, beyond the advantage (from ALGORITHMS.md): LOOP trains several
-# epochs over its rollouts with an asymmetric clip; the others one epoch.
+# epochs over its rollouts with an asymmetric clip; the others one epoch. GRPO divides by the
+# group's std (the preset turns that off for GiGPO; without it GRPO is RLOO times a constant,
+# which Adam undoes, and the two train identically).
 PER_ESTIMATOR = {"loop": ["ppo.epochs=2", "ppo.asymmetric_clip=true", "estimator.norm_std=false"],
-                 "rloo": ["estimator.norm_std=false"]}
+                 "rloo": ["estimator.norm_std=false"], "grpo": ["estimator.norm_std=true"]}
 
 
 def warm_start(out: Path, overrides: list[str]) -> Path:
