@@ -109,7 +109,7 @@ class FlatBatch:
         reward = np.where(traj_live[traj], reward, 0.0)
         outcome = np.where(traj_live, outcome, 0.0)
         # The penalty is applied after the finiteness check so the error names the raw reward.
-        if cfg.invalid_penalty:
+        if cfg.invalid_penalty and cfg.penalty_placement == "reward":
             reward = reward - cfg.invalid_penalty * (~valid)
 
         return cls(

@@ -64,8 +64,14 @@ def train_command(
 
         summary = train(cfg, resume=resume, log=progress.console.print, on_iteration=on_iteration)
     console.print(_summary_table(summary))
+    lo, hi = summary["heldout_gain_ci"]
     console.print(f"held-out success {summary['heldout_success_before']:.3f} -> {summary['heldout_success_after']:.3f} "
-                  f"in {summary['wall_seconds']:.0f}s; metrics: {summary['run_dir']}/metrics.jsonl")
+                  f"(gain {summary['heldout_gain']:+.3f}, 95% CI [{lo:+.3f}, {hi:+.3f}] over "
+                  f"{summary['heldout_tasks']} tasks x {summary['episodes_per_task']}) in "
+                  f"{summary['wall_seconds']:.0f}s; metrics: {summary['run_dir']}/metrics.jsonl")
+    if summary.get("stopped_early"):
+        # the last line a user sees: this run is not the configured experiment
+        console.print(f"[bold red]STOPPED EARLY:[/] {summary['stopped_early']}")
 
 
 def sft_command(

@@ -269,6 +269,7 @@ def validate_config(cfg: TrainConfig) -> None:
     known = _known_estimators()
     if name not in known:
         raise ConfigError(f"unknown estimator {name!r}; choose one of {', '.join(known)} (estimator.name=...)")
+    check_estimator_options(cfg.estimator)
     if cfg.rollout.group_size < 1:
         raise ConfigError(f"rollout.group_size must be >= 1, got {cfg.rollout.group_size}")
     if cfg.rollout.group_size == 1 and name in GROUP_RELATIVE:
@@ -304,6 +305,22 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(f"ppo.entropy_coef is a bonus weight >= 0, got {cfg.ppo.entropy_coef}")
     if cfg.ppo.kl_coef > 0 and cfg.policy.lora is None and cfg.policy.reference != "copy":
         raise ConfigError("ppo.kl_coef > 0 needs a reference: use LoRA (policy.lora={}) or policy.reference=copy")
+
+
+def check_estimator_options(options: dict) -> None:
+    """Build the EstimatorConfig now, so a misspelled or out-of-range estimator option fails when the
+    config loads (one line naming the key), not after the tiny-model build and SFT."""
+    import difflib
+
+    from agentgym.trainers.estimators import EstimatorConfig
+
+    known = [f.name for f in dataclasses.fields(EstimatorConfig)]
+    for key in options:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f": did you mean estimator.{close[0]}?" if close else f"; known: {', '.join(known)}"
+            raise ConfigError(f"unknown key estimator.{key}{hint}")
+    EstimatorConfig(**options)  # its validate() raises ConfigError for out-of-range values
 
 
 def check_model_path(model: str) -> None:

@@ -49,6 +49,7 @@ Estimator = Callable[..., Any]
 ESTIMATORS: dict[str, Estimator] = {}
 
 OUTCOMES = ("score", "success", "return")
+PENALTY_PLACEMENTS = ("reward", "advantage")
 
 
 def register_estimator(name: str, fn: Estimator | None = None, *, overwrite: bool = False):
@@ -89,6 +90,11 @@ class EstimatorConfig:
     # happens later; episode-level estimators still hand it the episode's luck. With this on, an invalid
     # step's advantage is min(A, -invalid_penalty): it is never reinforced.
     invalid_no_credit: bool = False
+    # Where invalid_penalty goes. "reward": subtracted from the step reward before discounting, so
+    # it also lowers the returns of the steps before it (discounted) and enters GiGPO's step groups.
+    # "advantage": subtracted from the invalid step's final advantage only, after every estimator
+    # statistic (verl-agent's placement): the penalty stays on the step that earned it.
+    penalty_placement: str = "reward"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -109,6 +115,9 @@ class EstimatorConfig:
             value = getattr(self, field_name)
             if not math.isfinite(value):
                 raise ConfigError(f"estimator option {field_name}={value} must be a finite number")
+        if self.penalty_placement not in PENALTY_PLACEMENTS:
+            raise ConfigError(f"estimator option penalty_placement={self.penalty_placement!r} is unknown: use one of "
+                              f"{', '.join(PENALTY_PLACEMENTS)}")
         if self.outcome not in OUTCOMES:
             raise ConfigError(f"estimator option outcome={self.outcome!r} is unknown: use one of {', '.join(OUTCOMES)}")
 
@@ -137,6 +146,8 @@ def compute_advantages(
         flat = np.concatenate([np.asarray(a, dtype=np.float64).reshape(-1) for a in result] or [np.zeros(0)])
         if len(flat) != len(batch.reward):
             raise ValueError(f"estimator {cfg.name!r} returned {len(flat)} advantages for {len(batch.reward)} steps")
+    if cfg.invalid_penalty and cfg.penalty_placement == "advantage":
+        flat = flat - cfg.invalid_penalty * (~batch.valid & batch.live)
     if cfg.invalid_no_credit:
         flat = np.where(batch.valid | ~batch.live, flat, np.minimum(flat, -cfg.invalid_penalty))
     bad = np.flatnonzero(~np.isfinite(flat) & batch.live)

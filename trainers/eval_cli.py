@@ -240,6 +240,7 @@ def register(app: typer.Typer) -> None:
         from agentgym.registration import check_env_id, get_task_space
         from agentgym.trainers.evaluate import evaluate, resolve_tasks
         from agentgym.trainers.report import write_report
+        from agentgym.trainers.stats import power_warning
 
         console = Console()
         if episodes < 1:
@@ -267,6 +268,8 @@ def register(app: typer.Typer) -> None:
             console.print("[yellow]warning:[/yellow] greedy decoding with --episodes > 1 repeats one episode; "
                           "pass@k needs --temperature > 0")
 
+        if (too_small := power_warning(len(tasks), episodes)) is not None:
+            console.print(f"[yellow]warning:[/yellow] {too_small}")
         with console.status(f"loading {spec.label}", spinner="dots"):
             pol = load_policy(spec, env_id, seed=seed, device=device, task_space=space)
 

@@ -194,6 +194,15 @@ def _check_finite(name: str, value, iteration: int) -> None:
                                "is kept (lower ppo.lr or check the rewards)")
 
 
+def equal_minibatches(order: np.ndarray, max_size: int) -> list[np.ndarray]:
+    """`order` cut into ceil(n / max_size) minibatches whose sizes differ by at most one. Slicing
+    by max_size would leave a small remainder (26 of 282 samples) that still gets a full optimizer
+    step: its gradient is noisier and, under token-mean, weighs as much as a full minibatch's."""
+    if len(order) == 0:
+        return []
+    return np.array_split(order, math.ceil(len(order) / max_size))
+
+
 def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sample], rng: np.random.Generator,
                iteration: int, value_head=None) -> dict:
     from agentgym.trainers.ppo import clip_range, ppo_clip_loss, token_logprobs
@@ -209,10 +218,12 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
     totals: dict[str, float] = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "approx_kl": 0.0,
                                 "value_loss": 0.0, "grad_norm": 0.0}
     ratio_max, n_updates, n_micro = 0.0, 0, 0
+    minibatch_ratio_max: list[float] = []  # per optimizer step: the first one's is 1 up to float error
     for _ in range(pc.epochs):
         order = rng.permutation(len(samples))
-        for start in range(0, len(samples), pc.minibatch_size):
-            minibatch = [samples[j] for j in order[start:start + pc.minibatch_size]]
+        for index_chunk in equal_minibatches(order, pc.minibatch_size):
+            minibatch = [samples[j] for j in index_chunk]
+            step_ratio_max = 0.0
             denom = float(sum(s.num_loss_tokens for s in minibatch)) if pc.loss_agg == "token-mean" else float(len(minibatch))
             n_values = sum(len(s.value_targets) for s in minibatch)
             optimizer.zero_grad(set_to_none=True)
@@ -247,8 +258,10 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
                 loss.backward()
                 for key in ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl"):
                     totals[key] += getattr(st, key)
-                ratio_max = max(ratio_max, st.ratio_max)
+                step_ratio_max = max(step_ratio_max, st.ratio_max)
                 n_micro += 1
+            ratio_max = max(ratio_max, step_ratio_max)
+            minibatch_ratio_max.append(step_ratio_max)
             grad_norm = torch.nn.utils.clip_grad_norm_(params, pc.max_grad_norm)
             _check_finite("gradient norm", grad_norm, iteration)
             optimizer.step()
@@ -260,6 +273,9 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
     out["clip_frac"] = totals["clip_frac"] / max(n_micro, 1)
     out["approx_kl"] = totals["approx_kl"] / max(n_micro, 1)
     out["ratio_max"] = ratio_max
+    out["ratio_max_first_minibatch"] = minibatch_ratio_max[0] if minibatch_ratio_max else 0.0
+    # one scalar per optimizer step (metrics.jsonl keeps numbers: train/ratio_max_per_minibatch/0, /1, ...)
+    out["ratio_max_per_minibatch"] = {str(i): r for i, r in enumerate(minibatch_ratio_max)}
     out["optimizer_steps"] = n_updates
     return out
 
@@ -371,6 +387,8 @@ def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int) -> dic
                       env_kwargs=cfg.env.env_kwargs, seed=seed, policy_name="HFPolicy")
     out = result.summary()
     out["wall_s"] = result.wall_seconds
+    # per-task success, so that two evaluations on the same tasks give a paired interval of the gain
+    out["per_task_success"] = {t["task_id"]: float(t["success_rate"]) for t in result.per_task}
     return out
 
 
@@ -419,6 +437,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     from agentgym.registration import check_env_id, get_task_space
     from agentgym.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
     from agentgym.trainers.logging_utils import MetricsLogger
+    from agentgym.tasks.splits import load_split
 
     _quiet_transformers()
     if cfg.torch_threads:
@@ -440,6 +459,10 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
 
     source = make_task_source_from_config(cfg.tasks, space, train_tasks, seed=cfg.seed)
     eval_path = write_eval_tasks(cfg, space, run_dir)
+    from agentgym.trainers.stats import power_warning
+
+    if (too_small := power_warning(len(load_split(eval_path)), cfg.eval.episodes_per_task)) is not None:
+        log(f"WARNING: the held-out set is small: {too_small} (eval.num_tasks, eval.episodes_per_task)")
 
     start_model, setup_info = prepare_start_model(cfg, run_dir, log)
     policy = make_policy(cfg, start_model)
@@ -463,10 +486,13 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         deadline = started + cfg.time_budget_s if cfg.time_budget_s else None
         while state["iteration"] < cfg.iterations:
             if deadline is not None and time.perf_counter() > deadline:
-                log(f"time budget of {cfg.time_budget_s:.0f}s reached after {state['iteration']} iterations")
+                state["stopped_early"] = (f"safety time budget time_budget_s={cfg.time_budget_s:.0f} reached after "
+                                          f"{state['iteration']} of {cfg.iterations} iterations")
+                log(f"WARNING: {state['stopped_early']}: this is not the configured experiment")
                 break
             it = state["iteration"]
             metrics = run_iteration(cfg, it, policy, optimizer, scheduler, source, heads)
+            state["rl_seconds"] = state.get("rl_seconds", 0.0) + metrics["time"]["iteration_s"]
             state["task_source"] = source.state_dict()
             state["iteration"] = it + 1
             if cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
@@ -488,13 +514,25 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         logger.close()
         if hasattr(policy, "close"):
             policy.close()  # the vLLM engine
+    from agentgym.trainers.stats import paired_gain
+
+    first, last = state["evals"][0], state["evals"][-1]
+    gain = paired_gain(first.get("per_task_success", {}), last.get("per_task_success", {}), seed=cfg.seed)
     summary = {
         "run_dir": str(run_dir),
         "iterations": state["iteration"],
-        "heldout_success_before": state["evals"][0]["success_rate"],
-        "heldout_success_after": state["evals"][-1]["success_rate"],
+        "iterations_configured": cfg.iterations,
+        "stopped_early": state.get("stopped_early"),  # None, or why RL stopped before cfg.iterations
+        "heldout_tasks": len(last.get("per_task_success", {})),
+        "episodes_per_task": cfg.eval.episodes_per_task,
+        # the final evaluation, never the best one seen: the best of several noisy evals is biased upward
+        "heldout_success_before": first["success_rate"],
+        "heldout_success_after": last["success_rate"],
+        "heldout_gain": gain.value,
+        "heldout_gain_ci": [gain.low, gain.high],  # paired per-task bootstrap, 95%
         "evals": [{"iteration": e["iteration"], "success_rate": e["success_rate"]} for e in state["evals"]],
         "wall_seconds": time.perf_counter() - started,
+        "rl_seconds": state.get("rl_seconds", 0.0),
         "setup": state.get("setup", {}),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float))

@@ -163,3 +163,46 @@ def newcombe_difference(a: Estimate, b: Estimate) -> Estimate:
     low = d - math.sqrt((a.value - a.low) ** 2 + (b.high - b.value) ** 2)
     high = d + math.sqrt((a.high - a.value) ** 2 + (b.value - b.low) ** 2)
     return Estimate(d, max(-1.0, low), min(1.0, high), min(a.n, b.n), a.confidence, "newcombe")
+
+
+def min_detectable_difference(num_tasks: int, episodes_per_task: int, p: float = 0.5, icc: float = 0.3,
+                              alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest difference in success rate between two policies evaluated on `num_tasks` tasks
+    x `episodes_per_task` episodes that a two-sided test at level `alpha` finds with probability
+    `power` (normal approximation, two independent evaluations).
+
+    Episodes of one task are correlated: the design effect 1 + (k - 1) icc shrinks the k episodes
+    of a task to fewer effective ones (icc = 0.3 is a cautious default for sampled
+    agents; 1 would make extra episodes worthless, 0 independent). p = 0.5 is the worst case."""
+    if num_tasks < 1 or episodes_per_task < 1:
+        return math.inf
+    effective = num_tasks * episodes_per_task / (1 + (episodes_per_task - 1) * icc)
+    z = _z(1 - alpha) + _z(2 * power - 1)  # _z(c) is the two-sided quantile: _z(0.95) = 1.96
+    return float(z * math.sqrt(2 * p * (1 - p) / effective))
+
+
+def paired_gain(before: dict[str, float], after: dict[str, float], confidence: float = 0.95,
+                resamples: int = 10000, seed: int = 0) -> Estimate:
+    """Mean over tasks of after - before (per-task success rates of two evaluations on the same
+    tasks) with a percentile bootstrap over tasks: the pairing removes the between-task spread
+    that makes two independent intervals wide. Tasks missing from either side are left out."""
+    shared = sorted(set(before) & set(after))
+    if not shared:
+        return Estimate(math.nan, math.nan, math.nan, 0, confidence, "paired-bootstrap")
+    diffs = np.array([after[t] - before[t] for t in shared], dtype=np.float64)
+    value = float(diffs.mean())
+    rng = np.random.default_rng(seed)
+    stats = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(stats, [alpha, 1 - alpha])
+    return Estimate(value, float(min(low, value)), float(max(high, value)), len(diffs), confidence, "paired-bootstrap")
+
+
+def power_warning(num_tasks: int, episodes_per_task: int, difference: float = 0.10) -> str | None:
+    """One line when an evaluation of this size cannot detect a `difference` change in success
+    rate (80% power, 5% level; see min_detectable_difference), else None."""
+    mdd = min_detectable_difference(num_tasks, episodes_per_task)
+    if mdd <= difference:
+        return None
+    return (f"{num_tasks} tasks x {episodes_per_task} episodes detect only a {100 * mdd:.0f}-point change in success "
+            f"at 80% power, not {100 * difference:.0f}: evaluate on more tasks or episodes per task")

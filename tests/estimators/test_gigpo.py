@@ -148,3 +148,27 @@ def test_gigpo_infra_error_steps_are_nobodys_baseline(traj):
     np.testing.assert_allclose(out[0], [0.75, 0.5], atol=1e-6)
     np.testing.assert_allclose(out[1], [-0.75], atol=1e-6)
     np.testing.assert_array_equal(out[2], [0.0, 0.0])
+
+
+def test_penalty_after_discount_stays_on_the_invalid_step(traj):
+    # X: valid, invalid, success; Y: valid, valid, success; equal outcomes -> A^E = 0; gamma = 1.
+    # placement "reward": X rewards [0, -0.1, 1] -> returns [0.9, 0.9, 1]: the penalty leaks onto X0
+    # (s0 {0.9, 1} -> X0 -0.05) and into the anchor group of s1 (X1 -0.05, Y1 +0.05).
+    # placement "advantage": returns are equal everywhere (A = 0), then X1 alone gets -0.1.
+    trajs = [
+        traj("g", [0, 0, 1], anchors=["s0", "s1", "s2"], valid=[True, False, True], score=1.0),
+        traj("g", [0, 0, 1], anchors=["s0", "s1", "s2"], valid=[True, True, True], score=1.0),
+    ]
+    before = gigpo(trajs, gamma=1.0, norm_std=False, invalid_penalty=0.1)
+    np.testing.assert_allclose(before[0], [-0.05, -0.05, 0], atol=1e-6)
+    np.testing.assert_allclose(before[1], [0.05, 0.05, 0], atol=1e-6)
+    after = gigpo(trajs, gamma=1.0, norm_std=False, invalid_penalty=0.1, penalty_placement="advantage")
+    np.testing.assert_allclose(after[0], [0, -0.1, 0], atol=1e-6)
+    np.testing.assert_allclose(after[1], [0, 0, 0], atol=1e-6)
+
+
+def test_unknown_penalty_placement_is_a_config_error():
+    from agentgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="penalty_placement"):
+        EstimatorConfig(name="gigpo", penalty_placement="before")

@@ -107,3 +107,40 @@ def test_estimate_round_trips_and_formats():
     assert Estimate.from_dict(est.to_dict()) == est
     assert est.format() == "0.800 [0.490, 0.943]"
     assert est.format(percent=True) == "80.0% [49.0, 94.3]"
+
+
+def test_min_detectable_difference_by_hand():
+    from agentgym.trainers.stats import min_detectable_difference
+
+    # independent episodes (icc 0): (1.959964 + 0.841621) * sqrt(2 * 0.25 / 400) = 0.099051
+    assert min_detectable_difference(100, 4, icc=0.0) == pytest.approx(0.099051, abs=1e-5)
+    # fully correlated episodes (icc 1): extra episodes add nothing, 100 tasks x 4 = 100 x 1
+    assert min_detectable_difference(100, 4, icc=1.0) == pytest.approx(min_detectable_difference(100, 1, icc=1.0))
+    assert min_detectable_difference(0, 4) == math.inf
+
+
+def test_power_warning_for_the_old_main_job_set_not_for_the_new_one():
+    from agentgym.trainers.stats import power_warning
+
+    warning = power_warning(34, 4)
+    assert warning is not None and "34 tasks x 4 episodes" in warning and "\n" not in warning
+    assert power_warning(234, 4) is None
+
+
+def test_paired_gain_is_the_mean_per_task_difference_with_a_narrower_interval():
+    import numpy as np
+
+    from agentgym.trainers.stats import paired_gain
+
+    rng = np.random.default_rng(0)
+    difficulty = rng.uniform(0, 1, 200)  # tasks differ a lot; the policy gains 0.1 on each
+    before = {f"t{i}": float(d) for i, d in enumerate(difficulty)}
+    after = {f"t{i}": float(min(1.0, d + 0.1 + rng.normal(0, 0.05))) for i, d in enumerate(difficulty)}
+    after["only-after"] = 1.0  # not in both: left out
+    gain = paired_gain(before, after)
+    diffs = [after[t] - before[t] for t in before]
+    assert gain.value == pytest.approx(float(np.mean(diffs))) and gain.n == 200
+    assert gain.low < gain.value < gain.high and gain.low > 0.08
+    # an unpaired interval would be about sqrt(2 var(difficulty) / n) = 0.058 wide per side; paired, much less
+    assert gain.high - gain.low < 0.03
+    assert math.isnan(paired_gain({}, after).value)

@@ -67,7 +67,8 @@ def test_validate_rejects_invalid_tasks():
 
 def test_shipped_splits_equal_regenerated(tmp_path):
     counts = SPACE.write_splits(tmp_path)
-    assert counts == {"train": 2000, "heldout": 300, "heldout_unseen": 300}
+    # heldout: 300 balanced over types and levels, then 200 easy pick/look tasks for the main job's evaluation
+    assert counts == {"train": 2000, "heldout": 500, "heldout_unseen": 300}
     for name in SPACE.split_names:
         shipped = (SPACE.split_dir / f"{name}.jsonl").read_bytes()
         regenerated = (tmp_path / f"{name}.jsonl").read_bytes()
@@ -185,3 +186,12 @@ def test_fresh_tasks_that_no_sample_passes_is_one_clear_error():
 
     with pytest.raises(ConfigError, match="loosen"):
         SPACE.fresh_tasks(5, seed=0, keep=lambda s: False, max_draws_per_task=10)
+
+
+def test_heldout_has_at_least_200_tasks_of_the_main_jobs_categories():
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.loop import filter_tasks
+
+    cfg = load_config("household-tiny")
+    tasks = filter_tasks(SPACE.split("heldout"), cfg.env.task_filter, cfg.env.categories, SPACE)
+    assert len(tasks) >= 200 and cfg.eval.num_tasks >= len(tasks)

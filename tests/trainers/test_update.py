@@ -217,3 +217,17 @@ def test_every_estimator_runs_an_iteration(estimator, tiny_policy_factory, toy_c
         assert m["train"]["value_loss"] > 0
     for name, params in before.items():  # the value head learns / the progress head was fit
         assert any(not torch.equal(a, b) for a, b in zip(params, heads[name].parameters()))
+
+
+def test_update_logs_each_minibatch_ratio_and_the_first_is_one(tiny_policy_factory, toy_config, tmp_path,
+                                                               tiny_model_dir):
+    policy = tiny_policy_factory()
+    cfg = toy_config(tmp_path, tiny_model_dir, "ppo.lr=1e-2", "ppo.minibatch_size=2", "ppo.micro_batch_size=1")
+    samples = [s for text, adv in [("<action>take key</action>", 1.0), ("<action>go north</action>", -1.0),
+                                   ("<action>look</action>", 1.0)]
+               for s in _sample_for(policy, text, adv)]
+    stats = _update(policy, samples, cfg, steps=1)
+    per_minibatch = stats["ratio_max_per_minibatch"]
+    assert stats["optimizer_steps"] == 2 and len(per_minibatch) == 2  # 3 samples in minibatches of 2 and 1
+    assert abs(per_minibatch["0"] - 1.0) < 1e-5 and stats["ratio_max_first_minibatch"] == per_minibatch["0"]
+    assert per_minibatch["1"] != pytest.approx(1.0, abs=1e-4)  # the second step sees weights the first moved

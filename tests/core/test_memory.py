@@ -1,0 +1,103 @@
+"""ChatEnv(memory=n): the agent's own past actions in the prompt, on every env family."""
+
+import shutil
+
+import gymnasium as gym
+import pytest
+
+import agentgym
+from agentgym import ChatEnv
+
+FAMILIES = {  # one id per family, and what it needs beyond the core install
+    "agentgym/Household-v0": None,
+    "agentgym/WebShop-v0": None,
+    "agentgym/SearchQA-v0": None,
+    "agentgym/ToolUse-v0": None,
+    "agentgym/SWE-v0": lambda: shutil.which("bwrap") or pytest.skip("bubblewrap not installed"),
+    "agentgym/TextWorld-Simple-v0": lambda: pytest.importorskip("textworld"),
+}
+
+
+def memory_line(messages) -> str:
+    user = messages[-1]["content"]
+    line = next(l for l in user.splitlines() if l.startswith("Your actions so far:"))
+    return line.removeprefix("Your actions so far: ").removesuffix(".")
+
+
+@pytest.mark.parametrize("env_id", sorted(FAMILIES))
+def test_memory_records_own_actions_and_refusals_on_every_family(env_id):
+    if FAMILIES[env_id] is not None:
+        FAMILIES[env_id]()
+    env = ChatEnv(gym.make(env_id), history=0, memory=3)
+    try:
+        space = env.unwrapped.task_space
+        task = space.split("train")[0]
+        messages, _ = env.reset(options={"task": task})
+        assert memory_line(messages) == "none"
+        plan = space.solve(task)
+        taken = []
+        for action in plan[:2]:
+            messages, _, terminated, truncated, info = env.step(env.format_action(action))
+            taken.append(" ".join(info["action"].split()) + ("" if info["action_valid"] else " (nothing happened)"))
+            if terminated or truncated:
+                break
+        if not (terminated or truncated):
+            messages, *_ = env.step("\u2603 not an action at all \u2603")
+            assert memory_line(messages).endswith("(nothing happened)")
+            assert len(env.memory_entries) == min(3, len(taken) + 1)
+        # each entry is the parsed action (open action spaces such as JSON calls, folded), oldest first
+        for entry, expected in zip(env.memory_entries, taken[-3:]):
+            assert entry.split(" ...")[0] in expected or expected.startswith(entry.removesuffix(" ..."))
+        messages, _ = env.reset(options={"task": task})
+        assert memory_line(messages) == "none"  # a new episode remembers nothing
+    finally:
+        env.close()
+
+
+def test_memory_keeps_the_last_n_within_the_word_budget():
+    env = ChatEnv(gym.make("agentgym/Household-v0"), parser="raw", history=0, memory=4, memory_max_words=8)
+    env.reset(seed=0)
+    for action in ["look", "inventory", "go to nowhere 7", "look", "inventory"]:
+        messages, *_ = env.step(action)
+    # the last 4 entries hold 1 + 6 + 1 + 1 words: a budget of 8 keeps the newest three
+    assert env.memory_entries == ["go to nowhere 7 (nothing happened)", "look", "inventory"]
+    assert memory_line(messages) == "go to nowhere 7 (nothing happened); look; inventory"
+
+
+def test_a_long_open_ended_action_cannot_fill_the_memory():
+    env = ChatEnv(gym.make("agentgym/Household-v0"), parser="raw", history=0, memory=2, memory_max_words=40)
+    env.reset(seed=0)
+    env.step("word " * 500)
+    entry = env.memory_entries[0]
+    assert entry.endswith("... (nothing happened)") and len(entry.split()) == 24 + 3
+
+
+def test_memory_off_by_default_and_bad_values_are_one_line_errors():
+    env = ChatEnv(gym.make("agentgym/Household-v0"), parser="raw", history=0)
+    messages, _ = env.reset(seed=0)
+    assert "Your actions so far" not in messages[-1]["content"]
+    for kwargs, words in [({"memory": -1}, "memory is the number"), ({"memory": 2, "history": "full"}, "windowed"),
+                          ({"memory": 2, "memory_max_words": 0}, "memory_max_words")]:
+        with pytest.raises(ValueError, match=words):
+            ChatEnv(gym.make("agentgym/Household-v0"), **{"history": 0, **kwargs})
+
+
+def test_memory_lets_a_memoryless_view_search_without_revisits():
+    """What memory is for: a scripted agent that reads only the prompt (the admissible actions and
+    the memory line) and goes to the first receptacle it has not tried never revisits one."""
+    env = ChatEnv(gym.make("agentgym/Household-v0", max_episode_steps=12), parser="raw", history=0, memory=12)
+    space = env.unwrapped.task_space
+    tasks = [t for t in space.split("heldout") if space.category(t) == "pick_and_place/easy"][:20]
+    for task in tasks:
+        messages, info = env.reset(options={"task": task})
+        visits = []
+        for _ in range(12):
+            tried = set(memory_line(messages).split("; "))
+            goes = [a for a in info["admissible_actions"] if a.startswith("go to ") and a not in tried]
+            if not goes:
+                break
+            visits.append(goes[0])
+            messages, _, terminated, truncated, info = env.step(goes[0])
+            if terminated or truncated:
+                break
+        assert len(visits) == len(set(visits))
