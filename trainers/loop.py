@@ -388,7 +388,7 @@ def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int) -> dic
     out = result.summary()
     out["wall_s"] = result.wall_seconds
     # per-task success, so that two evaluations on the same tasks give a paired interval of the gain
-    out["per_task_success"] = {t["task_id"]: float(t["success_rate"]) for t in result.per_task}
+    out["per_task_success"] = {t["task_id"]: t["successes"] / t["episodes"] for t in result.per_task if t["episodes"]}
     return out
 
 

@@ -53,7 +53,10 @@ def sft_loss(model, batch) -> torch.Tensor:
 
 
 def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size: int, seed: int = 0,
-              weight_decay: float = 0.0, max_steps: int | None = None, log: Callable[[str], None] | None = None) -> dict:
+              weight_decay: float = 0.0, max_steps: int | None = None, log: Callable[[str], None] | None = None,
+              max_seconds: float | None = None) -> dict:
+    """Cross-entropy on the targets of `samples`; stops after `epochs`, `max_steps` optimizer steps or
+    `max_seconds` of wall time (the "SFT for as long as RL ran" baseline), whichever comes first."""
     model = policy.model
     model.train()
     params = policy.trainable_parameters()
@@ -83,12 +86,12 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
             scheduler.step()
             losses.append(float(loss.detach()))
             step += 1
-            if max_steps and step >= max_steps:
+            if (max_steps and step >= max_steps) or (max_seconds and time.perf_counter() - t0 >= max_seconds):
                 break
         if log is not None:
             log(f"SFT epoch {epoch + 1}/{epochs}: loss {np.mean(losses[-max(1, len(samples) // batch_size):]):.4f} "
                 f"({time.perf_counter() - t0:.0f}s)")
-        if max_steps and step >= max_steps:
+        if (max_steps and step >= max_steps) or (max_seconds and time.perf_counter() - t0 >= max_seconds):
             break
     model.eval()
     return {"steps": step, "samples": len(samples), "final_loss": float(np.mean(losses[-5:])) if losses else float("nan"),

@@ -45,6 +45,9 @@ def test_household_tiny_preset_loads():
     (["tiny.build=true", "ppo.sample_mode=full"], "history=full"),
     (["tiny.build=true", "oops"], "key=value"),
     (["tiny.build=true", "sft.expert=genius"], "sft.expert must be 'oracle' or 'searching'"),
+    (["tiny.build=true", "estimator.omgea=0.5"], "unknown key estimator.omgea: did you mean estimator.omega"),
+    (["tiny.build=true", "estimator.gamma=1.5"], "gamma=1.5 is out of range"),
+    (["tiny.build=true", "estimator.penalty_placement=later"], "penalty_placement"),
 ])
 def test_bad_configs_give_one_line_config_errors(overrides, message):
     with pytest.raises(ConfigError, match=message) as info:
@@ -199,3 +202,28 @@ def test_the_oracle_never_slips_where_it_cannot_tell_a_command_is_invalid():
     tasks = get_task_space(env_id).split("train")[:10]
     trajs = oracle_trajectories(env_id, tasks, None, None, slip_prob=0.9)
     assert len(trajs) == len(tasks) and all(s.action_valid for t in trajs for s in t.steps)
+
+
+def test_a_run_stopped_by_the_safety_budget_says_so(tmp_path, toy_config, sft_model_dir):
+    """time_budget_s is a safety stop, not the experiment: the summary and the log's last word say
+    that fewer iterations ran than configured; a run that finishes says nothing of the kind."""
+    from agentgym.trainers.loop import train
+
+    lines = []
+    summary = train(toy_config(tmp_path, sft_model_dir, "iterations=3", "time_budget_s=0.001"), log=lines.append)
+    assert summary["iterations"] == 0 and summary["iterations_configured"] == 3
+    assert "time_budget_s" in summary["stopped_early"] and "0 of 3 iterations" in summary["stopped_early"]
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["stopped_early"] == summary["stopped_early"]
+    assert any(line.startswith("WARNING") and "not the configured experiment" in line for line in lines)
+    done = train(toy_config(tmp_path / "b", sft_model_dir, "iterations=1"), log=lambda _: None)
+    assert done["stopped_early"] is None and done["iterations"] == 1
+    # the final evaluation is paired with the first on the same tasks
+    assert done["heldout_tasks"] == 2 and done["heldout_gain_ci"][0] <= done["heldout_gain"] <= done["heldout_gain_ci"][1]
+
+
+def test_a_small_eval_set_warns_when_training_starts(tmp_path, toy_config, sft_model_dir):
+    from agentgym.trainers.loop import train
+
+    lines = []
+    train(toy_config(tmp_path, sft_model_dir, "iterations=0"), log=lines.append)
+    assert any("held-out set is small" in line and "2 tasks x 1 episodes" in line for line in lines)
