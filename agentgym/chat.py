@@ -9,19 +9,29 @@ ActionParser extracts the env action. Two prompt layouts:
   (LOOP style, one sequence per episode).
 
 Agent-side memory (`memory=n`, windowed layouts only): a compact record of the agent's own last
-n actions, each with a short outcome ("nothing happened" when the env refused it), bounded to
-`memory_max_words` words (oldest dropped first). It costs a few tokens per step where a history
-window repeats whole observations, and it is what lets a policy that sees one observation at a
-time search systematically (skip what it already tried) instead of at random.
+n actions. It costs a few tokens per step where a history window repeats whole observations, and
+it is what lets a policy that sees one observation at a time search systematically (skip what it
+already tried) instead of at random. Two styles:
+
+* memory_style="list": a line "Your actions so far: a1; a2 (nothing happened); ..." with each
+  action's short outcome, bounded to `memory_max_words` words (oldest dropped first);
+* memory_style="marks": the admissible actions the agent already took carry " (tried)" in the
+  admissible list, and no new names enter the prompt. A small model copies names from wherever
+  they stand in its prompt: with the list style it re-issues remembered actions (a 2-layer model
+  said `go to cabinet 1` while standing at cabinet 1), with marks every name it can copy is one
+  it may use. Envs without an admissible list fall back to the list style.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import gymnasium as gym
 
 from agentgym.parsing import ActionParser, get_parser
 
 Messages = list[dict[str, str]]
+TRIED_MARK = "(tried)"  # memory_style="marks": the suffix of admissible actions already taken
 MEMORY_ENTRY_WORDS = 24  # one remembered action is cut here, so a long reply cannot fill the memory
 
 
@@ -38,6 +48,7 @@ class ChatEnv(gym.Wrapper):
         memory: int = 0,
         memory_outcomes: bool = True,
         memory_max_words: int = 120,
+        memory_style: str = "list",
     ):
         super().__init__(env)
         if not (history == "full" or (isinstance(history, int) and history >= 0)):
@@ -49,7 +60,10 @@ class ChatEnv(gym.Wrapper):
                              "every action; set memory=0 or history to a number")
         if isinstance(memory_max_words, bool) or not isinstance(memory_max_words, int) or memory_max_words < 1:
             raise ValueError(f"memory_max_words must be a positive int, got {memory_max_words!r}")
+        if memory_style not in ("list", "marks"):
+            raise ValueError(f"memory_style must be 'list' or 'marks', got {memory_style!r}")
         self.memory = memory
+        self.memory_style = memory_style
         self.memory_outcomes = bool(memory_outcomes)
         self.memory_max_words = memory_max_words
         # Each env family names the action format its rules describe (tool envs take JSON calls).
@@ -64,6 +78,7 @@ class ChatEnv(gym.Wrapper):
         )
         self._turns: list[tuple[str, str]] = []  # (action or raw reply summary, observation)
         self._memory: list[str] = []  # one entry per past step: the action and its short outcome
+        self._tried: list[str] = []  # per past step: the valid action, normalized ("" for invalid ones)
         self._messages: Messages = []
         self._instruction = ""
 
@@ -73,6 +88,7 @@ class ChatEnv(gym.Wrapper):
         self._instruction = info["instruction"]
         self._turns = []
         self._memory = []
+        self._tried = []
         info = dict(info, env_observation=obs)
         self._messages = [{"role": "system", "content": self.system_prompt}]
         if self.history == "full":
@@ -81,6 +97,9 @@ class ChatEnv(gym.Wrapper):
 
     def step(self, text: str) -> tuple[Messages, float, bool, bool, dict]:
         parsed = self.parser.parse(text)
+        if self.memory_style == "marks" and parsed.action is not None and parsed.action.rstrip().endswith(TRIED_MARK):
+            # a reply that copied the mark along with the action means the action
+            parsed = dataclasses.replace(parsed, action=parsed.action.rstrip()[: -len(TRIED_MARK)].rstrip())
         if parsed.action is None:
             # Step the env with an empty action so that the turn counts against the time limit;
             # every TextEnv treats it as an invalid action that leaves its state unchanged.
@@ -113,6 +132,7 @@ class ChatEnv(gym.Wrapper):
         if self.memory_outcomes and not valid:
             entry += " (nothing happened)"
         self._memory.append(entry)
+        self._tried.append(_normalized(action) if valid and action is not None else "")
 
     @property
     def memory_entries(self) -> list[str]:
@@ -138,6 +158,9 @@ class ChatEnv(gym.Wrapper):
         if not self.show_admissible or not actions:
             return ""
         shown = actions[: self.max_admissible]
+        if self.memory and self.memory_style == "marks":
+            tried = set(self._tried[-self.memory :])
+            shown = [f"{a} {TRIED_MARK}" if _normalized(a) in tried else a for a in shown]
         more = f" (and {len(actions) - len(shown)} more)" if len(actions) > len(shown) else ""
         return "\nAdmissible actions: " + ", ".join(shown) + more
 
@@ -150,7 +173,7 @@ class ChatEnv(gym.Wrapper):
     def _windowed_message(self, obs: str, info: dict) -> str:
         parts = [f"Your task: {self._instruction}"]
         done = len(self._turns)
-        if self.memory:
+        if self.memory and (self.memory_style == "list" or info.get("admissible_actions") is None):
             entries = self.memory_entries
             parts.append("Your actions so far: " + ("; ".join(entries) if entries else "none") + ".")
         window = self._turns[-self.history :] if self.history else []
@@ -169,3 +192,7 @@ class ChatEnv(gym.Wrapper):
 
     def format_action(self, action: str) -> str:
         return self.parser.format(action)
+
+
+def _normalized(action: str) -> str:
+    return " ".join(action.lower().split())

@@ -77,6 +77,7 @@ def test_memory_off_by_default_and_bad_values_are_one_line_errors():
     messages, _ = env.reset(seed=0)
     assert "Your actions so far" not in messages[-1]["content"]
     for kwargs, words in [({"memory": -1}, "memory is the number"), ({"memory": 2, "history": "full"}, "windowed"),
+                          ({"memory": 2, "memory_style": "notes"}, "memory_style"),
                           ({"memory": 2, "memory_max_words": 0}, "memory_max_words")]:
         with pytest.raises(ValueError, match=words):
             ChatEnv(gym.make("agentgym/Household-v0"), **{"history": 0, **kwargs})
@@ -101,3 +102,29 @@ def test_memory_lets_a_memoryless_view_search_without_revisits():
             if terminated or truncated:
                 break
         assert len(visits) == len(set(visits))
+
+
+def test_marks_style_marks_tried_admissible_actions_and_adds_no_names():
+    env = ChatEnv(gym.make("agentgym/Household-v0"), parser="raw", history=0, memory=12, memory_style="marks")
+    messages, info = env.reset(seed=1)
+    first, second = [a for a in info["admissible_actions"] if a.startswith("go to ")][:2]
+    env.step(first)
+    messages, _, _, _, info = env.step(second)
+    user = messages[-1]["content"]
+    assert f"{first} (tried)" in user and "Your actions so far" not in user
+    assert f"{second} (tried)" not in user  # standing there: not admissible, so not listed at all
+    env.step("go to the moon")  # invalid actions are never marked
+    # a reply that copies the mark means the action itself
+    _, _, _, _, info = env.step(f"{first} (tried)")
+    assert info["action"] == first and info["action_valid"]
+
+
+def test_marks_style_falls_back_to_the_list_without_admissible_actions():
+    pytest.importorskip("bm25s")
+    env = ChatEnv(gym.make("agentgym/SearchQA-v0"), history=0, memory=3, memory_style="marks")
+    messages, info = env.reset(seed=0)
+    if info.get("admissible_actions") is not None:
+        pytest.skip("SearchQA lists admissible actions")
+    env.step("<action>search[anything]</action>")
+    messages, *_ = env.step("<action>search[something else]</action>")
+    assert memory_line(messages).startswith("search[anything]")
