@@ -54,7 +54,8 @@ def run_seed(seed: int, run_root: Path, overrides: list[str], threads: int | Non
     t0 = time.perf_counter()
     tasks = select_train_tasks(cfg, get_task_space(cfg.env.id))
     trajectories = oracle_trajectories(cfg.env.id, tasks, cfg.env.chat, cfg.env.env_kwargs, seed=seed + 1000,
-                                       slip_prob=cfg.sft.slip_prob, search=cfg.sft.expert == "searching")
+                                       slip_prob=cfg.sft.slip_prob, search=cfg.sft.expert == "searching",
+                                       dawdle_prob=cfg.sft.dawdle_prob)
     samples = sft_samples(policy, trajectories)
     budget = max(summary["rl_seconds"] - (time.perf_counter() - t0), 1.0)
     stats = train_sft(policy, samples, epochs=1000, lr=cfg.ppo.lr, batch_size=cfg.sft.batch_size, seed=seed + 1000,

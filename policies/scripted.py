@@ -46,16 +46,22 @@ class OraclePolicy:
     plain oracle never visits.
 
     search=True: each episode follows the task space's `solve_searching` plan instead, an expert
-    that knows only what it has seen and searches receptacles in a random order (household)."""
+    that knows only what it has seen and searches receptacles in a random order (household).
+    dawdle_prob > 0 (with search): that expert idles before each command with this probability
+    (look / inventory / examine), valid turns that change nothing: an imperfect demonstrator."""
 
-    def __init__(self, task_space=None, slip_prob: float = 0.0, seed: int = 0, search: bool = False):
+    def __init__(self, task_space=None, slip_prob: float = 0.0, seed: int = 0, search: bool = False,
+                 dawdle_prob: float = 0.0):
         if not 0.0 <= slip_prob < 1.0:
             raise ValueError(f"slip_prob must be in [0, 1), got {slip_prob}")
+        if dawdle_prob and not search:
+            raise ValueError("dawdle_prob is a trait of the searching expert: pass search=True")
         if search and task_space is not None and not hasattr(task_space, "solve_searching"):
             raise ValueError(f"{type(task_space).__name__} has no searching oracle (solve_searching): "
                              "use the plain oracle for this env")
         self.task_space = task_space
         self.search = search
+        self.dawdle_prob = dawdle_prob
         self.slip_prob = slip_prob
         self.rng = np.random.default_rng(seed)
         self._plans: dict[str, list[str]] = {}
@@ -69,7 +75,12 @@ class OraclePolicy:
                 from agentgym.registration import get_task_space
 
                 space = get_task_space(ctx.task.env_id)
-            self._plans[key] = (space.solve_searching(ctx.task, self.rng) if self.search else space.solve(ctx.task)) or []
+            if self.search:
+                extra = {"dawdle_prob": self.dawdle_prob} if self.dawdle_prob else {}
+                plan = space.solve_searching(ctx.task, self.rng, **extra)
+            else:
+                plan = space.solve(ctx.task)
+            self._plans[key] = plan or []
         return self._plans[key]
 
     def _position(self, ctx: TurnContext) -> int:

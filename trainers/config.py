@@ -106,6 +106,9 @@ class SFTConfig:
     # "oracle" knows where everything is; "searching" knows only what it has seen and searches
     # receptacles in a random order (household), so the clone picks its next stop among listed ones.
     expert: str = "oracle"
+    # With the searching expert: before each command it idles (look / inventory / examine) with this
+    # probability, so the warm start wastes turns the way an imperfect demonstrator does.
+    dawdle_prob: float = 0.0
 
 
 @dataclass
@@ -284,6 +287,10 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(f"env.fresh_tasks must be >= 0 (0 = the train split), got {cfg.env.fresh_tasks}")
     if cfg.sft.expert not in ("oracle", "searching"):
         raise ConfigError(f"sft.expert must be 'oracle' or 'searching', got {cfg.sft.expert!r}")
+    if not 0.0 <= cfg.sft.dawdle_prob < 1.0:
+        raise ConfigError(f"sft.dawdle_prob is a per-command probability in [0, 1), got {cfg.sft.dawdle_prob}")
+    if cfg.sft.dawdle_prob and cfg.sft.expert != "searching":
+        raise ConfigError("sft.dawdle_prob is a trait of the searching expert: set sft.expert=searching")
     if not 0.0 <= cfg.sft.slip_prob < 1.0:
         raise ConfigError(f"sft.slip_prob is a per-turn probability in [0, 1), got {cfg.sft.slip_prob}")
     if not cfg.policy.model and not cfg.tiny.build:

@@ -20,12 +20,14 @@ from agentgym.trainers.tokenize import Sample, collate, sft_sample
 
 
 def oracle_trajectories(env_id: str, tasks: list, chat: dict | None, env_kwargs: dict | None, seed: int = 0,
-                        executor: str = "inprocess", slip_prob: float = 0.0, search: bool = False):
+                        executor: str = "inprocess", slip_prob: float = 0.0, search: bool = False,
+                        dawdle_prob: float = 0.0):
     from agentgym.policies.scripted import OraclePolicy
     from agentgym.registration import get_task_space
     from agentgym.rollout import collect
 
-    oracle = OraclePolicy(get_task_space(env_id), slip_prob=slip_prob, seed=seed, search=search)
+    oracle = OraclePolicy(get_task_space(env_id), slip_prob=slip_prob, seed=seed, search=search,
+                          dawdle_prob=dawdle_prob)
     trajs = collect(env_id, tasks, oracle, group_size=1, seed=seed, chat=chat,
                     env_kwargs=env_kwargs, executor=executor)
     return [t for t in trajs if t.success and not t.infra_error]
@@ -109,7 +111,7 @@ def run_sft(policy, cfg, log: Callable[[str], None] | None = None) -> dict:
     pick = rng.permutation(len(tasks))[: cfg.sft.num_tasks]
     trajs = oracle_trajectories(cfg.env.id, [tasks[int(i)] for i in pick], cfg.env.chat, cfg.env.env_kwargs,
                                 seed=cfg.seed, executor=cfg.env.executor, slip_prob=cfg.sft.slip_prob,
-                                search=cfg.sft.expert == "searching")
+                                search=cfg.sft.expert == "searching", dawdle_prob=cfg.sft.dawdle_prob)
     samples = sft_samples(policy, trajs)
     stats = train_sft(policy, samples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.batch_size, seed=cfg.seed,
                       weight_decay=cfg.sft.weight_decay, max_steps=cfg.sft.max_steps, log=log)

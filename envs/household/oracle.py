@@ -19,15 +19,29 @@ from agentgym.envs.household.goals import evaluate
 from agentgym.envs.household.world import APPLIANCE_EFFECT, EFFECT_OF_TASK, Layout, World
 
 
+# What a dawdling searcher does instead of progressing: admissible commands that change nothing.
+_IDLE = ("look", "inventory", "examine ")
+
+
 class _Planner:
-    def __init__(self, layout: Layout, search_rng=None):
+    def __init__(self, layout: Layout, search_rng=None, dawdle_prob: float = 0.0):
         self.world = World(layout)
         self.lay = layout
         self.plan: list[str] = []
         self.search_rng = search_rng  # None: the all-knowing oracle
         self.seen: set[int] = set()  # receptacles whose contents the searcher has seen
+        self.dawdle_prob = dawdle_prob
 
     def do(self, command: str) -> None:
+        # A dawdling searcher first spends a turn on a command that changes nothing (look,
+        # inventory, examine): an imperfect demonstrator whose clone wastes turns, which reward can
+        # teach it not to do and imitation of more such demonstrations cannot.
+        while self.dawdle_prob and self.search_rng.random() < self.dawdle_prob:
+            idle = sorted(c for c in admissible_table(self.world) if c.startswith(_IDLE))
+            self._execute(idle[int(self.search_rng.integers(len(idle)))])
+        self._execute(command)
+
+    def _execute(self, command: str) -> None:
         op = admissible_table(self.world).get(command)
         if op is None:  # a planner bug, never a property of the task
             raise RuntimeError(f"oracle planned an inadmissible command {command!r} for task {self.lay.task_id}")
@@ -79,10 +93,16 @@ class _Planner:
         self.do(f"{TREAT_VERB[effect]} {lay.obj_names[o]} with {lay.rec_names[r]}")
 
 
-def plan_for(layout: Layout, search_rng=None) -> list[str]:
+def plan_for(layout: Layout, search_rng=None, dawdle_prob: float = 0.0) -> list[str]:
     """Commands that solve the layout's task from its initial state; with `search_rng`, as an
-    agent that must search for what it has not seen (a random search order per call)."""
-    p = _Planner(layout, search_rng)
+    agent that must search for what it has not seen (a random search order per call), and with
+    `dawdle_prob` one that before each command idles (look / inventory / examine) with that
+    probability, again and again (a geometric number of idle turns)."""
+    if dawdle_prob and search_rng is None:
+        raise ValueError("dawdle_prob needs the searching planner's search_rng")
+    if not 0.0 <= dawdle_prob < 1.0:
+        raise ValueError(f"dawdle_prob must be in [0, 1), got {dawdle_prob}")
+    p = _Planner(layout, search_rng, dawdle_prob)
     task_type = layout.task_type
     goal = list(layout.goal_objs)
     if task_type == "look_at_obj_in_light":

@@ -185,10 +185,12 @@ class HouseholdTaskSpace(TaskSpace):
             layout.plan = plan_for(layout)
         return list(layout.plan)
 
-    def solve_searching(self, spec: TaskSpec, rng: np.random.Generator) -> list[str]:
+    def solve_searching(self, spec: TaskSpec, rng: np.random.Generator, dawdle_prob: float = 0.0) -> list[str]:
         """A plan of an agent that does not know where objects are: it searches unseen receptacles
-        in an order drawn from `rng` until it sees what it needs (a new order per call)."""
-        return plan_for(get_layout(spec), search_rng=rng)
+        in an order drawn from `rng` until it sees what it needs (a new order per call). With
+        `dawdle_prob`, before each command it idles (look / inventory / examine) with that
+        probability: an imperfect demonstrator."""
+        return plan_for(get_layout(spec), search_rng=rng, dawdle_prob=dawdle_prob)
 
     def validate(self, spec: TaskSpec) -> bool:
         """The oracle's plan, replayed in a fresh env, solves the task (no gym.make per call:

@@ -53,6 +53,45 @@ def test_the_searching_oracle_finds_objects_by_looking_and_solves(task_type):
     assert searched > 30  # it often looks elsewhere first, where the plain oracle never does
 
 
+@pytest.mark.parametrize("task_type", TASK_TYPES)
+def test_a_dawdling_searcher_idles_with_valid_no_op_commands_and_still_solves(task_type):
+    rng = np.random.default_rng(3)
+    idle = total = 0
+    for i in range(60):
+        task = SPACE.sample(rng, task_type=task_type, level=LEVELS[i % len(LEVELS)])
+        seed = int(rng.integers(2**31))
+        plan = SPACE.solve_searching(task, np.random.default_rng(seed), dawdle_prob=0.4)
+        env = HouseholdEnv()
+        _, info = env.reset(options={"task": task})
+        for action in plan:
+            anchor = info["anchor"]
+            _, _, terminated, _, info = env.step(action)
+            assert info["action_valid"], (action, plan)
+            if action in ("look", "inventory") or action.startswith("examine "):
+                idle += 1
+                assert info["anchor"] == anchor  # idling changes nothing
+        assert terminated and info["success"], plan
+        total += len(plan)
+        # without idle commands it is the plain searching plan's kind: same solve, no idling
+        plain = SPACE.solve_searching(task, np.random.default_rng(seed))
+        assert not [a for a in plain if a in ("look", "inventory") or a.startswith("examine ")]
+    assert 0.3 < idle / total < 0.5  # about dawdle_prob of all commands (geometric runs of idling)
+
+
+def test_dawdling_is_refused_where_it_means_nothing():
+    from agentgym.envs.household.oracle import plan_for
+    from agentgym.envs.household.world import get_layout
+    from agentgym.policies.scripted import OraclePolicy
+
+    layout = get_layout(SPACE.split("train")[0])
+    with pytest.raises(ValueError, match="search_rng"):
+        plan_for(layout, dawdle_prob=0.3)
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        plan_for(layout, np.random.default_rng(0), dawdle_prob=1.0)
+    with pytest.raises(ValueError, match="search=True"):
+        OraclePolicy(SPACE, dawdle_prob=0.3)
+
+
 def test_oracle_solves_every_task_of_every_split():  # 2,600 tasks, a few seconds
     for name in SPACE.split_names:
         failed = [t.task_id for t in SPACE.split(name) if not SPACE.validate(t)]

@@ -227,3 +227,10 @@ def test_a_small_eval_set_warns_when_training_starts(tmp_path, toy_config, sft_m
     lines = []
     train(toy_config(tmp_path, sft_model_dir, "iterations=0"), log=lines.append)
     assert any("held-out set is small" in line and "2 tasks x 1 episodes" in line for line in lines)
+
+
+def test_dawdling_needs_the_searching_expert():
+    with pytest.raises(ConfigError, match="sft.expert=searching"):
+        load_config(None, ["tiny.build=true", "sft.dawdle_prob=0.3"])
+    with pytest.raises(ConfigError, match="sft.dawdle_prob"):
+        load_config(None, ["tiny.build=true", "sft.expert=searching", "sft.dawdle_prob=1.5"])
