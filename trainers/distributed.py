@@ -263,7 +263,10 @@ def setup(cfg, log: Callable[[str], None] = print) -> DataParallel:
     if cfg.env.executor == "ray" or cfg.policy.engine == "ray":
         from agentgym.executors_ray import check_resources, configure
 
-        info = check_resources(cfg.ray, with_policy=cfg.policy.engine == "ray")
+        import dataclasses
+
+        rc = cfg.ray if cfg.env.executor == "ray" else dataclasses.replace(cfg.ray, num_workers=0)
+        info = check_resources(rc, with_policy=cfg.policy.engine == "ray")
         configure(cfg.ray)
         if rank == 0:
             log(f"ray: {info['cpus']:g} CPUs in the cluster, {info['cpus_requested']:g} requested")

@@ -105,6 +105,10 @@ def make_policy(cfg: TrainConfig, model_path: str | Path):
         from agentgym.policies.vllm_engine import VLLMRolloutPolicy
 
         return VLLMRolloutPolicy(policy, model_path, **{"seed": cfg.seed, **cfg.policy.vllm})
+    if cfg.policy.engine == "ray":  # generation on HFPolicy replicas in Ray actors, synced after each update
+        from agentgym.policies.ray_policy import RayRolloutPolicy
+
+        return RayRolloutPolicy(policy, model_path, cfg.ray, lora=cfg.policy.lora)
     return policy
 
 

@@ -1,4 +1,4 @@
-"""One local Ray (2 CPUs, no dashboard) shared by the scaling tests of a pytest session."""
+"""Session-wide fixtures: one local Ray (2 CPUs, no dashboard) for the tests that use Ray."""
 
 from __future__ import annotations
 
