@@ -7,8 +7,9 @@ reset/step sends one call per worker and waits for all of them, so workers step 
 Faults: a worker whose process dies (killed, OOM, segfault) or that does not answer within
 `step_timeout_s` fails only its own slots: their episodes end as `infra_error` and the rollout
 goes on. The actor is created with `max_restarts=-1`, so Ray starts a fresh process for it;
-its envs are rebuilt lazily at the next reset (a step sent to a slot whose env was lost answers
-with an error instead of silently playing a fresh env).
+the next reset sent to it waits for that process (up to `step_timeout_s`) and rebuilds its envs
+lazily (a step sent to a slot whose env was lost answers with an error instead of silently
+playing a fresh env).
 
 Lifetime: `collect(executor="ray")` starts workers and kills them at the end. The trainer keeps
 them for the whole run instead: `configure(RayConfig)` makes `"ray"` lease slots from one
@@ -101,7 +102,8 @@ def connect(rc: RayConfig) -> Any:
         if os.environ.get("RAY_ADDRESS"):
             address = os.environ["RAY_ADDRESS"]
         else:
-            ray.init(num_cpus=rc.num_cpus or os.cpu_count() or 1, **kwargs)
+            # "local": a new Ray in this process even when another one runs on the machine
+            ray.init(address="local", num_cpus=rc.num_cpus or os.cpu_count() or 1, **kwargs)
             return ray
     if address != "auto":
         _probe(address)
@@ -236,11 +238,35 @@ class RayExecutor:
                 answers = [EnvResult(error=f"environment worker {w} did not answer within {self.rc.step_timeout_s:g}s "
                                            "(restarted)")] * len(ks)
             except ray.exceptions.RayError as exc:  # ActorDiedError, ActorUnavailableError, ...
-                self.restarts += 1
-                answers = [EnvResult(error=f"environment worker {w} died ({type(exc).__name__}); Ray restarts it")] * len(ks)
+                answers = None
+                if method == "reset" and self._wait_for_restart(w):  # new episodes: wait for the new process
+                    try:
+                        answers = ray.get(self.workers[w].reset.remote([requests[k] for k in ks]),
+                                          timeout=self.rc.step_timeout_s)
+                    except ray.exceptions.RayError:
+                        answers = None
+                if answers is None:
+                    self.restarts += 1
+                    answers = [EnvResult(error=f"environment worker {w} died ({type(exc).__name__}); Ray restarts "
+                                               "it")] * len(ks)
             for k, ans in zip(ks, answers):
                 results[k] = ans
         return results  # type: ignore[return-value]
+
+    def _wait_for_restart(self, w: int) -> bool:
+        """Poll a dead or restarting worker until Ray has a new process for it (or time runs out)."""
+        ray = self.ray
+        deadline = time.monotonic() + self.rc.step_timeout_s
+        while time.monotonic() < deadline:
+            try:
+                self.pids[w] = ray.get(self.workers[w].ready.remote(), timeout=max(deadline - time.monotonic(), 0.001))
+                self.restarts += 1
+                return True
+            except ray.exceptions.GetTimeoutError:
+                return False
+            except ray.exceptions.RayError:
+                time.sleep(0.1)
+        return False
 
     def _recycle(self, w: int) -> None:
         """A hung worker: kill it and let Ray start a fresh process in its place."""

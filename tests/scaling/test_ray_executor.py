@@ -77,7 +77,8 @@ def test_a_killed_worker_fails_only_its_episodes_is_restarted_and_the_rollout_go
         # Ray restarted the worker: the next rollout on the same pool is complete and equal to in-process
         t0 = time.monotonic()
         again = agentgym.collect(HOUSEHOLD, tasks, _oracle(), group_size=2, seed=1, executor=pool)
-        assert not any(t.infra_error for t in again) and _dicts(again) == _dicts(ref)
+        assert not any(t.infra_error for t in again), [t.error for t in again]
+        assert _dicts(again) == _dicts(ref)
         assert time.monotonic() - t0 < 60
         new_pid = ray_local.get(pool._executor.workers[0].ready.remote())
         assert new_pid != policy.killed
@@ -137,3 +138,17 @@ def test_no_ray_installed_names_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(MissingExtraError, match=r"pip install 'agentgym\[ray\]'"):
         agentgym.collect(HOUSEHOLD, _tasks(1), RandomPolicy(), executor="ray")
+
+
+def test_train_with_more_ray_workers_than_cpus_stops_before_any_work(tmp_path):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([sys.executable, "-m", "agentgym.cli", "train", "household-tiny", "env.executor=ray",
+                           "ray.num_workers=3", "ray.num_cpus=2", f"run_dir={tmp_path}/run"],
+                          capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 2, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "= 3 CPUs, but the Ray cluster has 2" in errors[0]
+    assert not (tmp_path / "run" / "tiny_model").exists()
