@@ -87,6 +87,7 @@ class DataParallel:
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
         self.enabled = world_size > 1
         self.is_main = rank == 0
+        self.first_group = 0
 
     # rollouts
     def shard(self, tasks: list) -> tuple[list, int]:
@@ -95,6 +96,7 @@ class DataParallel:
             return list(tasks), 0
         n = len(tasks)
         lo, hi = n * self.rank // self.world_size, n * (self.rank + 1) // self.world_size
+        self.first_group = lo
         return list(tasks[lo:hi]), lo
 
     def sampling(self, sampling):
@@ -109,6 +111,10 @@ class DataParallel:
             return trajectories, advantages
         import torch.distributed as dist
 
+        for t in trajectories:  # collect numbers groups from 0 on every rank: make the ids global
+            g, sep, rest = t.group_id.partition(":")
+            if sep and g.isdigit():
+                t.group_id = f"{int(g) + self.first_group}:{rest}"
         parts: list = [None] * self.world_size
         dist.all_gather_object(parts, (trajectories, advantages))
         return [t for p in parts for t in p[0]], [a for p in parts for a in p[1]]
