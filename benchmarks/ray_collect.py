@@ -13,10 +13,11 @@ Prints, measured in this run (wall clock; the README says which machine):
   * env-worker restart time: SIGKILL a worker's process, time until the same actor handle
     answers from a new process (Ray restarts it; max_restarts=-1);
   * data parallel: seconds per PPO update (ppo_update on a household-tiny-sized model and a fixed
-    batch of household-tiny's size, 8 groups x 6 episodes) in 1 process with 1 and 2 threads and
-    in 2 gloo processes (torchrun) with 1 thread each; and a gloo all-reduce's bandwidth.
+    batch of household-tiny's size, 8 groups x 6 episodes, or --ddp-groups N) in 1 process with 1
+    and 2 threads and in 2 gloo processes (torchrun) with 1 thread each; and a gloo all-reduce's
+    bandwidth between the 2 processes.
 
-Usage: python benchmarks/ray_collect.py [--quick] [--skip-ddp]
+Usage: python benchmarks/ray_collect.py [--quick] [--skip-ddp | --ddp-only] [--ddp-groups N]
 """
 
 from __future__ import annotations
@@ -120,9 +121,9 @@ DDP_OVERRIDES = ["estimator.name=grpo", "rollout.group_size=6", "ppo.minibatch_s
                  "ppo.epochs=1", "ppo.lr=1e-4"]
 
 
-def make_ddp_batch(work: Path) -> tuple[Path, Path]:
-    """A household-tiny-sized model (hidden 256, 2 layers, vocab 1000) and one batch of 8 groups
-    x 6 episodes sampled from it (<= 12 steps each), with made-up non-zero advantages."""
+def make_ddp_batch(work: Path, groups: int) -> tuple[Path, Path]:
+    """A household-tiny-sized model (hidden 256, 2 layers, vocab 1000) and one batch of `groups`
+    groups x 6 episodes sampled from it (<= 12 steps each), with made-up non-zero advantages."""
     import numpy as np
     import torch
 
@@ -136,7 +137,7 @@ def make_ddp_batch(work: Path) -> tuple[Path, Path]:
     chat = {"parser": "raw", "history": 0, "system_prompt": ""}
     model = build_tiny_model(work / "model", env_id=ENV_ID, vocab_size=1000, hidden=256, layers=2, heads=8,
                              num_tasks=16, chat=chat)
-    tasks = get_task_space(ENV_ID).split("train")[:8]
+    tasks = get_task_space(ENV_ID).split("train")[:groups]
     trajs = agentgym.collect(ENV_ID, tasks, HFPolicy(model), 6, seed=0, chat=chat, env_kwargs={"max_episode_steps": 12},
                              sampling=SamplingParams(temperature=1.0, max_new_tokens=12, seed=0))
     rng = np.random.default_rng(0)
@@ -146,7 +147,7 @@ def make_ddp_batch(work: Path) -> tuple[Path, Path]:
     return Path(model), batch
 
 
-def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int) -> None:
+def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups: int) -> None:
     """One rank (or the only process): time ppo_update on its share of the batch."""
     import numpy as np
     import torch
@@ -159,9 +160,9 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int) -> Non
     from agentgym.trainers.tokenize import assign_advantages, build_samples
 
     trajs, advs = pickle.loads(Path(batch).read_bytes())
-    cfg = load_config({}, [f"policy.model={model}", "rollout.tasks_per_iter=8", *DDP_OVERRIDES])
+    cfg = load_config({}, [f"policy.model={model}", f"rollout.tasks_per_iter={groups}", *DDP_OVERRIDES])
     dp = distributed.setup(cfg)
-    mine, first = dp.shard(list(range(8)))
+    mine, first = dp.shard(list(range(groups)))
     trajs, advs = trajs[first * 6:(first + len(mine)) * 6], advs[first * 6:(first + len(mine)) * 6]
     policy = HFPolicy(model)
     optimizer, scheduler = make_optimizer(cfg, policy, {})
@@ -191,17 +192,17 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int) -> Non
     distributed.teardown()
 
 
-def bench_ddp(quick: bool) -> dict:
-    reps = 2 if quick else 3
+def bench_ddp(quick: bool, groups: int) -> dict:
+    reps = 1 if quick else 3
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        model, batch = make_ddp_batch(work)
+        model, batch = make_ddp_batch(work, groups)
         env = dict(os.environ, OMP_NUM_THREADS="1")
         results = {}
         for name, nproc, threads in (("1 process x 1 thread", 1, 1), ("1 process x 2 threads", 1, 2),
                                      ("2 processes x 1 thread (gloo)", 2, 1)):
             out = work / f"{nproc}_{threads}.txt"
-            args = [__file__, "--ddp-worker", str(model), str(batch), str(out), str(threads), str(reps)]
+            args = [__file__, "--ddp-worker", str(model), str(batch), str(out), str(threads), str(reps), str(groups)]
             cmd = [sys.executable] + (["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
                                       if nproc > 1 else []) + args
             subprocess.run(cmd, env=env, check=True, capture_output=True)
@@ -213,15 +214,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip-ddp", action="store_true")
-    ap.add_argument("--ddp-worker", nargs=5, metavar=("MODEL", "BATCH", "OUT", "THREADS", "REPS"))
+    ap.add_argument("--ddp-only", action="store_true")
+    ap.add_argument("--ddp-groups", type=int, default=8, help="groups of 6 episodes in the update batch (even)")
+    ap.add_argument("--ddp-worker", nargs=6, metavar=("MODEL", "BATCH", "OUT", "THREADS", "REPS", "GROUPS"))
     args = ap.parse_args()
     if args.ddp_worker:
-        m, b, o, t, r = args.ddp_worker
-        ddp_worker(m, b, o, int(t), int(r))
+        m, b, o, t, r, g = args.ddp_worker
+        ddp_worker(m, b, o, int(t), int(r), int(g))
         return
     load = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f} at start (wall-clock figures; other processes "
           "on the machine slow them)")
+    if args.ddp_only:
+        return print_ddp(bench_ddp(args.quick, args.ddp_groups))
     c = bench_collect(args.quick)
     print(f"\ncollect on household: {c['episodes']} episodes (random admissible actions, <= 30 steps), "
           f"{c['steps']} env steps in {c['turns']} batched turns; best of runs")
@@ -240,10 +245,13 @@ def main() -> None:
           f"{len(r)} kills)")
     if args.skip_ddp:
         return
-    d = bench_ddp(args.quick)
+    print_ddp(bench_ddp(args.quick, args.ddp_groups))
+
+
+def print_ddp(d: dict) -> None:
     first = next(iter(d.values()))
     print(f"\ndata-parallel PPO update: {first['params'] / 1e6:.2f}M-parameter model, {first['samples']} samples, "
-          f"{first['tokens']:,} tokens per update (household-tiny's batch); median of runs")
+          f"{first['tokens']:,} tokens per update; median of runs")
     print("| setting | s per update | speed-up |\n|---|---:|---:|")
     base = statistics.median(first["times"])
     for name, res in d.items():
