@@ -67,7 +67,7 @@ def rollout_command(
     episodes: int = typer.Option(1, help="episodes per task (the group size)"),
     limit: Optional[int] = typer.Option(None, help="play only the first N tasks"),
     out: Optional[Path] = typer.Option(None, help="write trajectories to this JSONL file"),
-    executor: str = typer.Option("inprocess", help="inprocess | process"),
+    executor: str = typer.Option("inprocess", help="inprocess | process | ray (pip install agentgym[ray])"),
     workers: int = typer.Option(2, help="worker processes for --executor process"),
     seed: int = typer.Option(0),
 ):

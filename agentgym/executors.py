@@ -172,11 +172,19 @@ class ProcessExecutor:
             self._discard(w)
 
 
-def make_executor(kind: str, factory: EnvFactory, num_envs: int, num_workers: int = 2):
+def make_executor(kind, factory: EnvFactory, num_envs: int, num_workers: int = 2, options: dict | None = None):
+    """kind: "inprocess", "process", "ray" (agentgym.executors_ray; `options` are RayConfig
+    fields), or an object with `executor_for(factory, num_envs)` such as a RayEnvPool."""
+    if hasattr(kind, "executor_for"):
+        return kind.executor_for(factory, num_envs)
     if kind in ("inprocess", "local"):
         return InProcessExecutor(factory, num_envs)
     if kind in ("process", "processes"):
         return ProcessExecutor(factory, num_envs, num_workers=num_workers)
+    if kind == "ray":
+        from agentgym.executors_ray import make_ray_executor
+
+        return make_ray_executor(factory, num_envs, num_workers, options)
     from agentgym.errors import ConfigError
 
-    raise ConfigError(f"unknown executor {kind!r}; choose 'inprocess' or 'process'")
+    raise ConfigError(f"unknown executor {kind!r}; choose 'inprocess', 'process' or 'ray'")

@@ -56,6 +56,7 @@ def collect(
     sampling: SamplingParams | None = None,
     executor: str = "inprocess",
     num_workers: int = 2,
+    executor_options: dict | None = None,
     env_kwargs: dict | None = None,
     chat: dict | None = None,
     max_turns: int = 1000,
@@ -67,6 +68,8 @@ def collect(
     env: a registered id, or a picklable factory returning a ChatEnv.
     seed: the reset seed of group g is `seed + g`, shared by the group's episodes.
     chat: options for ChatEnv (parser, history, show_admissible, invalid_penalty, ...).
+    executor: "inprocess", "process" (num_workers processes) or "ray" (env workers as Ray actors;
+    executor_options are agentgym.executors_ray.RayConfig fields: address, num_workers, ...).
     on_turn(done_episodes, total_episodes) is called after every batched turn (progress bars).
     """
     if group_size < 1:
@@ -88,7 +91,7 @@ def collect(
     if not episodes:
         return []
 
-    pool = make_executor(executor, factory, len(episodes), num_workers=num_workers)
+    pool = make_executor(executor, factory, len(episodes), num_workers=num_workers, options=executor_options)
     format_action = _action_formatter(pool, factory)
     try:
         results = pool.reset([(ep.slot, ep.task, ep.traj.seed) for ep in episodes])

@@ -5,6 +5,7 @@ No torch import at module level: `agentgym --help` stays fast and works without 
 
 from __future__ import annotations
 
+import sys
 from typing import List, Optional
 
 import typer
@@ -40,14 +41,24 @@ def train_command(
     overrides: Optional[List[str]] = typer.Argument(None, help=OVERRIDES_HELP),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help="where checkpoints and metrics go (default runs/<name>)"),
     resume: bool = typer.Option(False, "--resume", help="continue from the run dir's latest checkpoint"),
+    nproc: int = typer.Option(1, "--nproc", help="data-parallel processes on this machine (runs torchrun; "
+                              "gloo on CPU, nccl on CUDA); see docs/scaling.md"),
 ):
     """Train an LLM agent with RL (GiGPO, SPA, LOOP, GRPO, RLOO, PPO): collect, advantages, PPO-clip
     update, held-out eval, checkpoints. `agentgym train household-tiny` is the CPU main job."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from agentgym.trainers.distributed import check_world, launch, world_from_env
     from agentgym.trainers.loop import run_dir_for, train
 
     cfg = _load(config, overrides, run_dir)
+    if nproc > 1:  # check here too, so a bad world size is one line before torchrun starts anything
+        check_world(cfg, nproc)
+        args = [config, *(overrides or [])] + (["--run-dir", run_dir] if run_dir else []) + (["--resume"] if resume else [])
+        sys.exit(launch(nproc, args))
+    global console
+    if world_from_env()[0] > 0:
+        console = Console(quiet=True)  # only rank 0 prints
     console.print(f"[bold]agentgym train[/] {cfg.name}: estimator={cfg.estimator['name']} env={cfg.env.id} "
                   f"run_dir={run_dir_for(cfg)}")
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -63,6 +74,8 @@ def train_command(
                 f"pg {m['train'].get('pg_loss', 0.0):+.4f}  {m['time']['iteration_s']:.1f}s{ev}")
 
         summary = train(cfg, resume=resume, log=progress.console.print, on_iteration=on_iteration)
+    if "evals" not in summary:  # a data-parallel rank other than 0
+        return
     console.print(_summary_table(summary))
     lo, hi = summary["heldout_gain_ci"]
     console.print(f"held-out success {summary['heldout_success_before']:.3f} -> {summary['heldout_success_after']:.3f} "
@@ -105,3 +118,9 @@ def sft_command(
 def register(app: typer.Typer) -> None:
     app.command("train")(train_command)
     app.command("sft")(sft_command)
+
+
+if __name__ == "__main__":  # `torchrun --nproc-per-node N -m agentgym.trainers.cli train CONFIG [overrides]`
+    from agentgym.cli import main
+
+    main()

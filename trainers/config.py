@@ -22,11 +22,13 @@ GROUP_RELATIVE = ("grpo", "rloo", "loop", "gigpo")
 
 
 from agentgym.tasks.source import TasksConfig  # noqa: E402  (torch-free)
+from agentgym.executors_ray import RayConfig  # noqa: E402  (ray-free until used)
 
 @dataclass
 class PolicyConfig:
     model: str = ""  # local HF folder or hub id; empty with tiny.build=true builds one in the run dir
     engine: str = "hf"  # "vllm": rollouts and eval generate on an in-process vLLM engine synced after each update
+    # "ray": rollouts generate on HFPolicy replicas in Ray actors (ray.policy_*), synced after each update
     vllm: dict = field(default_factory=dict)  # VLLMPolicy kwargs (max_model_len, gpu_memory_utilization, kv_cache_gib)
     device: str = "cpu"
     dtype: str | None = None  # None: fp32 on CPU, bf16 on CUDA
@@ -57,7 +59,7 @@ class EnvConfig:
     max_tasks: int | None = None  # cap on the training pool (after filtering)
     chat: dict = field(default_factory=lambda: {"history": 2})
     env_kwargs: dict = field(default_factory=dict)
-    executor: str = "inprocess"
+    executor: str = "inprocess"  # inprocess | process | ray (env workers as Ray actors; settings in `ray:`)
     max_turns: int = 1000
 
 
@@ -147,6 +149,7 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)  # task source: split or evolve, and a curriculum
+    ray: RayConfig = field(default_factory=RayConfig)  # env workers / policy actors on Ray (docs/scaling.md)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -250,7 +253,7 @@ def _coerce(value: Any, ftype: Any, name: str) -> Any:
 def _dataclass_of(ftype) -> type | None:
     name = ftype if isinstance(ftype, str) else getattr(ftype, "__name__", "")
     return {c.__name__: c for c in (PolicyConfig, TinyModelConfig, EnvConfig, RolloutConfig, PPOConfig,
-                                     SFTConfig, EvalConfig, LogConfig, TasksConfig)}.get(name)
+                                     SFTConfig, EvalConfig, LogConfig, TasksConfig, RayConfig)}.get(name)
 
 
 def load_config(source: str | Path | dict | None = None, overrides: list[str] | None = None) -> TrainConfig:
@@ -303,8 +306,11 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError("ppo.sample_mode=full needs one growing conversation per episode: set env.chat.history=full")
     if cfg.ppo.loss_agg not in ("token-mean", "seq-mean"):
         raise ConfigError(f"ppo.loss_agg must be token-mean or seq-mean, got {cfg.ppo.loss_agg!r}")
-    if cfg.policy.engine not in ("hf", "vllm"):
-        raise ConfigError(f"policy.engine={cfg.policy.engine!r} is unknown; choose hf or vllm")
+    if cfg.policy.engine not in ("hf", "vllm", "ray"):
+        raise ConfigError(f"policy.engine={cfg.policy.engine!r} is unknown; choose hf, vllm or ray")
+    from agentgym.trainers.distributed import validate_scaling
+
+    validate_scaling(cfg)
     for key in ("epochs", "minibatch_size", "micro_batch_size"):
         if getattr(cfg.ppo, key) < 1:
             raise ConfigError(f"ppo.{key} must be >= 1")

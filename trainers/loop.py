@@ -105,6 +105,10 @@ def make_policy(cfg: TrainConfig, model_path: str | Path):
         from agentgym.policies.vllm_engine import VLLMRolloutPolicy
 
         return VLLMRolloutPolicy(policy, model_path, **{"seed": cfg.seed, **cfg.policy.vllm})
+    if cfg.policy.engine == "ray":  # generation on HFPolicy replicas in Ray actors, synced after each update
+        from agentgym.policies.ray_policy import RayRolloutPolicy
+
+        return RayRolloutPolicy(policy, model_path, cfg.ray, lora=cfg.policy.lora)
     return policy
 
 
@@ -207,6 +211,9 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
                iteration: int, value_head=None) -> dict:
     from agentgym.trainers.ppo import clip_range, ppo_clip_loss, token_logprobs
 
+    from agentgym.trainers.distributed import current
+
+    dp = current()  # data parallel: `samples` holds ghosts for other ranks' samples (trainers/distributed.py)
     pc = cfg.ppo
     estimator = cfg.estimator.get("name")
     asym = pc.asymmetric_clip if pc.asymmetric_clip is not None else estimator == "loop"
@@ -227,7 +234,7 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
             denom = float(sum(s.num_loss_tokens for s in minibatch)) if pc.loss_agg == "token-mean" else float(len(minibatch))
             n_values = sum(len(s.value_targets) for s in minibatch)
             optimizer.zero_grad(set_to_none=True)
-            for micro in _micro_batches(minibatch, pc.micro_batch_size):
+            for micro in _micro_batches(dp.local(minibatch), pc.micro_batch_size):
                 batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
                 entropy = None
                 if pc.entropy_coef > 0:
@@ -262,6 +269,7 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
                 n_micro += 1
             ratio_max = max(ratio_max, step_ratio_max)
             minibatch_ratio_max.append(step_ratio_max)
+            dp.sync_gradients(params)
             grad_norm = torch.nn.utils.clip_grad_norm_(params, pc.max_grad_norm)
             _check_finite("gradient norm", grad_norm, iteration)
             optimizer.step()
@@ -269,6 +277,7 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
             totals["grad_norm"] += float(grad_norm)
             n_updates += 1
     model.eval()
+    totals, n_micro, ratio_max = dp.reduce_stats(totals, n_micro, ratio_max)
     out = {k: v / max(n_updates, 1) for k, v in totals.items()}
     out["clip_frac"] = totals["clip_frac"] / max(n_micro, 1)
     out["approx_kl"] = totals["approx_kl"] / max(n_micro, 1)
@@ -298,14 +307,17 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
                   heads: dict) -> dict:
     from agentgym.policies.base import SamplingParams
     from agentgym.rollout import collect
+    from agentgym.trainers.distributed import current
     from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
 
+    dp = current()
     t0 = time.perf_counter()
     rng = np.random.default_rng([cfg.seed, iteration])
     tasks = source.next_tasks(cfg.rollout.tasks_per_iter)  # split or evolving pool, by curriculum
-    sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-                              max_new_tokens=cfg.rollout.max_new_tokens, seed=int(rng.integers(2**31)))
-    trajectories = collect(cfg.env.id, tasks, policy, cfg.rollout.group_size, seed=int(rng.integers(2**31)),
+    tasks, first_group = dp.shard(tasks)  # data parallel: this rank's block of whole groups
+    sampling = dp.sampling(SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+                                          max_new_tokens=cfg.rollout.max_new_tokens, seed=int(rng.integers(2**31))))
+    trajectories = collect(cfg.env.id, tasks, policy, cfg.rollout.group_size, seed=int(rng.integers(2**31)) + first_group,
                            sampling=sampling, executor=cfg.env.executor, env_kwargs=cfg.env.env_kwargs,
                            chat=cfg.env.chat, max_turns=cfg.env.max_turns)
     t_rollout = time.perf_counter() - t0
@@ -335,17 +347,19 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         raise TrainingDiverged(f"iteration {iteration}: {exc}; training stopped, the last checkpoint is kept") from None
     for a in advantages:
         _check_finite("advantages", a, iteration)
-    source.update(trajectories, advantages)
+    all_trajectories, all_advantages = dp.gather(trajectories, advantages)  # every rank's, for the source and logs
+    source.update(all_trajectories, all_advantages)
     returns = [a + v for a, v in zip(advantages, values)] if values is not None else None
     samples = assign_advantages(samples, advantages, cfg.ppo.drop_abs_adv_below, returns)
+    samples = dp.global_samples(samples)
     t1 = time.perf_counter()
     update = ppo_update(cfg, policy, optimizer, scheduler, samples, rng, iteration, value_head) if samples else {}
     t_update = time.perf_counter() - t1
-    all_adv = np.concatenate([a for a in advantages if len(a)] or [np.zeros(1)])
+    all_adv = np.concatenate([a for a in all_advantages if len(a)] or [np.zeros(1)])
     train_tokens = sum(len(s) for s in samples) * cfg.ppo.epochs
     metrics = {
         "iteration": iteration + 1,
-        "rollout": _rollout_stats(trajectories),
+        "rollout": _rollout_stats(all_trajectories),
         "adv": {"mean": float(all_adv.mean()), "std": float(all_adv.std()), "abs_mean": float(np.abs(all_adv).mean()),
                 "nonzero_frac": float(np.mean(np.abs(all_adv) > 1e-8))},
         "train": {**update, "samples": len(samples), "tokens": train_tokens},
@@ -438,54 +452,61 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     from agentgym.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
     from agentgym.trainers.logging_utils import MetricsLogger
     from agentgym.tasks.splits import load_split
+    from agentgym.trainers import distributed
 
     _quiet_transformers()
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     started = time.perf_counter()
     cfg.env.id = check_env_id(cfg.env.id)
+    dp = distributed.setup(cfg, log)  # torchrun ranks and Ray: checked here, before any work
+    log = distributed.main_log(log)
     run_dir = run_dir_for(cfg)
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if resume and checkpoint is None:
         log(f"no checkpoint in {run_dir}: starting from scratch")
     run_dir.mkdir(parents=True, exist_ok=True)
-    if checkpoint is None and (removed := clear_previous_run(run_dir)):
+    if dp.is_main and checkpoint is None and (removed := clear_previous_run(run_dir)):
         log(f"fresh run in {run_dir}: removed the previous run's {', '.join(removed)} (pass --resume to continue it)")
-    save_config(cfg, run_dir / "config.yaml")
+    if dp.is_main:
+        save_config(cfg, run_dir / "config.yaml")
     torch.manual_seed(cfg.seed)
     space = get_task_space(cfg.env.id)
     train_tasks = select_train_tasks(cfg, space)
     from agentgym.tasks.source import make_task_source_from_config
 
     source = make_task_source_from_config(cfg.tasks, space, train_tasks, seed=cfg.seed)
-    eval_path = write_eval_tasks(cfg, space, run_dir)
+    eval_path = write_eval_tasks(cfg, space, run_dir) if dp.is_main else None
     from agentgym.trainers.stats import power_warning
 
-    if (too_small := power_warning(len(load_split(eval_path)), cfg.eval.episodes_per_task)) is not None:
+    if dp.is_main and (too_small := power_warning(len(load_split(eval_path)), cfg.eval.episodes_per_task)):
         log(f"WARNING: the held-out set is small: {too_small} (eval.num_tasks, eval.episodes_per_task)")
 
-    start_model, setup_info = prepare_start_model(cfg, run_dir, log)
+    start_model, setup_info = dp.main_first(lambda: prepare_start_model(cfg, run_dir, log))
     policy = make_policy(cfg, start_model)
     heads = build_heads(cfg, policy)
+    dp.broadcast_parameters(policy, heads)
     optimizer, scheduler = make_optimizer(cfg, policy, heads)
     state = {"iteration": 0, "evals": [], "setup": setup_info}
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, policy, optimizer, scheduler, heads)
+        dp.restore_rank_state(checkpoint, policy, log)
         if "task_source" in state:
             source.load_state_dict(state["task_source"])
         log(f"resumed from {checkpoint} at iteration {state['iteration']}")
     logger = MetricsLogger(run_dir, tensorboard="auto" if cfg.log.tensorboard else False,
                            wandb="auto" if cfg.log.wandb else False, config=cfg.to_dict(),
-                           resume_from_step=state["iteration"] if checkpoint is not None else None)
+                           resume_from_step=state["iteration"] if checkpoint is not None else None
+                           ) if dp.is_main else distributed.NullLogger()
     try:
-        if not state["evals"]:
+        if dp.is_main and not state["evals"]:
             ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
             state["evals"].append({"iteration": 0, **ev})
             logger.log({"eval": ev}, step=0)
             log(f"held-out success before RL: {ev['success_rate']:.3f}")
         deadline = started + cfg.time_budget_s if cfg.time_budget_s else None
         while state["iteration"] < cfg.iterations:
-            if deadline is not None and time.perf_counter() > deadline:
+            if deadline is not None and dp.agree(time.perf_counter() > deadline):
                 state["stopped_early"] = (f"safety time budget time_budget_s={cfg.time_budget_s:.0f} reached after "
                                           f"{state['iteration']} of {cfg.iterations} iterations")
                 log(f"WARNING: {state['stopped_early']}: this is not the configured experiment")
@@ -495,7 +516,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             state["rl_seconds"] = state.get("rl_seconds", 0.0) + metrics["time"]["iteration_s"]
             state["task_source"] = source.state_dict()
             state["iteration"] = it + 1
-            if cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
+            if dp.is_main and cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
                 ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
                 state["evals"].append({"iteration": state["iteration"], **ev})
                 metrics["eval"] = ev
@@ -503,17 +524,21 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             if on_iteration is not None:
                 on_iteration(metrics)
             if cfg.checkpoint_every and state["iteration"] % cfg.checkpoint_every == 0:
-                save_checkpoint(run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
-        if state["evals"][-1]["iteration"] != state["iteration"]:
+                dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
+        if dp.is_main and state["evals"][-1]["iteration"] != state["iteration"]:
             ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
             state["evals"].append({"iteration": state["iteration"], **ev})
             logger.log({"eval": ev}, step=state["iteration"])
-        save_checkpoint(run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
-        policy.save(run_dir / "final_model")
+        dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
+        if dp.is_main:
+            policy.save(run_dir / "final_model")
     finally:
         logger.close()
         if hasattr(policy, "close"):
             policy.close()  # the vLLM engine
+        distributed.teardown()
+    if not dp.is_main:
+        return {"run_dir": str(run_dir), "iterations": state["iteration"], "rank": dp.rank}
     from agentgym.trainers.stats import paired_gain
 
     first, last = state["evals"][0], state["evals"][-1]

@@ -1,0 +1,17 @@
+"""Session-wide fixtures: one local Ray (2 CPUs, no dashboard) for the tests that use Ray."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    ray = pytest.importorskip("ray", reason="pip install 'agentgym[ray]'")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    from agentgym.executors_ray import shutdown_pool
+
+    shutdown_pool()
+    ray.shutdown()

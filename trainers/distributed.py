@@ -1,0 +1,340 @@
+"""Scaling the trainer: data-parallel training over torch.distributed, and the Ray set-up.
+
+Data parallel (`torchrun --nproc-per-node N -m agentgym.trainers.cli train CONFIG`, or
+`agentgym train CONFIG --nproc N`), one process per rank, gloo on CPU and nccl on CUDA:
+
+- every rank draws the same tasks from the task source (same seed, same state), then plays a
+  contiguous block of them: rank r gets groups [r*G/N, (r+1)*G/N). A group never spans ranks,
+  so group-relative advantages (GRPO, RLOO, GiGPO's anchor groups) are computed locally and are
+  exactly the single-process ones. Group g is reset with seed `base + g` whatever rank plays it.
+- the update sees the global batch: each rank holds its own samples plus size-only stand-ins
+  ("ghosts") for the other ranks' samples, in rank order, so the minibatch permutation, the
+  token-mean denominators and the number of optimizer steps are those of one process on the
+  combined batch; a rank computes gradients only for its own samples, and the gradients are
+  summed over ranks (one all-reduce of a flat buffer per optimizer step, the reduction DDP
+  performs) before clipping and the optimizer step. Ranks hold uneven sample counts (episodes
+  differ in length), which DDP's per-backward hooks cannot handle without Join; the explicit
+  all-reduce can, and every rank steps identically, so parameters stay equal on all ranks.
+- rank 0 builds the tiny model / SFT warm start (the others wait and load it), evaluates,
+  logs and checkpoints; the checkpoint also stores every rank's RNG state, so resume is exact
+  for the same world size. The trajectories of all ranks are gathered for the task source's
+  update (curricula) and the logged rollout metrics.
+
+torch and ray are imported lazily: trainers.config imports this module for its checks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from agentgym.errors import ConfigError
+
+EXECUTORS = ("inprocess", "local", "process", "processes", "ray")
+
+
+# --- config checks (torch-free, called by validate_config) ------------------------------------
+def validate_scaling(cfg) -> None:
+    from agentgym.executors_ray import validate_ray_config
+
+    if cfg.env.executor not in EXECUTORS:
+        raise ConfigError(f"env.executor={cfg.env.executor!r} is unknown; choose inprocess, process or ray")
+    validate_ray_config(cfg.ray)
+
+
+def world_from_env() -> tuple[int, int, int]:
+    """(rank, world_size, local_rank) as torchrun sets them; (0, 1, 0) otherwise."""
+    return (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
+            int(os.environ.get("LOCAL_RANK", 0)))
+
+
+def check_world(cfg, world_size: int) -> None:
+    """Data-parallel limits, one line each, before any work starts."""
+    if world_size <= 1:
+        return
+    groups = cfg.rollout.tasks_per_iter
+    if groups % world_size:
+        raise ConfigError(f"rollout.tasks_per_iter={groups} groups cannot be split evenly over {world_size} ranks "
+                          f"(a group never spans ranks): make it a multiple of {world_size} or run a world size "
+                          f"that divides {groups}")
+    if cfg.estimator.get("name") == "spa":
+        raise ConfigError("estimator spa fits its progress head on the whole batch, which data-parallel ranks do not "
+                          "share yet: train spa on one process")
+
+
+# --- the data-parallel context -----------------------------------------------------------------
+@dataclass
+class Ghost:
+    """Another rank's sample, by size only: counts toward denominators and the permutation."""
+
+    length: int
+    num_loss_tokens: int
+    value_targets: list
+
+    def __len__(self) -> int:
+        return self.length
+
+
+class DataParallel:
+    """What the loop asks of data parallelism; with world_size 1 every method is a no-op."""
+
+    def __init__(self, rank: int = 0, world_size: int = 1, local_rank: int = 0):
+        self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
+        self.enabled = world_size > 1
+        self.is_main = rank == 0
+        self.first_group = 0
+
+    # rollouts
+    def shard(self, tasks: list) -> tuple[list, int]:
+        """This rank's contiguous block of groups and the global index of its first group."""
+        if not self.enabled:
+            return list(tasks), 0
+        n = len(tasks)
+        lo, hi = n * self.rank // self.world_size, n * (self.rank + 1) // self.world_size
+        self.first_group = lo
+        return list(tasks[lo:hi]), lo
+
+    def sampling(self, sampling):
+        """Each rank its own sampling stream (the same seed would correlate the ranks' noise)."""
+        if self.enabled and sampling.seed is not None:
+            sampling.seed = int(sampling.seed) + self.rank
+        return sampling
+
+    def gather(self, trajectories: list, advantages: list) -> tuple[list, list]:
+        """Every rank's trajectories and advantages, in rank (= task) order, on every rank."""
+        if not self.enabled:
+            return trajectories, advantages
+        import torch.distributed as dist
+
+        for t in trajectories:  # collect numbers groups from 0 on every rank: make the ids global
+            g, sep, rest = t.group_id.partition(":")
+            if sep and g.isdigit():
+                t.group_id = f"{int(g) + self.first_group}:{rest}"
+        parts: list = [None] * self.world_size
+        dist.all_gather_object(parts, (trajectories, advantages))
+        return [t for p in parts for t in p[0]], [a for p in parts for a in p[1]]
+
+    # update
+    def global_samples(self, samples: list) -> list:
+        """This rank's samples with ghosts for the others', in rank order."""
+        if not self.enabled:
+            return samples
+        import torch.distributed as dist
+
+        shapes = [(len(s), s.num_loss_tokens, len(s.value_targets)) for s in samples]
+        parts: list = [None] * self.world_size
+        dist.all_gather_object(parts, shapes)
+        out: list = []
+        for r, part in enumerate(parts):
+            out.extend(samples if r == self.rank else [Ghost(n, k, [0.0] * v) for n, k, v in part])
+        return out
+
+    def local(self, minibatch: list) -> list:
+        return [s for s in minibatch if not isinstance(s, Ghost)] if self.enabled else minibatch
+
+    def sync_gradients(self, params: list) -> None:
+        """Sum the gradients over ranks (missing ones count as zeros): one flat all-reduce."""
+        if not self.enabled:
+            return
+        import torch
+        import torch.distributed as dist
+
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = torch.cat([g.detach().reshape(-1).float() for g in grads])
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        offset = 0
+        for p, g in zip(params, grads):
+            n = g.numel()
+            p.grad = flat[offset:offset + n].view_as(g).to(g.dtype).clone()
+            offset += n
+
+    def reduce_stats(self, totals: dict, n_micro: int, ratio_max: float) -> tuple[dict, int, float]:
+        """Sum the per-rank partial loss statistics (each is a share of the global loss)."""
+        if not self.enabled:
+            return totals, n_micro, ratio_max
+        import torch
+        import torch.distributed as dist
+
+        keys = sorted(k for k in totals if k != "grad_norm")
+        t = torch.tensor([totals[k] for k in keys] + [float(n_micro)], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        m = torch.tensor([ratio_max], dtype=torch.float64)
+        dist.all_reduce(m, op=dist.ReduceOp.MAX)
+        out = dict(totals)
+        out.update({k: float(v) for k, v in zip(keys, t[:-1].tolist())})
+        return out, int(t[-1]), float(m[0])
+
+    # control
+    def agree(self, flag: bool) -> bool:
+        """True on every rank when it is true on any (time budget: all ranks stop together)."""
+        if not self.enabled:
+            return bool(flag)
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([1.0 if flag else 0.0])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t[0] > 0)
+
+    def barrier(self) -> None:
+        if self.enabled:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def main_first(self, fn: Callable[[], Any]) -> Any:
+        """Rank 0 runs fn (which writes files), then the others (which find them and reuse them)."""
+        if not self.enabled:
+            return fn()
+        out = fn() if self.is_main else None
+        self.barrier()
+        return out if self.is_main else fn()
+
+    def broadcast_parameters(self, policy, heads: dict) -> None:
+        """Rank 0's parameters everywhere (as DDP does at construction)."""
+        if not self.enabled:
+            return
+        import torch
+        import torch.distributed as dist
+
+        modules = [policy.model] + [h for h in heads.values() if h is not None]
+        with torch.no_grad():
+            for module in modules:
+                for p in module.parameters():
+                    dist.broadcast(p.data, src=0)
+
+    # checkpoints
+    def _rng_state(self, policy) -> dict:
+        from agentgym.trainers.checkpoint import rng_state
+
+        return {"rng": rng_state(), "policy_rng": policy._generator.get_state(), "policy_last_seed": policy._last_seed}
+
+    def save_checkpoint(self, save_fn: Callable, run_dir, iteration: int, policy, optimizer, scheduler, heads: dict,
+                        state: dict) -> None:
+        """Rank 0 writes the checkpoint (parameters and optimizer are equal on all ranks) plus
+        every rank's RNG state (ranks.pt)."""
+        if not self.enabled:
+            save_fn(run_dir, iteration, policy, optimizer, scheduler, heads, state)
+            return
+        import torch
+        import torch.distributed as dist
+
+        states: list = [None] * self.world_size
+        dist.all_gather_object(states, self._rng_state(policy))
+        if self.is_main:
+            path = save_fn(run_dir, iteration, policy, optimizer, scheduler, heads, state)
+            torch.save({"world_size": self.world_size, "ranks": states}, Path(path) / "ranks.pt")
+        self.barrier()
+
+    def restore_rank_state(self, checkpoint, policy, log: Callable[[str], None]) -> None:
+        if not self.enabled:
+            return
+        import torch
+
+        from agentgym.trainers.checkpoint import set_rng_state
+
+        path = Path(checkpoint) / "ranks.pt"
+        if not path.is_file():
+            log(f"{checkpoint} has no per-rank RNG states (saved by one process): ranks continue from rank 0's")
+            return
+        blob = torch.load(path, weights_only=False)
+        if blob["world_size"] != self.world_size:
+            log(f"checkpoint saved with {blob['world_size']} ranks, resumed with {self.world_size}: the run continues, "
+                "but not bit for bit")
+            return
+        mine = blob["ranks"][self.rank]
+        set_rng_state(mine["rng"])
+        policy._generator.set_state(mine["policy_rng"])
+        policy._last_seed = mine["policy_last_seed"]
+
+
+_CURRENT = DataParallel()
+
+
+def current() -> DataParallel:
+    return _CURRENT
+
+
+def setup(cfg, log: Callable[[str], None] = print) -> DataParallel:
+    """Start of `train`: check the scaling settings, join the process group (torchrun) and
+    connect to Ray when the run uses it. Everything here fails before any work starts."""
+    global _CURRENT
+    rank, world, local_rank = world_from_env()
+    check_world(cfg, world)
+    if cfg.env.executor == "ray" or cfg.policy.engine == "ray":
+        from agentgym.executors_ray import check_resources, configure
+
+        import dataclasses
+
+        rc = cfg.ray if cfg.env.executor == "ray" else dataclasses.replace(cfg.ray, num_workers=0)
+        info = check_resources(rc, with_policy=cfg.policy.engine == "ray")
+        configure(cfg.ray)
+        if rank == 0:
+            log(f"ray: {info['cpus']:g} CPUs in the cluster, {info['cpus_requested']:g} requested")
+    dp = DataParallel(rank, world, local_rank)
+    if dp.enabled:
+        import torch
+        import torch.distributed as dist
+
+        cuda = str(cfg.policy.device).startswith("cuda") and torch.cuda.is_available()
+        if cuda:
+            cfg.policy.device = f"cuda:{local_rank}"
+            torch.cuda.set_device(local_rank)
+        if not dist.is_initialized():
+            from datetime import timedelta
+
+            # rank 0 alone builds the tiny model and runs SFT while the others wait: a long first barrier
+            dist.init_process_group(backend="nccl" if cuda else "gloo", timeout=timedelta(hours=2))
+        if rank == 0:
+            per = cfg.rollout.tasks_per_iter // world
+            log(f"data parallel: {world} ranks ({dist.get_backend()}), {per} groups of {cfg.rollout.group_size} "
+                "episodes per rank per iteration")
+    _CURRENT = dp
+    return dp
+
+
+def teardown() -> None:
+    global _CURRENT
+    from agentgym.executors_ray import shutdown_pool
+
+    shutdown_pool()
+    if _CURRENT.enabled:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    _CURRENT = DataParallel()
+
+
+def main_log(log: Callable[[str], None]) -> Callable[[str], None]:
+    """Only rank 0 talks."""
+    return log if current().is_main else (lambda *_a, **_k: None)
+
+
+class NullLogger:
+    def log(self, *args, **kwargs) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+# --- launching -----------------------------------------------------------------------------------
+def launch(nproc: int, cli_args: list[str]) -> int:
+    """`agentgym train ... --nproc N`: re-run this command under torchrun on this machine."""
+    if nproc < 1:
+        raise ConfigError(f"--nproc must be >= 1, got {nproc}")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+           "-m", "agentgym.trainers.cli", "train", *cli_args]
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return subprocess.call(cmd, env=env)
+
+
+def torchrun_available() -> bool:
+    return shutil.which("torchrun") is not None
