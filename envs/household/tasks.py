@@ -209,6 +209,12 @@ class HouseholdTaskSpace(TaskSpace):
         """Used by the task generator to make easier / harder variants."""
         return difficulty(spec.params)
 
+    def check_params(self, params: dict) -> dict:
+        """Every knob filled in and typed (closed_fraction a float), unknown keys refused."""
+        p = check_params(params)
+        p["closed_fraction"] = float(p["closed_fraction"])
+        return p
+
     def reserved(self, spec: TaskSpec) -> bool:
         """Whether the task's (object, destination) pair is kept for heldout_unseen: the generator
         refuses such proposals, whatever their id."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from agentgym.errors import ConfigError
-from agentgym.tasks.space import TaskSpace
+from agentgym.tasks.space import TaskSpace, check_schema
 from agentgym.tasks.spec import TaskSpec
 
 SPLIT_ROOT = Path(__file__).parent / "splits"
@@ -80,6 +80,21 @@ class TextWorldTaskSpace(TaskSpace):
         if self.game_file is not None:  # a single user-supplied game is its own (only) task
             return (TaskSpec(self.env_id, {"game_file": str(self.game_file)}, seed=0),)
         return super()._splits(name)
+
+    def check_params(self, params: dict) -> dict:
+        """The generator options of this challenge; a game file only when it is the one this
+        env was made with (a task cannot name files of its own)."""
+        p = check_schema(params, {}, {"challenge": str, "rewards": str, "goal": str, "level": int, "recipe": int,
+                                      "take": int, "go": int, "open": bool, "cook": bool, "cut": bool,
+                                      "world_size": int, "nb_objects": int, "quest_length": int, "game_file": str},
+                         what="TextWorld")
+        if "game_file" in p:
+            if self.game_file is None or p["game_file"] != str(self.game_file) or len(p) != 1:
+                raise ValueError("game_file names the game an env was made with (gym.make(..., game_file=...)); "
+                                 "a task cannot choose files")
+        elif p.get("challenge", self.challenge) != self.challenge:
+            raise ValueError(f"challenge {p.get('challenge')!r} is not this env's ({self.challenge})")
+        return p
 
     def sample(self, rng: np.random.Generator, level: int | None = None, **_) -> TaskSpec:
         return TaskSpec(self.env_id, _sample_params(self.challenge, rng, level),
