@@ -117,7 +117,7 @@ class TextEnv(gym.Env[str, str]):
                     '{"env_id": ..., "params": {...}, "seed": N}') from None
         if isinstance(task, TaskSpec):
             return self.task_space.canonical(task)
-        raise TaskParamError(f"options['task'] must be a TaskSpec, a task id, a task dict or None, "
+        raise TaskParamError(f"options['task'] must be a TaskSpec, a task id, a task dict or None (pass one of those), "
                              f"got {type(task).__name__}")
 
     @staticmethod

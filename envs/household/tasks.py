@@ -211,6 +211,12 @@ class HouseholdTaskSpace(TaskSpace):
 
     def check_params(self, params: dict) -> dict:
         """Every knob filled in and typed (closed_fraction a float), unknown keys refused."""
+        from agentgym.envs.household.world import DEFAULTS
+
+        allowed = {"task_type", "room", "object", "receptacle", "lamp", *DEFAULTS}
+        unknown = sorted(set(params) - allowed)
+        if unknown:
+            raise ValueError(f"unknown keys {unknown}; household params take {sorted(allowed)}")
         p = check_params(params)
         p["closed_fraction"] = float(p["closed_fraction"])
         return p
