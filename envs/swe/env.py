@@ -23,7 +23,13 @@ from agentgym.envs.swe.sandbox import BACKENDS, Limits, SandboxUnavailable, make
 from agentgym.envs.swe.space import SWETaskSpace
 from agentgym.envs.swe.testing import PYTEST_ENV, grade
 from agentgym.envs.swe.tools import ActionError, create, parse_action, str_replace, truncate, view
-from agentgym.envs.swe.workspace import PathError, fresh_copy, remove_workspace, tree_digest
+from agentgym.envs.swe.workspace import (
+    PathError,
+    fresh_copy,
+    remove_workspace,
+    sweep_stale_now_and_then,
+    tree_digest,
+)
 from agentgym.errors import ConfigError
 from agentgym.tasks.spec import TaskSpec
 
@@ -62,6 +68,7 @@ class SWEEnv(TextEnv):
         self.limits = limits or Limits()
         self.sandbox_options = dict(sandbox_options or {})
         self.workspace: Path | None = None
+        sweep_stale_now_and_then()  # workspaces of killed workers or rollouts
         self.sandbox = None
         self._finalizer = None
         self._steps = 0

@@ -15,13 +15,12 @@ import json
 import secrets
 import shlex
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgym.envs.swe.repos import HIDDEN_TESTS, VISIBLE_TESTS, repo_path
 from agentgym.envs.swe.sandbox import CommandResult, Limits, make_sandbox
-from agentgym.envs.swe.workspace import copy_regular_files
+from agentgym.envs.swe.workspace import copy_regular_files, temp_root
 
 GRADER = "agentgym_grade.py"
 # Used by taskgen's trusted host-side runs (fork_pytest); grading goes through GRADER instead.
@@ -109,7 +108,7 @@ def grade(params: dict, agent_workspace: Path, backend: str = "bwrap", limits: L
     """Run every test of the project (hidden ones included) on the agent's code in a fresh
     sandbox: score = fraction of FAIL_TO_PASS passing; success = all of them and every
     PASS_TO_PASS pass."""
-    root = Path(tempfile.mkdtemp(prefix="agentgym-swe-"))
+    root = temp_root()
     try:
         ws = prepare_grading_copy(params["repo"], agent_workspace, root)
         with make_sandbox(backend, ws, limits) as sandbox:
@@ -126,7 +125,7 @@ def grade(params: dict, agent_workspace: Path, backend: str = "bwrap", limits: L
 
 def baseline_report(repo: str, backend: str = "local") -> TestReport:
     """The full suite on the unmodified project (every test must pass)."""
-    root = Path(tempfile.mkdtemp(prefix="agentgym-swe-"))
+    root = temp_root()
     try:
         ws = root / "ws"
         copy_regular_files(repo_path(repo), ws)

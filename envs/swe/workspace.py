@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import shutil
 import tarfile
 import tempfile
@@ -19,9 +20,63 @@ class PathError(ValueError):
     """A path the agent gave points outside the workspace or cannot be used."""
 
 
+PREFIX = "agentgym-swe-"
+_OWNER_RE = re.compile(r"^agentgym-swe-(\d+)\.(\d+)-")
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def temp_root(dest_parent: Path | None = None) -> Path:
+    """A new temporary folder named after its owner process (pid and start time), so that
+    `sweep_stale` can remove it once that process is gone, even after a SIGKILL."""
+    pid = os.getpid()
+    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{pid}.{_start_time(pid) or 0}-", dir=dest_parent))
+
+
+def sweep_stale(parent: Path | None = None) -> int:
+    """Remove the `agentgym-swe-*` folders whose owner process has exited (killed workers,
+    crashed rollouts). Folders of live processes, and of other naming, are left alone."""
+    parent = Path(parent or tempfile.gettempdir())
+    removed = 0
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return 0
+    for name in names:
+        m = _OWNER_RE.match(name)
+        if not m:
+            continue
+        pid, start = int(m.group(1)), int(m.group(2))
+        if _start_time(pid) == start:
+            continue  # its owner is alive
+        shutil.rmtree(parent / name, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+_last_sweep = 0.0
+
+
+def sweep_stale_now_and_then(interval: float = 60.0) -> None:
+    """`sweep_stale` at most once per `interval` seconds per process."""
+    import time
+
+    global _last_sweep
+    now = time.monotonic()
+    if now - _last_sweep >= interval or _last_sweep == 0.0:
+        _last_sweep = now
+        sweep_stale()
+
+
 def fresh_copy(source: Path, dest_parent: Path | None = None, skip: tuple[str, ...] = ()) -> Path:
     """Copy a project folder into a new temporary directory and return its path."""
-    root = Path(tempfile.mkdtemp(prefix="agentgym-swe-", dir=dest_parent))
+    root = temp_root(dest_parent)
     ws = root / "ws"
 
     def ignore(dirpath, names):
