@@ -17,13 +17,18 @@ CONFIG_HELP = "a preset name (e.g. household-tiny) or a YAML config file"
 OVERRIDES_HELP = "dotted key=value overrides, e.g. estimator.name=grpo ppo.lr=1e-4 rollout.group_size=4"
 
 
-def _load(config: str, overrides: Optional[List[str]], run_dir: Optional[str]):
+def _load(config: str, overrides: Optional[List[str]], run_dir: Optional[str], imports: Optional[List[str]] = None):
     from agentgym.trainers.config import load_config
+    from agentgym.trainers.features import import_modules
 
+    import_modules(imports)  # before the config is read: its env.id may be registered by them
     extra = list(overrides or [])
     if run_dir:
         extra.append(f"run_dir={run_dir}")
-    return load_config(config, extra)
+    cfg = load_config(config, extra)
+    cfg.imports = list(dict.fromkeys([*cfg.imports, *(imports or [])]))
+    import_modules(cfg.imports)
+    return cfg
 
 
 def _summary_table(summary: dict) -> Table:
@@ -40,6 +45,7 @@ def train_command(
     overrides: Optional[List[str]] = typer.Argument(None, help=OVERRIDES_HELP),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help="where checkpoints and metrics go (default runs/<name>)"),
     resume: bool = typer.Option(False, "--resume", help="continue from the run dir's latest checkpoint"),
+    imports: Optional[List[str]] = typer.Option(None, "--import", help="a module to import first (it registers your env); repeatable"),
 ):
     """Train an LLM agent with RL (GiGPO, SPA, LOOP, GRPO, RLOO, PPO): collect, advantages, PPO-clip
     update, held-out eval, checkpoints. `agentgym train household-tiny` is the CPU main job."""
@@ -47,7 +53,7 @@ def train_command(
 
     from agentgym.trainers.loop import run_dir_for, train
 
-    cfg = _load(config, overrides, run_dir)
+    cfg = _load(config, overrides, run_dir, imports)
     console.print(f"[bold]agentgym train[/] {cfg.name}: estimator={cfg.estimator['name']} env={cfg.env.id} "
                   f"run_dir={run_dir_for(cfg)}")
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),

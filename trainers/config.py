@@ -59,6 +59,7 @@ class EnvConfig:
     env_kwargs: dict = field(default_factory=dict)
     executor: str = "inprocess"
     max_turns: int = 1000
+    requires: list = field(default_factory=list)  # env features the config needs (trainers/features.py)
 
 
 @dataclass
@@ -144,6 +145,7 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)  # task source: split or evolve, and a curriculum
+    imports: list = field(default_factory=list)  # modules that register user envs, imported before env.id is checked
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
