@@ -37,6 +37,7 @@ import numpy as np
 
 from agentgym.errors import AgentGymError, ConfigError
 from agentgym.tasks.pool import TaskPool
+from agentgym.tasks.space import _heldout_keys
 from agentgym.tasks.spec import TaskSpec
 
 SOURCES = ("sample", "mutate", "easier", "harder", "llm")
@@ -105,7 +106,7 @@ class TaskGenerator:
         self.space = task_space
         self.pool = pool
         self.rng = np.random.default_rng(seed)
-        self.heldout = set(task_space.heldout_ids() if heldout_ids is None else heldout_ids)
+        self.heldout = set(_heldout_keys(task_space) if heldout_ids is None else heldout_ids)
         self.llm = llm
         self.difficulty = resolve_difficulty(task_space, difficulty)
         reserved = getattr(task_space, "reserved", None)  # regions kept for heldout_unseen

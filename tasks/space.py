@@ -81,7 +81,7 @@ class TaskSpace:
 
     def is_heldout(self, spec: TaskSpec) -> bool:
         """Held out by id, by canonical content, by content with another env id, or by region."""
-        ids = self.heldout_ids()
+        ids = self.heldout_keys()
         if is_heldout(spec, ids, self.reserved):
             return True
         try:
@@ -140,7 +140,7 @@ class TaskSpace:
         oracle; `keep(spec)` narrows them (e.g. to some categories). A training stream far wider
         than the shipped train split, for agents that would otherwise memorize its layouts."""
         rng = np.random.default_rng([seed, 11])
-        heldout = self.heldout_ids()
+        heldout = _heldout_keys(self)
         reserved = getattr(self, "reserved", None)
         out: dict[str, TaskSpec] = {}
         for _ in range(max(1, n) * max_draws_per_task):
@@ -174,16 +174,25 @@ class TaskSpace:
         return cache[name]
 
     def heldout_ids(self) -> set[str]:
+        """The held-out tasks' ids."""
+        ids: set[str] = set()
+        for name in self.split_names:
+            if name in HELDOUT_SPLITS:
+                ids.update(t.task_id for t in self._splits(name))
+        return ids
+
+    def heldout_keys(self) -> set[str]:
         """The held-out tasks' ids and their `content_key`s (which ignore the env id and
-        number types), so relabelled or re-typed copies are caught too."""
-        cached = self.__dict__.get("_heldout_ids")
+        number types), so relabelled or re-typed copies are caught too: what the generator,
+        the task sources and the trainer refuse."""
+        cached = self.__dict__.get("_heldout_keys")
         if cached is None:
             cached = set()
             for name in self.split_names:
                 if name in HELDOUT_SPLITS:
                     for t in self._splits(name):
                         cached.update((t.task_id, t.content_key))
-            self.__dict__["_heldout_ids"] = frozenset(cached)
+            self.__dict__["_heldout_keys"] = frozenset(cached)
         return set(cached)
 
     @cached_property
@@ -228,6 +237,12 @@ def check_schema(params: dict, required: dict, optional: dict | None = None, wha
             raise ValueError(f"{key} contains a NUL byte")
         out[key] = value
     return out
+
+
+def _heldout_keys(space) -> set[str]:
+    """`heldout_keys()` for task spaces that are not TaskSpace subclasses (duck-typed ones)."""
+    keys = getattr(space, "heldout_keys", None)
+    return set(keys()) if callable(keys) else set(space.heldout_ids())
 
 
 def _bare(env_id: str) -> str:

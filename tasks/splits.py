@@ -59,6 +59,6 @@ def refuse_heldout(tasks: Iterable[TaskSpec], heldout_ids: set[str], what: str =
     for t in tasks:
         if is_heldout(t, heldout_ids, reserved):
             raise HeldoutTaskError(
-                f"task {t.task_id} ({t.env_id}) is a held-out task or lies in a region reserved for held-out "
-                f"evaluation and cannot be used for {what}: use the `train` split or tasks generated from it"
+                f"task {t.task_id} ({t.env_id}) belongs to a held-out split (by id or content) or to a region "
+                f"reserved for held-out evaluation and cannot be used for {what}: use the `train` split or tasks generated from it"
             )

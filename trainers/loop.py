@@ -44,6 +44,7 @@ def run_dir_for(cfg: TrainConfig) -> Path:
 
 
 def select_train_tasks(cfg: TrainConfig, space) -> list:
+    from agentgym.tasks.space import _heldout_keys
     from agentgym.tasks.splits import load_split, refuse_heldout
 
     if cfg.env.fresh_tasks:
@@ -54,7 +55,7 @@ def select_train_tasks(cfg: TrainConfig, space) -> list:
     else:
         tasks = load_split(cfg.env.tasks_file) if cfg.env.tasks_file else space.split(cfg.env.split)
         tasks = filter_tasks(tasks, cfg.env.task_filter, cfg.env.categories, space)
-    refuse_heldout(tasks, space.heldout_ids(), what="training", reserved=space.reserved)
+    refuse_heldout(tasks, _heldout_keys(space), what="training", reserved=getattr(space, "reserved", None))
     if cfg.env.max_tasks:
         tasks = tasks[: cfg.env.max_tasks]
     if not tasks:

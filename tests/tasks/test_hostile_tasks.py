@@ -25,7 +25,7 @@ def test_shipped_tasks_are_already_canonical_and_train_is_not_heldout(env_id):
     for name in space.split_names:
         for t in space.split(name)[:300]:
             assert space.canonical(t).task_id == t.task_id, (name, t.params)
-    held = space.heldout_ids()
+    held = space.heldout_keys()
     for t in space.split("train")[:300]:
         assert not space.is_heldout(t), t.params
         assert t.content_key not in held
@@ -40,7 +40,7 @@ def test_household_int_closed_fraction_is_the_same_task_and_refused():
     gen = TaskGenerator(space, TaskPool(), seed=0)
     assert gen.admit(retyped, "llm") == "heldout"
     with pytest.raises(HeldoutTaskError):
-        refuse_heldout([retyped], space.heldout_ids())
+        refuse_heldout([retyped], space.heldout_keys())
 
 
 def test_tasks_file_with_retyped_heldout_task_is_refused(tmp_path):
@@ -65,7 +65,7 @@ def test_refuse_heldout_catches_tasks_relabelled_with_another_env_id():
     for other in ("agentgym/WebShop-v0", "Household-v0", "my/Env-v0"):
         relabelled = TaskSpec(other, dict(task.params), task.seed)
         with pytest.raises(HeldoutTaskError):
-            refuse_heldout([relabelled], space.heldout_ids())
+            refuse_heldout([relabelled], space.heldout_keys())
         assert space.is_heldout(relabelled)
 
 
