@@ -157,7 +157,9 @@ def test_sync_back_drops_link_chains_leading_out(tmp_path):
 
 
 def _swe_folders() -> set[str]:
-    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("agentgym-swe-")}
+    """This process's workspace folders (other processes on the machine make their own)."""
+    mine = f"agentgym-swe-{os.getpid()}."
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith(mine)}
 
 
 def test_dangling_link_submit_ends_cleanly_and_leaves_no_folder():
