@@ -70,6 +70,7 @@ def rollout_command(
     executor: str = typer.Option("inprocess", help="inprocess | process | ray (pip install agentgym[ray])"),
     workers: int = typer.Option(2, help="worker processes for --executor process"),
     seed: int = typer.Option(0),
+    max_live_envs: int = typer.Option(64, help="at most this many environments at once (each closed when its episode ends)"),
 ):
     """Play tasks with a scripted policy and summarize the episodes."""
     env_id = agentgym.registration.check_env_id(env)
@@ -80,7 +81,8 @@ def rollout_command(
                   console=console, transient=True) as progress:
         bar = progress.add_task(f"{policy} on {env_id}", total=total)
         trajs = agentgym.collect(env_id, task_list, pol, group_size=episodes, seed=seed, executor=executor,
-                                 num_workers=workers, on_turn=lambda done, n: progress.update(bar, completed=done))
+                                 num_workers=workers, max_live_envs=max_live_envs,
+                                 on_turn=lambda done, n: progress.update(bar, completed=done))
     if out is not None:
         agentgym.save_trajectories(out, trajs)
     console.print(summary_table(trajs, title=f"{policy} on {env_id} ({tasks})"))

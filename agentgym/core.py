@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
+from agentgym.errors import TaskParamError
 from agentgym.tasks.space import TaskSpace
 from agentgym.tasks.spec import TaskSpec
 
@@ -70,7 +71,15 @@ class TextEnv(gym.Env[str, str]):
     # --- Gymnasium API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         super().reset(seed=seed)
-        self.task = self.resolve_task((options or {}).get("task"))
+        if options is None:
+            options = {}
+        if not isinstance(options, dict):
+            raise TaskParamError(f'reset options must be a dict such as {{"task": TASK}}, got {type(options).__name__}')
+        unknown = sorted(set(options) - {"task"})
+        if unknown:
+            raise TaskParamError(f'unknown reset options {unknown}: the only option is "task" '
+                                 '(a TaskSpec, a task id, a task dict, or None for a random train task)')
+        self.task = self.resolve_task(options.get("task"))
         obs, info = self._reset(self.task)
         self._last_obs = obs
         return obs, self._checked(info)
@@ -97,13 +106,19 @@ class TextEnv(gym.Env[str, str]):
         if task is None:
             train = self.task_space._splits("train")
             return train[int(self.np_random.integers(len(train)))]
-        if isinstance(task, TaskSpec):
-            return task
-        if isinstance(task, dict):
-            return TaskSpec.from_dict(task)
         if isinstance(task, str):
             return self.task_space.find(task)
-        raise TypeError(f"options['task'] must be a TaskSpec, a task id or None, got {type(task).__name__}")
+        if isinstance(task, dict):
+            try:
+                task = TaskSpec.from_dict(task)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise TaskParamError(
+                    f"options['task'] is not a task ({type(exc).__name__}: {exc}): pass a TaskSpec, a task id, or "
+                    '{"env_id": ..., "params": {...}, "seed": N}') from None
+        if isinstance(task, TaskSpec):
+            return self.task_space.canonical(task)
+        raise TaskParamError(f"options['task'] must be a TaskSpec, a task id, a task dict or None (pass one of those), "
+                             f"got {type(task).__name__}")
 
     @staticmethod
     def _checked(info: dict) -> dict:

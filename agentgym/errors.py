@@ -16,6 +16,11 @@ class UnknownTaskError(AgentGymError):
     pass
 
 
+class TaskParamError(AgentGymError, ValueError, TypeError):
+    """A task (TaskSpec, dict or params) the environment cannot play: wrong env, unknown keys,
+    wrong types, paths."""
+
+
 class HeldoutTaskError(AgentGymError):
     """A held-out task was offered where training tasks are expected."""
 

@@ -49,43 +49,83 @@ def _step(env, text: str) -> EnvResult:
         return EnvResult(error=_short_error(exc))
 
 
+def _close(env) -> None:
+    try:
+        env.close()
+    except Exception:
+        pass
+
+
 class InProcessExecutor:
-    """Runs every slot in this process, one after another: lowest overhead, no isolation."""
+    """Runs every slot in this process, one after another: lowest overhead, no isolation.
+
+    `release(slots)` closes those slots' envs (their episodes ended: workspaces, browsers and
+    files go now, not at the end of the rollout); the next reset of a slot builds a new env."""
 
     def __init__(self, factory: EnvFactory, num_envs: int):
+        self.factory = factory
         self.envs = [factory() for _ in range(num_envs)]
 
+    def _env(self, i: int):
+        if self.envs[i] is None:
+            self.envs[i] = self.factory()
+        return self.envs[i]
+
     def reset(self, requests: list[tuple[int, TaskSpec, int | None]]) -> list[EnvResult]:
-        return [_reset(self.envs[i], task, seed) for i, task, seed in requests]
+        out = []
+        for i, task, seed in requests:
+            try:
+                env = self._env(i)
+            except Exception as exc:
+                out.append(EnvResult(error=_short_error(exc)))
+                continue
+            out.append(_reset(env, task, seed))
+        return out
+
+    def release(self, slots: list[int]) -> None:
+        for i in slots:
+            if self.envs[i] is not None:
+                _close(self.envs[i])
+                self.envs[i] = None
 
     def step(self, requests: list[tuple[int, str]]) -> list[EnvResult]:
         return [_step(self.envs[i], text) for i, text in requests]
 
     def close(self) -> None:
         for env in self.envs:
-            try:
-                env.close()
-            except Exception:
-                pass
+            if env is not None:
+                _close(env)
 
 
 def _worker(conn, factory: EnvFactory, slots: list[int]) -> None:
     envs = {i: factory() for i in slots}
+
+    def reset_one(i, task, seed):
+        if envs.get(i) is None:
+            try:
+                envs[i] = factory()
+            except Exception as exc:
+                return EnvResult(error=_short_error(exc))
+        return _reset(envs[i], task, seed)
+
     while True:
         try:
             cmd, payload = conn.recv()
         except (EOFError, KeyboardInterrupt):
             break
         if cmd == "reset":
-            conn.send([_reset(envs[i], task, seed) for i, task, seed in payload])
+            conn.send([reset_one(i, task, seed) for i, task, seed in payload])
+        elif cmd == "release":
+            for (i,) in payload:
+                if envs.get(i) is not None:
+                    _close(envs.pop(i))
+            conn.send([EnvResult() for _ in payload])
         elif cmd == "step":
             conn.send([_step(envs[i], text) for i, text in payload])
         elif cmd == "close":
             for env in envs.values():
-                try:
-                    env.close()
-                except Exception:
-                    pass
+                if env is not None:
+                    _close(env)
             conn.send(None)
             break
 
@@ -158,6 +198,9 @@ class ProcessExecutor:
 
     def step(self, requests):
         return self._call("step", requests, restart_dead=False)
+
+    def release(self, slots: list[int]) -> None:
+        self._call("release", [(i,) for i in slots], restart_dead=False)
 
     def close(self) -> None:
         for w, worker in enumerate(self.workers):

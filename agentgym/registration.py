@@ -48,7 +48,8 @@ def check_env_id(env_id: str) -> str:
     if f"{NAMESPACE}/{env_id}" in gym.registry:
         return f"{NAMESPACE}/{env_id}"
     known = ", ".join(sorted(_OURS)) or "none"
-    raise UnknownEnvError(f"unknown environment {env_id!r}; registered agentgym ids: {known} (see `agentgym envs`)")
+    raise UnknownEnvError(f"unknown environment {env_id!r}; registered agentgym ids: {known} (see `agentgym envs`; "
+                          "an env your own module registers needs `--import MODULE` or `imports: [MODULE]`)")
 
 
 def make(env_id: str, **kwargs: Any) -> gym.Env:

@@ -37,6 +37,7 @@ def make_chat_env(env: str | EnvSpec, env_kwargs: dict | None = None, **chat_kwa
 
 @dataclass
 class _Episode:
+    index: int  # the episode's own number (TurnContext.episode); `slot` is the env it runs in
     slot: int
     task: TaskSpec
     traj: Trajectory
@@ -62,6 +63,7 @@ def collect(
     max_turns: int = 1000,
     record_messages: bool = True,
     on_turn: Callable[[int, int], None] | None = None,
+    max_live_envs: int | None = 256,
 ) -> list[Trajectory]:
     """Play every task `group_size` times; returns the trajectories grouped task by task.
 
@@ -71,6 +73,9 @@ def collect(
     executor: "inprocess", "process" (num_workers processes) or "ray" (env workers as Ray actors;
     executor_options are agentgym.executors_ray.RayConfig fields: address, num_workers, ...).
     on_turn(done_episodes, total_episodes) is called after every batched turn (progress bars).
+    max_live_envs: at most this many environments exist at once (None: one per episode); an
+    episode starts when a slot is free and its env is closed as soon as it ends, so SWE
+    workspaces or browsers never pile up. Episodes keep their order and their groups' seeds.
     """
     if group_size < 1:
         raise ValueError("group_size must be >= 1")
@@ -87,22 +92,53 @@ def collect(
         for _ in range(group_size):
             traj = Trajectory(task_id=task.task_id, group_id=f"{g}:{task.task_id}", env_id=env_id or task.env_id,
                               seed=seed + g, task=task.to_dict())
-            episodes.append(_Episode(slot=len(episodes), task=task, traj=traj))
+            episodes.append(_Episode(index=len(episodes), slot=-1, task=task, traj=traj))
     if not episodes:
         return []
+    if max_live_envs is not None and int(max_live_envs) < 1:
+        raise ValueError("max_live_envs must be >= 1 (or None for one env per episode)")
+    n_slots = len(episodes) if max_live_envs is None else min(len(episodes), int(max_live_envs))
 
-    pool = make_executor(executor, factory, len(episodes), num_workers=num_workers, options=executor_options)
+    pool = make_executor(executor, factory, n_slots, num_workers=num_workers, options=executor_options)
     format_action = _action_formatter(pool, factory)
+    pending = list(reversed(episodes))  # popped from the end: episodes start in order
+    free = list(reversed(range(n_slots)))
+    live: list[_Episode] = []
+
+    def release(eps: list[_Episode]) -> None:
+        if eps:
+            pool.release([ep.slot for ep in eps])
+            free.extend(sorted((ep.slot for ep in eps), reverse=True))
+
+    def start_pending() -> None:
+        while free and pending:
+            batch = []
+            while free and pending:
+                ep = pending.pop()
+                ep.slot = free.pop()
+                batch.append(ep)
+            results = pool.reset([(ep.slot, ep.task, ep.traj.seed) for ep in batch])
+            for ep, res in zip(batch, results):
+                _on_reset(ep, res)
+            live.extend(ep for ep in batch if not ep.done)
+            release([ep for ep in batch if ep.done])
+
     try:
-        results = pool.reset([(ep.slot, ep.task, ep.traj.seed) for ep in episodes])
-        for ep, res in zip(episodes, results):
-            _on_reset(ep, res)
-        turn = 0
-        while turn < max_turns:
-            active = [ep for ep in episodes if not ep.done]
+        while True:
+            start_pending()
+            # the engine's own safety cap, beyond the env's time limit
+            capped = [ep for ep in live if len(ep.traj.steps) >= max_turns]
+            for ep in capped:
+                ep.traj.truncated = True
+                ep.done = True
+            live[:] = [ep for ep in live if not ep.done]
+            release(capped)
+            if capped:
+                continue
+            active = live
             if not active:
                 break
-            contexts = [TurnContext(episode=str(ep.slot), task=ep.task, turn=len(ep.traj.steps), info=ep.info,
+            contexts = [TurnContext(episode=str(ep.index), task=ep.task, turn=len(ep.traj.steps), info=ep.info,
                                     format_action=format_action) for ep in active]
             completions = policy.generate([ep.prompt for ep in active], sampling, contexts)
             if len(completions) != len(active):
@@ -117,13 +153,11 @@ def collect(
             results = pool.step([(ep.slot, ep.traj.steps[-1].text) for ep in to_step])
             for ep, res in zip(to_step, results):
                 _on_step(ep, res)
-            turn += 1
+            ended = [ep for ep in live if ep.done]
+            live[:] = [ep for ep in live if not ep.done]
+            release(ended)
             if on_turn is not None:
                 on_turn(sum(ep.done for ep in episodes), len(episodes))
-        for ep in episodes:
-            if not ep.done:  # the engine's own safety cap, beyond the env's time limit
-                ep.traj.truncated = True
-                ep.done = True
     finally:
         pool.close()
     return [ep.traj for ep in episodes]

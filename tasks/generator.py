@@ -37,6 +37,7 @@ import numpy as np
 
 from agentgym.errors import AgentGymError, ConfigError
 from agentgym.tasks.pool import TaskPool
+from agentgym.tasks.space import _heldout_keys
 from agentgym.tasks.spec import TaskSpec
 
 SOURCES = ("sample", "mutate", "easier", "harder", "llm")
@@ -105,7 +106,7 @@ class TaskGenerator:
         self.space = task_space
         self.pool = pool
         self.rng = np.random.default_rng(seed)
-        self.heldout = set(task_space.heldout_ids() if heldout_ids is None else heldout_ids)
+        self.heldout = set(_heldout_keys(task_space) if heldout_ids is None else heldout_ids)
         self.llm = llm
         self.difficulty = resolve_difficulty(task_space, difficulty)
         reserved = getattr(task_space, "reserved", None)  # regions kept for heldout_unseen
@@ -124,7 +125,12 @@ class TaskGenerator:
               none_reason: str = "unparsed") -> str:
         """Add `spec` to the pool if it passes every check; returns "admitted" or the reason it
         was dropped (also counted in stats as rejected/<reason>; `none_reason` when spec is None)."""
-        reason = none_reason if spec is None else self._check(spec)
+        if spec is not None:
+            spec, reason = self._canonical(spec)
+            if reason is None:
+                reason = self._check(spec)
+        else:
+            reason = none_reason
         if reason == "admitted":
             self.pool.add(spec, self.space.category(spec), origin=origin, parent=parent, added_round=self.round)
             self.stats[f"admitted/{origin}"] += 1
@@ -132,13 +138,24 @@ class TaskGenerator:
             self.stats[f"rejected/{reason}"] += 1
         return reason
 
+    def _canonical(self, spec) -> tuple:
+        """The family's validator runs first, before anything is built or written: unknown
+        keys, wrong types and paths are refused here; equal games get equal ids."""
+        if not isinstance(spec, TaskSpec) or spec.env_id != self.space.env_id:
+            return spec, "wrong_env"
+        try:
+            return self.space.canonical(spec), None
+        except AgentGymError as exc:
+            self.last_error = str(exc)
+            return spec, "invalid"
+
     def _check(self, spec: TaskSpec | None) -> str:
         if spec is None:
             return "unparsed"
         if not isinstance(spec, TaskSpec) or spec.env_id != self.space.env_id:
             return "wrong_env"
         tid = spec.task_id
-        if tid in self.heldout:
+        if tid in self.heldout or spec.content_key in self.heldout:
             return "heldout"
         try:
             if self.reserved is not None and self.reserved(spec):

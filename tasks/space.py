@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.errors import ConfigError, SplitFileError, UnknownTaskError
+from agentgym.errors import ConfigError, SplitFileError, TaskParamError, UnknownTaskError
 from agentgym.tasks.spec import TaskSpec
-from agentgym.tasks.splits import HELDOUT_SPLITS, load_split
+from agentgym.tasks.splits import HELDOUT_SPLITS, is_heldout, load_split
 
 
 class TaskSpace:
@@ -47,7 +47,48 @@ class TaskSpace:
         """Generate the shipped split manifests deterministically (used by scripts and tests)."""
         raise NotImplementedError
 
+    def check_params(self, params: dict) -> dict:
+        """The family's task-parameter validator: the canonical params (types fixed, e.g. a
+        float knob given as an int becomes a float) or a ValueError/TypeError naming the
+        problem (unknown keys, wrong types, paths). Runs before anything is built or any file
+        is touched. The default accepts any JSON params; families override it."""
+        return dict(params)
+
+    def reserved(self, spec: TaskSpec) -> bool:
+        """Whether the task lies in a region kept for held-out evaluation (products, goal
+        pairs, projects): refused for training whatever its id. Default: no region."""
+        return False
+
     # --- shared behaviour -------------------------------------------------------------------
+    def canonical(self, spec: TaskSpec) -> TaskSpec:
+        """`spec` checked and in canonical form (this family's env id, validated params), so
+        equal games have equal task ids; TaskParamError (one line: what is wrong and what to
+        do) otherwise."""
+        if not isinstance(spec, TaskSpec):
+            raise TaskParamError(f"expected a TaskSpec for {self.env_id}, got {type(spec).__name__}")
+        if _bare(spec.env_id) != _bare(self.env_id):
+            raise TaskParamError(
+                f"this task is for {spec.env_id}, not {self.env_id}: make that environment, or pick a task from "
+                f"`agentgym tasks list {self.env_id}`")
+        try:
+            params = self.check_params(dict(spec.params))
+        except (ValueError, TypeError, KeyError) as exc:
+            msg = str(exc).strip("'\"") if isinstance(exc, KeyError) else str(exc)
+            raise TaskParamError(
+                f"invalid {self.env_id} task params: {msg.splitlines()[0] if msg else type(exc).__name__}; "
+                f"see `agentgym tasks list {self.env_id}` for valid tasks") from None
+        return TaskSpec(self.env_id, params=params, seed=spec.seed)
+
+    def is_heldout(self, spec: TaskSpec) -> bool:
+        """Held out by id, by canonical content, by content with another env id, or by region."""
+        ids = self.heldout_keys()
+        if is_heldout(spec, ids, self.reserved):
+            return True
+        try:
+            return is_heldout(self.canonical(TaskSpec(self.env_id, spec.params, spec.seed)), ids, self.reserved)
+        except TaskParamError:
+            return False
+
     def make_env(self, **kwargs):
         import gymnasium as gym
 
@@ -99,14 +140,15 @@ class TaskSpace:
         oracle; `keep(spec)` narrows them (e.g. to some categories). A training stream far wider
         than the shipped train split, for agents that would otherwise memorize its layouts."""
         rng = np.random.default_rng([seed, 11])
-        heldout = self.heldout_ids()
+        heldout = _heldout_keys(self)
         reserved = getattr(self, "reserved", None)
         out: dict[str, TaskSpec] = {}
         for _ in range(max(1, n) * max_draws_per_task):
             if len(out) >= n:
                 break
             spec = self.sample(rng)
-            if spec.task_id in heldout or spec.task_id in out or (keep is not None and not keep(spec)):
+            if spec.task_id in heldout or spec.content_key in heldout or spec.task_id in out or (
+                    keep is not None and not keep(spec)):
                 continue
             if (callable(reserved) and reserved(spec)) or not self.validate(spec):
                 continue
@@ -132,11 +174,26 @@ class TaskSpace:
         return cache[name]
 
     def heldout_ids(self) -> set[str]:
+        """The held-out tasks' ids."""
         ids: set[str] = set()
         for name in self.split_names:
             if name in HELDOUT_SPLITS:
                 ids.update(t.task_id for t in self._splits(name))
         return ids
+
+    def heldout_keys(self) -> set[str]:
+        """The held-out tasks' ids and their `content_key`s (which ignore the env id and
+        number types), so relabelled or re-typed copies are caught too: what the generator,
+        the task sources and the trainer refuse."""
+        cached = self.__dict__.get("_heldout_keys")
+        if cached is None:
+            cached = set()
+            for name in self.split_names:
+                if name in HELDOUT_SPLITS:
+                    for t in self._splits(name):
+                        cached.update((t.task_id, t.content_key))
+            self.__dict__["_heldout_keys"] = frozenset(cached)
+        return set(cached)
 
     @cached_property
     def _index(self) -> dict[str, TaskSpec]:
@@ -150,3 +207,44 @@ class TaskSpace:
                 f"unknown task id {task_id!r} for {self.env_id}: pass a TaskSpec or an id from one of "
                 f"its splits ({', '.join(self.split_names)}); `agentgym tasks list {self.env_id}` shows them"
             ) from None
+
+
+def check_schema(params: dict, required: dict, optional: dict | None = None, what: str = "task") -> dict:
+    """Check `params` against {key: type or (types)}: unknown or missing keys and wrong types
+    raise ValueError/TypeError naming them; a `float` key given an int becomes a float (so the
+    same game has the same id); `bool` is never accepted as a number. Strings must not hold NUL
+    bytes. The helper behind each family's `check_params`."""
+    if not isinstance(params, dict):
+        raise TypeError(f"{what} params must be an object, got {type(params).__name__}")
+    optional = optional or {}
+    unknown = sorted(set(params) - set(required) - set(optional))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}; {what} params take {sorted(set(required) | set(optional))}")
+    missing = sorted(set(required) - set(params))
+    if missing:
+        raise ValueError(f"missing keys {missing}")
+    out = {}
+    for key, value in params.items():
+        want = required.get(key, optional.get(key))
+        types = want if isinstance(want, tuple) else (want,)
+        if float in types and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) and bool not in types:
+            raise TypeError(f"{key} must be {' or '.join(t.__name__ for t in types)}, got {value!r}")
+        if not isinstance(value, types):
+            raise TypeError(f"{key} must be {' or '.join(t.__name__ for t in types)}, got {type(value).__name__}")
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError(f"{key} contains a NUL byte")
+        out[key] = value
+    return out
+
+
+def _heldout_keys(space) -> set[str]:
+    """`heldout_keys()` for task spaces that are not TaskSpace subclasses (duck-typed ones)."""
+    keys = getattr(space, "heldout_keys", None)
+    return set(keys()) if callable(keys) else set(space.heldout_ids())
+
+
+def _bare(env_id: str) -> str:
+    """The id without the default namespace: `Household-v0` and `agentgym/Household-v0` agree."""
+    return env_id[len("agentgym/"):] if isinstance(env_id, str) and env_id.startswith("agentgym/") else env_id

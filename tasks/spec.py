@@ -18,6 +18,27 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _normalized(obj: Any) -> Any:
+    """Numbers compared by value (1.0 and 1 are the same game), containers recursively."""
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, float) and obj.is_integer():
+        return int(obj)
+    if isinstance(obj, dict):
+        return {str(k): _normalized(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_normalized(v) for v in obj]
+    return obj
+
+
+def content_key(params: Mapping[str, Any], seed: int) -> str:
+    """What a task plays, without its env id and with numbers compared by value: two specs
+    with the same key are the same game whatever their label or number types. Prefixed `c:`
+    so keys and task ids can share one set."""
+    body = canonical_json({"params": _normalized(dict(params)), "seed": int(seed)})
+    return "c:" + hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     env_id: str
@@ -43,6 +64,15 @@ class TaskSpec:
             object.__setattr__(self, "_task_id", cached)
         return cached
 
+    @property
+    def content_key(self) -> str:
+        """See `content_key`: equal for relabelled or re-typed copies of the same game."""
+        cached = self.__dict__.get("_content_key")
+        if cached is None:
+            cached = content_key(self.params, self.seed)
+            object.__setattr__(self, "_content_key", cached)
+        return cached
+
     def to_dict(self, with_id: bool = True) -> dict:
         d = {"env_id": self.env_id, "params": dict(self.params), "seed": self.seed}
         if with_id:
@@ -51,6 +81,10 @@ class TaskSpec:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "TaskSpec":
+        if not isinstance(d, Mapping):
+            raise TypeError(f"a task is a dict {{'env_id': ..., 'params': {{...}}, 'seed': N}}, got {type(d).__name__}")
+        if "env_id" not in d:
+            raise KeyError("env_id")
         spec = cls(env_id=d["env_id"], params=d.get("params", {}), seed=int(d.get("seed", 0)))
         if "task_id" in d and d["task_id"] != spec.task_id:
             raise ValueError(f"task_id {d['task_id']} does not match the content hash {spec.task_id}")

@@ -40,11 +40,25 @@ def load_split(path: str | Path) -> list[TaskSpec]:
     return tasks
 
 
-def refuse_heldout(tasks: Iterable[TaskSpec], heldout_ids: set[str], what: str = "training") -> None:
-    """Raise if any task is held out: held-out ids are never trained on."""
+def is_heldout(task: TaskSpec, heldout_ids: set[str], reserved=None) -> bool:
+    """Held out by id, by content (`TaskSpace.heldout_ids()` holds both the ids and the
+    `content_key`s of the held-out splits, so a relabelled or re-typed copy is caught), or by
+    region (`reserved(task)`: the family's products / pairs / projects kept for held-out)."""
+    if task.task_id in heldout_ids or task.content_key in heldout_ids:
+        return True
+    if reserved is not None:
+        try:
+            return bool(reserved(task))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return False
+    return False
+
+
+def refuse_heldout(tasks: Iterable[TaskSpec], heldout_ids: set[str], what: str = "training", reserved=None) -> None:
+    """Raise if any task is held out (see `is_heldout`): held-out tasks are never trained on."""
     for t in tasks:
-        if t.task_id in heldout_ids:
+        if is_heldout(t, heldout_ids, reserved):
             raise HeldoutTaskError(
-                f"task {t.task_id} belongs to a held-out split and cannot be used for {what}: "
-                "use the `train` split or tasks generated from it"
+                f"task {t.task_id} ({t.env_id}) belongs to a held-out split (by id or content) or to a region "
+                f"reserved for held-out evaluation and cannot be used for {what}: use the `train` split or tasks generated from it"
             )

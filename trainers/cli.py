@@ -18,13 +18,18 @@ CONFIG_HELP = "a preset name (e.g. household-tiny) or a YAML config file"
 OVERRIDES_HELP = "dotted key=value overrides, e.g. estimator.name=grpo ppo.lr=1e-4 rollout.group_size=4"
 
 
-def _load(config: str, overrides: Optional[List[str]], run_dir: Optional[str]):
+def _load(config: str, overrides: Optional[List[str]], run_dir: Optional[str], imports: Optional[List[str]] = None):
     from agentgym.trainers.config import load_config
+    from agentgym.trainers.features import import_modules
 
+    import_modules(imports)  # before the config is read: its env.id may be registered by them
     extra = list(overrides or [])
     if run_dir:
         extra.append(f"run_dir={run_dir}")
-    return load_config(config, extra)
+    cfg = load_config(config, extra)
+    cfg.imports = list(dict.fromkeys([*cfg.imports, *(imports or [])]))
+    import_modules(cfg.imports)
+    return cfg
 
 
 def _summary_table(summary: dict) -> Table:
@@ -43,6 +48,7 @@ def train_command(
     resume: bool = typer.Option(False, "--resume", help="continue from the run dir's latest checkpoint"),
     nproc: int = typer.Option(1, "--nproc", help="data-parallel processes on this machine (runs torchrun; "
                               "gloo on CPU, nccl on CUDA); see docs/scaling.md"),
+    imports: Optional[List[str]] = typer.Option(None, "--import", help="a module to import first (it registers your env); repeatable"),
 ):
     """Train an LLM agent with RL (GiGPO, SPA, LOOP, GRPO, RLOO, PPO): collect, advantages, PPO-clip
     update, held-out eval, checkpoints. `agentgym train household-tiny` is the CPU main job."""
@@ -51,10 +57,11 @@ def train_command(
     from agentgym.trainers.distributed import check_world, launch, world_from_env
     from agentgym.trainers.loop import run_dir_for, train
 
-    cfg = _load(config, overrides, run_dir)
+    cfg = _load(config, overrides, run_dir, imports)
     if nproc > 1:  # check here too, so a bad world size is one line before torchrun starts anything
         check_world(cfg, nproc)
         args = [config, *(overrides or [])] + (["--run-dir", run_dir] if run_dir else []) + (["--resume"] if resume else [])
+        args += [flag for module in imports or [] for flag in ("--import", module)]
         sys.exit(launch(nproc, args))
     global console
     if world_from_env()[0] > 0:

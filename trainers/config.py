@@ -61,6 +61,7 @@ class EnvConfig:
     env_kwargs: dict = field(default_factory=dict)
     executor: str = "inprocess"  # inprocess | process | ray (env workers as Ray actors; settings in `ray:`)
     max_turns: int = 1000
+    requires: list = field(default_factory=list)  # env features the config needs (trainers/features.py)
 
 
 @dataclass
@@ -150,6 +151,7 @@ class TrainConfig:
     log: LogConfig = field(default_factory=LogConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)  # task source: split or evolve, and a curriculum
     ray: RayConfig = field(default_factory=RayConfig)  # env workers / policy actors on Ray (docs/scaling.md)
+    imports: list = field(default_factory=list)  # modules that register user envs, imported before env.id is checked
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

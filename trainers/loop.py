@@ -44,6 +44,7 @@ def run_dir_for(cfg: TrainConfig) -> Path:
 
 
 def select_train_tasks(cfg: TrainConfig, space) -> list:
+    from agentgym.tasks.space import _heldout_keys
     from agentgym.tasks.splits import load_split, refuse_heldout
 
     if cfg.env.fresh_tasks:
@@ -54,7 +55,7 @@ def select_train_tasks(cfg: TrainConfig, space) -> list:
     else:
         tasks = load_split(cfg.env.tasks_file) if cfg.env.tasks_file else space.split(cfg.env.split)
         tasks = filter_tasks(tasks, cfg.env.task_filter, cfg.env.categories, space)
-    refuse_heldout(tasks, space.heldout_ids(), what="training")
+    refuse_heldout(tasks, _heldout_keys(space), what="training", reserved=getattr(space, "reserved", None))
     if cfg.env.max_tasks:
         tasks = tasks[: cfg.env.max_tasks]
     if not tasks:
@@ -458,6 +459,9 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     started = time.perf_counter()
+    from agentgym.trainers.features import check_env_features, import_modules
+
+    import_modules(cfg.imports)
     cfg.env.id = check_env_id(cfg.env.id)
     dp = distributed.setup(cfg, log)  # torchrun ranks and Ray: checked here, before any work
     log = distributed.main_log(log)
@@ -472,6 +476,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         save_config(cfg, run_dir / "config.yaml")
     torch.manual_seed(cfg.seed)
     space = get_task_space(cfg.env.id)
+    check_env_features(cfg, space)
     train_tasks = select_train_tasks(cfg, space)
     from agentgym.tasks.source import make_task_source_from_config
 

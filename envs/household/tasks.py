@@ -216,6 +216,18 @@ class HouseholdTaskSpace(TaskSpace):
         """Used by the task generator to make easier / harder variants."""
         return difficulty(spec.params)
 
+    def check_params(self, params: dict) -> dict:
+        """Every knob filled in and typed (closed_fraction a float), unknown keys refused."""
+        from agentgym.envs.household.world import DEFAULTS
+
+        allowed = {"task_type", "room", "object", "receptacle", "lamp", *DEFAULTS}
+        unknown = sorted(set(params) - allowed)
+        if unknown:
+            raise ValueError(f"unknown keys {unknown}; household params take {sorted(allowed)}")
+        p = check_params(params)
+        p["closed_fraction"] = float(p["closed_fraction"])
+        return p
+
     def reserved(self, spec: TaskSpec) -> bool:
         """Whether the task's (object, destination) pair is kept for heldout_unseen: the generator
         refuses such proposals, whatever their id."""

@@ -15,7 +15,7 @@ import numpy as np
 from agentgym.envs.search.dataset import QASource, load_questions_jsonl, world_source
 from agentgym.envs.search.questions import CATEGORIES, Question, QuestionSampler, is_seen, is_unseen
 from agentgym.envs.search.world import RELATIONS, SEEN_RELATIONS, ATTRIBUTES
-from agentgym.tasks.space import TaskSpace
+from agentgym.tasks.space import TaskSpace, check_schema
 from agentgym.tasks.spec import TaskSpec
 from agentgym.tasks.splits import save_split
 
@@ -55,6 +55,19 @@ class SearchTaskSpace(TaskSpace):
         if spec is None or "question" in spec.params:
             return spec
         return TaskSpec(spec.env_id, {"world_seed": 0, **spec.params}, seed=spec.seed)
+
+    def check_params(self, params: dict) -> dict:
+        return check_schema(params, {}, {"world_seed": int, "kind": str, "start": str, "path": list, "attribute": str,
+                                         "branches": list, "form": str, "question": str, "answer": str,
+                                         "answers": list, "supporting": list}, what="SearchQA")
+
+    def reserved(self, spec: TaskSpec) -> bool:
+        """Structural questions touching the unseen entities or relations are kept for
+        heldout_unseen."""
+        params = dict(spec.params)
+        if "question" in params:
+            return False
+        return not is_seen(world_source(int(params.get("world_seed", 0))).world, params)
 
     def source(self, spec: TaskSpec):
         return world_source(int(spec.params.get("world_seed", 0)))

@@ -23,7 +23,13 @@ from agentgym.envs.swe.sandbox import BACKENDS, Limits, SandboxUnavailable, make
 from agentgym.envs.swe.space import SWETaskSpace
 from agentgym.envs.swe.testing import PYTEST_ENV, grade
 from agentgym.envs.swe.tools import ActionError, create, parse_action, str_replace, truncate, view
-from agentgym.envs.swe.workspace import PathError, fresh_copy, remove_workspace, tree_digest
+from agentgym.envs.swe.workspace import (
+    PathError,
+    fresh_copy,
+    remove_workspace,
+    sweep_stale_now_and_then,
+    tree_digest,
+)
 from agentgym.errors import ConfigError
 from agentgym.tasks.spec import TaskSpec
 
@@ -62,6 +68,7 @@ class SWEEnv(TextEnv):
         self.limits = limits or Limits()
         self.sandbox_options = dict(sandbox_options or {})
         self.workspace: Path | None = None
+        sweep_stale_now_and_then()  # workspaces of killed workers or rollouts
         self.sandbox = None
         self._finalizer = None
         self._steps = 0
@@ -104,7 +111,7 @@ class SWEEnv(TextEnv):
             obs, terminated = self._run_tool(call)
         except (ActionError, PathError) as exc:
             obs, valid = f"Error: {exc}", False
-        except (OSError, UnicodeError) as exc:  # e.g. view of a binary file the agent made
+        except (OSError, ValueError) as exc:  # e.g. view of a binary file the agent made; NUL bytes
             obs, valid = f"Error: {type(exc).__name__}: {exc}", False
         reward = 0.0
         truncated = False
@@ -141,7 +148,13 @@ class SWEEnv(TextEnv):
         raise ActionError(f"unknown tool {call.name}")
 
     def _grade(self) -> str:
-        g = grade(self.task.params, self.workspace, self.backend, self.limits)
+        try:
+            g = grade(self.task.params, self.workspace, self.backend, self.limits)
+        except SandboxUnavailable:
+            raise
+        except Exception as exc:  # whatever the agent left in the workspace, grading ends the episode
+            self._score, self._success = 0.0, False
+            return f"Grading failed ({type(exc).__name__}: {str(exc)[:200]}). Not solved."
         self._score, self._success = g.score, g.success
         passed = sum(g.fail_to_pass.values())
         lines = [f"Hidden tests: {passed}/{len(g.fail_to_pass)} of the tests for this issue pass."]

@@ -53,6 +53,7 @@ class CommandResult:
     output_capped: bool = False
     duration: float = 0.0
     notes: list[str] = field(default_factory=list)
+    channel: bytes | None = None  # what the command wrote on its report channel (grading), if asked
 
     def describe(self) -> str:
         """The output as the agent sees it, with what happened to the command."""
@@ -71,12 +72,19 @@ class Sandbox:
     """Base class: `run(command, timeout)` in the workspace; `close()` releases resources."""
 
     name = "base"
+    #: where the support files (the grading harness) are, as the command sees them
+    support_dir = str(Path(__file__).parent / "data" / "sandbox")
 
     def __init__(self, workspace: str | Path, limits: Limits | None = None):
         self.workspace = Path(workspace)
         self.limits = limits or Limits()
 
-    def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None) -> CommandResult:
+    def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None,
+            channel_key: bytes | None = None) -> CommandResult:
+        """Run `command`. With `channel_key`, the command also gets a report channel: `{fd}` in
+        the command is replaced by the number of a socket on which `channel_key` + newline is
+        waiting to be read, and whatever the command writes there comes back in
+        `result.channel` (the grader's unforgeable-by-stdout report path)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -135,13 +143,17 @@ def run_process(
     extra_read_fd: int | None = None,
     extra_cap: int = 0,
     close_after_spawn: tuple[int, ...] = (),
+    channel_fd: int | None = None,
+    channel_cap: int = 4 << 20,
 ) -> tuple[CommandResult, bytes | None]:
     """Run argv in a new session, capturing stdout+stderr up to `output_cap` bytes and killing
     the whole session at the wall-clock deadline or when the output cap is hit.
 
     `extra_read_fd` is the read end of a second pipe the child writes to (bwrap streams the
     workspace back as a tar on it); its bytes are returned, None if more than `extra_cap`.
-    `close_after_spawn` are our copies of fds handed to the child (closed once it started)."""
+    `close_after_spawn` are our copies of fds handed to the child (closed once it started).
+    `channel_fd` is our end of the report socket: its bytes go to `result.channel`.
+    Every fd given here is closed before returning, also when the process cannot start."""
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -155,18 +167,25 @@ def run_process(
             close_fds=True,
             start_new_session=True,
         )
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
+        for fd in (extra_read_fd, channel_fd):
+            if fd is not None:
+                os.close(fd)
+        if isinstance(exc, ValueError):  # e.g. an embedded NUL byte: the caller's input, not the sandbox
+            raise
         raise SandboxUnavailable(f"cannot start {argv[0]}: {exc}") from exc
     finally:
         for fd in close_after_spawn:
             os.close(fd)
 
-    out, extra = bytearray(), bytearray()
-    capped = timed_out = extra_overflow = False
+    out, extra, chan = bytearray(), bytearray(), bytearray()
+    capped = timed_out = extra_overflow = chan_overflow = False
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, "out")
     if extra_read_fd is not None:
         sel.register(extra_read_fd, selectors.EVENT_READ, "extra")
+    if channel_fd is not None:
+        sel.register(channel_fd, selectors.EVENT_READ, "channel")
     deadline = start + timeout
     open_streams = len(sel.get_map())
     while open_streams:
@@ -186,6 +205,12 @@ def run_process(
                 out += chunk[: max(room, 0)]
                 if len(chunk) > room:
                     capped = True
+            elif key.data == "channel":
+                if not chan_overflow:
+                    chan += chunk
+                    if len(chan) > channel_cap:
+                        chan_overflow = True
+                        chan.clear()
             elif not extra_overflow:
                 extra += chunk
                 if len(extra) > extra_cap:
@@ -205,12 +230,15 @@ def run_process(
     proc.stdout.close()
     if extra_read_fd is not None:
         os.close(extra_read_fd)
+    if channel_fd is not None:
+        os.close(channel_fd)
     result = CommandResult(
         output=out.decode("utf-8", errors="replace"),
         exit_code=None if (timed_out or capped) else proc.returncode,
         timed_out=timed_out,
         output_capped=capped,
         duration=time.monotonic() - start,
+        channel=None if (channel_fd is None or chan_overflow) else bytes(chan),
     )
     tar = None if (extra_overflow or extra_read_fd is None) else bytes(extra)
     return result, tar
@@ -226,3 +254,18 @@ def kill_group(proc: subprocess.Popen) -> None:
         proc.kill()
     except ProcessLookupError:
         pass
+
+
+def open_channel(key: bytes) -> tuple[int, int]:
+    """A socket pair for a command's report channel: (our end, the child's end, at fd >= 10).
+    `key` + newline is already waiting on the child's end. Sockets, unlike pipes, cannot be
+    reopened through /proc/PID/fd by another process."""
+    import fcntl
+    import socket
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.sendall(key + b"\n")
+    child_fd = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD, 10)
+    theirs.close()
+    our_fd = ours.detach()
+    return our_fd, child_fd

@@ -25,6 +25,7 @@ from agentgym.envs.swe.sandbox import (
     Limits,
     Sandbox,
     SandboxUnavailable,
+    open_channel,
     run_process,
     ulimit_args,
 )
@@ -112,6 +113,7 @@ def python_roots() -> list[str]:
 
 class BwrapSandbox(Sandbox):
     name = "bwrap"
+    support_dir = INNER_SUPPORT
 
     def __init__(self, workspace, limits: Limits | None = None, uid: int | None = None):
         super().__init__(workspace, limits)
@@ -189,7 +191,10 @@ class BwrapSandbox(Sandbox):
             argv += ["--unshare-user", "--disable-userns"]
         return argv
 
-    def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None) -> CommandResult:
+    def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None,
+            channel_key: bytes | None = None) -> CommandResult:
+        if "\x00" in command:
+            raise ValueError("the command contains a NUL byte")
         # The unprivileged sandbox user copies the workspace in: it must be able to enter it.
         os.chmod(self.workspace, 0o755)
         argv = self._argv(env)
@@ -213,8 +218,13 @@ class BwrapSandbox(Sandbox):
             nproc += _processes_of_user(self.uid)
         # The workspace comes back as a tar on its own pipe; the wrapper moves it to fd 3.
         tar_r, tar_w = os.pipe()
+        chan_ours = chan_theirs = None
+        if channel_key is not None:
+            chan_ours, chan_theirs = open_channel(channel_key)
+            command = command.replace("{fd}", str(chan_theirs))
         argv += ["/bin/bash", "-c", WRAPPER, "wrapper", command, ulimit_args(self.limits, nproc), str(tar_w)]
-        fds = (tar_w,) + ((seccomp_fd,) if seccomp_fd is not None else ())
+        fds = (tar_w,) + ((seccomp_fd,) if seccomp_fd is not None else ()) + \
+            ((chan_theirs,) if chan_theirs is not None else ())
         result, tar = run_process(
             argv,
             timeout=self._timeout(timeout),
@@ -224,6 +234,7 @@ class BwrapSandbox(Sandbox):
             extra_read_fd=tar_r,
             extra_cap=self.limits.workspace_bytes + (4 << 20),
             close_after_spawn=fds,
+            channel_fd=chan_ours,
         )
         if (result.exit_code == 111 and result.output.startswith("AGENTGYM_COPY_IN_FAILED")) or (
             result.exit_code == 1 and result.output.startswith("bwrap:")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from agentgym.envs.swe.sandbox import CommandResult, Limits, Sandbox, run_process, ulimit_args
+from agentgym.envs.swe.sandbox import CommandResult, Limits, Sandbox, open_channel, run_process, ulimit_args
 from agentgym.envs.swe.sandbox_bwrap import SUPPORT_DIR
 
 
@@ -19,7 +19,14 @@ class LocalSandbox(Sandbox):
     def __init__(self, workspace, limits: Limits | None = None):
         super().__init__(workspace, limits)
 
-    def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None) -> CommandResult:
+    def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None,
+            channel_key: bytes | None = None) -> CommandResult:
+        if "\x00" in command:
+            raise ValueError("the command contains a NUL byte")
+        chan_ours = chan_theirs = None
+        if channel_key is not None:
+            chan_ours, chan_theirs = open_channel(channel_key)
+            command = command.replace("{fd}", str(chan_theirs))
         full_env = {
             "PATH": f"{os.path.join(sys.prefix, 'bin')}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.workspace),
@@ -38,5 +45,8 @@ class LocalSandbox(Sandbox):
             output_cap=limits.output_bytes,
             cwd=str(self.workspace),
             env=full_env,
+            pass_fds=(chan_theirs,) if chan_theirs is not None else (),
+            close_after_spawn=(chan_theirs,) if chan_theirs is not None else (),
+            channel_fd=chan_ours,
         )
         return result

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from agentgym.envs.swe.repos import ALL_REPOS, TRAIN_REPOS
+from agentgym.envs.swe.repos import ALL_REPOS, TRAIN_REPOS, UNSEEN_REPOS, source_files
 from agentgym.envs.swe.tools import format_call
-from agentgym.tasks.space import TaskSpace
+from agentgym.tasks.space import TaskSpace, check_schema
 from agentgym.tasks.spec import TaskSpec
 
 
@@ -73,6 +73,27 @@ class SWETaskSpace(TaskSpace):
         from agentgym.envs.swe.taskgen import build_all
 
         return build_all()
+
+    def check_params(self, params: dict) -> dict:
+        """Before any file is touched: only known keys with their types, a shipped project, and
+        `file` one of that project's library modules (no paths of the agent's choosing)."""
+        p = check_schema(params, {"repo": str, "file": str, "line": int, "operator": str, "before": str,
+                                  "after": str, "issue": str, "FAIL_TO_PASS": list, "PASS_TO_PASS": list},
+                         {"visible_failing": int}, what="SWE")
+        if p["repo"] not in ALL_REPOS:
+            raise ValueError(f"unknown project {p['repo'][:40]!r}; choose one of {', '.join(ALL_REPOS)}")
+        if p["file"] not in source_files(p["repo"]):
+            raise ValueError(f"file {p['file'][:80]!r} is not a library module of {p['repo']}")
+        for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+            if not all(isinstance(t, str) for t in p[key]):
+                raise TypeError(f"{key} must be a list of test ids")
+        if not p["before"]:
+            raise ValueError("before must not be empty")
+        return p
+
+    def reserved(self, spec: TaskSpec) -> bool:
+        """The projects kept for heldout_unseen are never trained on, whatever the bug."""
+        return spec.params.get("repo") in UNSEEN_REPOS
 
     def parse(self, text: str) -> TaskSpec | None:
         """'repo=datekit operator=off_by_one seed=3' -> a sampled task (None if it does not parse)."""

@@ -1,23 +1,29 @@
 """Running a project's pytest suite in a sandbox and reading per-test outcomes.
 
-Outcomes come from a small pytest plugin (data/sandbox/agentgym_report.py) that prints one
-JSON report framed by a random nonce; the last framed report in the output is used. A test
-that does not appear in the report (collection error, crashed interpreter) counts as failed.
+Grading runs the harness data/sandbox/agentgym_grade.py (outside the workspace, `python -I`) on
+a link-free copy of the agent's files; outcomes come back on a socket the sandbox hands the
+harness, HMAC'd with a key only the harness reads, never from the output the tested code
+could print. A test that does not appear in the report (collection error, crashed
+interpreter, tampering) counts as failed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
-import re
 import secrets
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgym.envs.swe.repos import HIDDEN_TESTS, VISIBLE_TESTS, repo_path
 from agentgym.envs.swe.sandbox import CommandResult, Limits, make_sandbox
-from agentgym.envs.swe.workspace import fresh_copy, remove_workspace
+from agentgym.envs.swe.workspace import copy_regular_files, temp_root
 
+GRADER = "agentgym_grade.py"
+# Used by taskgen's trusted host-side runs (fork_pytest); grading goes through GRADER instead.
 PYTEST_ARGS = "-q -p no:cacheprovider -p agentgym_report --tb=no --no-header -c /dev/null --rootdir=."
 # pytest's own entry points (hypothesis, anyio, ...) cost seconds per run and could differ
 # between machines: the sandbox loads only our reporter.
@@ -42,34 +48,50 @@ class TestReport:
 
 
 def run_pytest(sandbox, paths: list[str], timeout: float = 60.0) -> TestReport:
-    nonce = secrets.token_hex(8)
-    cmd = f"python -m pytest {PYTEST_ARGS} {' '.join(paths)}"
-    result = sandbox.run(cmd, timeout=timeout, env={**PYTEST_ENV, "AGENTGYM_REPORT_NONCE": nonce})
+    """Run the tests through the grading harness (data/sandbox/agentgym_grade.py) and read the
+    outcomes from its report channel, never from the output: see the threat model in
+    envs/swe/README.md. No report, a report with a bad MAC, more than one report or a run that
+    did not finish -> `complete` is False and every test counts as failed."""
+    key = secrets.token_hex(32).encode()
+    harness = f"{sandbox.support_dir}/{GRADER}"
+    quoted = " ".join(shlex.quote(p) for p in paths)
+    cmd = f"exec python -I {shlex.quote(harness)} {{fd}} {quoted}"
+    result = sandbox.run(cmd, timeout=timeout, env=PYTEST_ENV, channel_key=key)
     report = TestReport(result=result)
-    found = re.findall(rf"@@REPORT-{nonce}@@(.*?)@@END-{nonce}@@", result.output, flags=re.S)
-    if found:
-        try:
-            data = json.loads(found[-1])
-        except ValueError:
-            data = {}
-        report.complete = bool(found)
-        for nodeid, entry in data.items():
-            report.outcomes[nodeid] = entry.get("outcome", "failed")
-            report.messages[nodeid] = entry.get("message", "")
-            if entry.get("doc"):
-                report.docs[nodeid] = entry["doc"]
+    data = parse_channel(result.channel, key)
+    if data is None:
+        return report
+    report.complete = bool(data.get("done"))
+    for nodeid, entry in data.get("results", {}).items():
+        if not isinstance(entry, dict):
+            continue
+        report.outcomes[str(nodeid)] = str(entry.get("outcome", "failed")) if report.complete else "failed"
+        report.messages[str(nodeid)] = str(entry.get("message", ""))
     return report
 
 
-def prepare_grading_copy(repo: str, agent_workspace: Path, parent: Path | None = None) -> Path:
-    """A fresh folder with the agent's code and the project's original visible + hidden tests."""
-    ws = fresh_copy(agent_workspace, parent, skip=(VISIBLE_TESTS, HIDDEN_TESTS))
-    for p in list(ws.rglob("*")):
-        if p.name in GRADING_DROP and (p.is_file() or p.is_symlink()):
-            p.unlink()
+def parse_channel(raw: bytes | None, key: bytes) -> dict | None:
+    """The harness's one report line `MAC JSON` when its HMAC checks out, else None."""
+    if not raw or raw.count(b"\n") != 1 or not raw.endswith(b"\n"):
+        return None
+    mac, _, body = raw.rstrip(b"\n").partition(b" ")
+    if not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).hexdigest().encode()):
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def prepare_grading_copy(repo: str, agent_workspace: Path, root: Path) -> Path:
+    """`root`/ws: the agent's folders and regular files (no links of any kind, no pytest config
+    or conftest files) plus the project's original visible + hidden tests."""
+    ws = root / "ws"
+    copy_regular_files(agent_workspace, ws, skip_top=(VISIBLE_TESTS, HIDDEN_TESTS), drop=GRADING_DROP)
     src = repo_path(repo)
     for name in (VISIBLE_TESTS, HIDDEN_TESTS):
-        shutil.copytree(src / name, ws / name, ignore=shutil.ignore_patterns("__pycache__"))
+        copy_regular_files(src / name, ws / name)
     return ws
 
 
@@ -86,12 +108,13 @@ def grade(params: dict, agent_workspace: Path, backend: str = "bwrap", limits: L
     """Run every test of the project (hidden ones included) on the agent's code in a fresh
     sandbox: score = fraction of FAIL_TO_PASS passing; success = all of them and every
     PASS_TO_PASS pass."""
-    ws = prepare_grading_copy(params["repo"], agent_workspace)
+    root = temp_root()
     try:
+        ws = prepare_grading_copy(params["repo"], agent_workspace, root)
         with make_sandbox(backend, ws, limits) as sandbox:
             report = run_pytest(sandbox, [VISIBLE_TESTS, HIDDEN_TESTS], timeout=(limits or Limits()).max_timeout)
     finally:
-        remove_workspace(ws)
+        shutil.rmtree(root, ignore_errors=True)
     f2p = {t: report.passed(t) for t in params["FAIL_TO_PASS"]}
     p2p_failed = [t for t in params["PASS_TO_PASS"] if not report.passed(t)]
     score = sum(f2p.values()) / max(1, len(f2p))
@@ -102,9 +125,11 @@ def grade(params: dict, agent_workspace: Path, backend: str = "bwrap", limits: L
 
 def baseline_report(repo: str, backend: str = "local") -> TestReport:
     """The full suite on the unmodified project (every test must pass)."""
-    ws = fresh_copy(repo_path(repo))
+    root = temp_root()
     try:
+        ws = root / "ws"
+        copy_regular_files(repo_path(repo), ws)
         with make_sandbox(backend, ws) as sandbox:
             return run_pytest(sandbox, [VISIBLE_TESTS, HIDDEN_TESTS])
     finally:
-        remove_workspace(ws)
+        shutil.rmtree(root, ignore_errors=True)

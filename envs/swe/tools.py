@@ -82,7 +82,7 @@ def _parse_text(text: str) -> ToolCall:
     if name == "bash":
         command = (rest + ("\n" + rest_lines if rest_lines else "")).strip()
         args: dict = {"command": command}
-        m = re.match(r"--timeout[ =](\d+(?:\.\d+)?)\s+(.*)", command, flags=re.S)
+        m = re.match(r"--timeout[ =](\d{1,9}(?:\.\d{1,9})?)\s+(.*)", command, flags=re.S)
         if m:
             args = {"command": m.group(2), "timeout": float(m.group(1))}
         return _checked(name, args)
@@ -93,7 +93,7 @@ def _parse_text(text: str) -> ToolCall:
         args = {"path": parts[0]}
         spec = "-".join(parts[1:3]) if len(parts) > 1 else ""
         if spec:
-            m = re.fullmatch(r"(\d+)(?:[-:](\d+))?", spec)
+            m = re.fullmatch(r"(\d{1,9})(?:[-:](\d{1,9}))?", spec)
             if not m:
                 raise ActionError("line range must look like 10 or 10-40")
             args["start_line"] = int(m.group(1))
@@ -130,13 +130,17 @@ def _checked(name: str, args: dict) -> ToolCall:
             raise ActionError(f"{name} needs the argument {key!r}")
         if not isinstance(args[key], typ):
             raise ActionError(f"{name}: {key!r} must be a string")
+        if key in ("command", "path") and "\x00" in args[key]:
+            raise ActionError(f"{name}: {key!r} contains a NUL byte")
     if name == "bash":
         if not args["command"].strip():
             raise ActionError("bash needs a command")
         if "timeout" in args and args["timeout"] is not None:
             try:
                 args["timeout"] = float(args["timeout"])
-            except (TypeError, ValueError):
+                if args["timeout"] != args["timeout"]:  # NaN
+                    raise ValueError
+            except (TypeError, ValueError, OverflowError):
                 raise ActionError("bash: timeout must be a number of seconds") from None
     if name == "view":
         if "view_range" in args:
@@ -151,7 +155,7 @@ def _checked(name: str, args: dict) -> ToolCall:
         paths = args.get("paths", [])
         if isinstance(paths, str):
             paths = paths.split()
-        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        if not isinstance(paths, list) or not all(isinstance(p, str) and "\x00" not in p for p in paths):
             raise ActionError("run_tests: paths must be a list of test paths")
         args = {"paths": paths}
     return ToolCall(name, args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import shutil
 import tarfile
 import tempfile
@@ -19,9 +20,63 @@ class PathError(ValueError):
     """A path the agent gave points outside the workspace or cannot be used."""
 
 
+PREFIX = "agentgym-swe-"
+_OWNER_RE = re.compile(r"^agentgym-swe-(\d+)\.(\d+)-")
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def temp_root(dest_parent: Path | None = None) -> Path:
+    """A new temporary folder named after its owner process (pid and start time), so that
+    `sweep_stale` can remove it once that process is gone, even after a SIGKILL."""
+    pid = os.getpid()
+    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{pid}.{_start_time(pid) or 0}-", dir=dest_parent))
+
+
+def sweep_stale(parent: Path | None = None) -> int:
+    """Remove the `agentgym-swe-*` folders whose owner process has exited (killed workers,
+    crashed rollouts). Folders of live processes, and of other naming, are left alone."""
+    parent = Path(parent or tempfile.gettempdir())
+    removed = 0
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return 0
+    for name in names:
+        m = _OWNER_RE.match(name)
+        if not m:
+            continue
+        pid, start = int(m.group(1)), int(m.group(2))
+        if _start_time(pid) == start:
+            continue  # its owner is alive
+        shutil.rmtree(parent / name, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+_last_sweep = 0.0
+
+
+def sweep_stale_now_and_then(interval: float = 60.0) -> None:
+    """`sweep_stale` at most once per `interval` seconds per process."""
+    import time
+
+    global _last_sweep
+    now = time.monotonic()
+    if now - _last_sweep >= interval or _last_sweep == 0.0:
+        _last_sweep = now
+        sweep_stale()
+
+
 def fresh_copy(source: Path, dest_parent: Path | None = None, skip: tuple[str, ...] = ()) -> Path:
     """Copy a project folder into a new temporary directory and return its path."""
-    root = Path(tempfile.mkdtemp(prefix="agentgym-swe-", dir=dest_parent))
+    root = temp_root(dest_parent)
     ws = root / "ws"
 
     def ignore(dirpath, names):
@@ -30,6 +85,48 @@ def fresh_copy(source: Path, dest_parent: Path | None = None, skip: tuple[str, .
 
     shutil.copytree(source, ws, ignore=ignore)
     return ws
+
+
+def copy_regular_files(source: Path, dest: Path, skip_top: tuple[str, ...] = (), drop: tuple[str, ...] = ()) -> list[str]:
+    """Copy the folders and regular files of `source` into the new folder `dest`, never
+    following a link: symlinks (dangling or not), devices, fifos and sockets are left out, and
+    every file is opened with O_NOFOLLOW. Returns the relative paths left out."""
+    left_out: list[str] = []
+    dest.mkdir(mode=0o755)
+    src_fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        _copy_dir(src_fd, dest, "", skip_top, drop, left_out)
+    finally:
+        os.close(src_fd)
+    return left_out
+
+
+def _copy_dir(dir_fd: int, dest: Path, rel: str, skip_top, drop, left_out: list[str]) -> None:
+    import stat
+
+    for name in sorted(os.listdir(dir_fd)):
+        path = f"{rel}{name}"
+        if name in IGNORED_NAMES or (not rel and name in skip_top):
+            continue
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            left_out.append(path)
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            try:
+                (dest / name).mkdir(mode=0o755)
+                _copy_dir(sub, dest / name, path + "/", skip_top, drop, left_out)
+            finally:
+                os.close(sub)
+        elif stat.S_ISREG(st.st_mode) and name not in drop:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            with os.fdopen(fd, "rb") as fin, open(dest / name, "xb") as fout:
+                shutil.copyfileobj(fin, fout)
+            os.chmod(dest / name, 0o755 if st.st_mode & 0o100 else 0o644)
+        else:
+            left_out.append(path)
 
 
 def remove_workspace(ws: Path) -> None:
@@ -107,6 +204,20 @@ def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
     return member
 
 
+def _drop_escaping_links(root: Path) -> list[str]:
+    notes = []
+    real_root = os.path.realpath(root)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            if os.path.islink(full):
+                target = os.path.realpath(full)
+                if target != real_root and not target.startswith(real_root + os.sep):
+                    os.unlink(full)
+                    notes.append(f"dropped link {os.path.relpath(full, root)!r}: it leads outside the workspace")
+    return notes
+
+
 def replace_from_tar(ws: Path, data: bytes) -> list[str]:
     """Make `ws` hold exactly the tree in the tar `data` (as streamed out of a sandbox).
 
@@ -129,6 +240,9 @@ def replace_from_tar(ws: Path, data: bytes) -> list[str]:
             # members were vetted above; tarfile's own filters exist only on Python >= 3.11.4
             trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
             tar.extractall(staging, members=kept, **trusted)
+        # A member's link text can look inside while a chain of links leads out (a/l -> ../..,
+        # u -> a/l/..): resolve every link as the kernel would, in the extracted tree.
+        notes.extend(_drop_escaping_links(staging))
         os.chmod(staging, 0o755)  # mkdtemp makes it 0700; the sandbox user must read it
         old = ws.with_name(ws.name + ".old")
         os.rename(ws, old)

@@ -76,7 +76,28 @@ class TextWorldEnv(TextEnv):
             "progress": max(0.0, min(1.0, gs.score / max_score)),
         }
 
+    # --- pickling: the game's ctypes handles cannot be pickled; drop them and rebuild ---------
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for key in ("_env", "_game_path", "_state", "_admissible"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._env = None
+        self._game_path = None
+        if self.task is not None:  # replay the episode so far on a fresh game
+            history = list(self.__dict__.get("_history", []))
+            self._reset(self.task)
+            for command in history:
+                self._state, _, _ = self._env.step(command)
+                self._admissible = {_normalize(a): a for a in self._state.admissible_commands or ()}
+            self._history = history
+            self._done = bool(self._state.won or self._state.lost) or state.get("_done", False)
+
     def _reset(self, task: TaskSpec):
+        self._history = []
         env = self._start(task)
         self._state = env.reset()
         self._instruction = (self._state.objective or "").strip()
@@ -90,6 +111,7 @@ class TextWorldEnv(TextEnv):
             return "Nothing happens.", 0.0, self._done, False, self._info(False)
         before = self._state.score
         self._state, _, done = self._env.step(command)
+        self._history.append(command)
         self._admissible = {_normalize(a): a for a in self._state.admissible_commands or ()}
         self._done = bool(done or self._state.won or self._state.lost)
         info = self._info(True)

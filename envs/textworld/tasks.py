@@ -8,12 +8,16 @@ from pathlib import Path
 import numpy as np
 
 from agentgym.errors import ConfigError
-from agentgym.tasks.space import TaskSpace
+from agentgym.tasks.space import TaskSpace, check_schema
 from agentgym.tasks.spec import TaskSpec
 
 SPLIT_ROOT = Path(__file__).parent / "splits"
 HELDOUT_SEED_BASE = 1_000_000  # train seeds stay below, held-out seeds above: disjoint games
 SPLIT_SIZES = {"train": 100, "heldout": 30}
+
+# What agentgym/TextWorld-v0 plays when made without game_file: a small two-room game.
+DEFAULT_GAME = TaskSpec("agentgym/TextWorld-v0",
+                        {"challenge": "custom", "world_size": 2, "nb_objects": 4, "quest_length": 2}, seed=1)
 
 ENV_IDS = {
     "tw-simple": "agentgym/TextWorld-Simple-v0",
@@ -57,8 +61,10 @@ class TextWorldTaskSpace(TaskSpace):
             self.env_id = "agentgym/TextWorld-v0"
             self.split_dir = None
         elif challenge == "file":
-            raise ConfigError("agentgym/TextWorld-v0 plays one game file: "
-                              "gym.make('agentgym/TextWorld-v0', game_file='path/to/game.z8')")
+            # No file given: a small default game (generated once into the cache, ~1 s), so the
+            # id can be made without arguments (check_env over the registry, quick trials).
+            self.env_id = "agentgym/TextWorld-v0"
+            self.split_dir = None
         elif challenge in ENV_IDS:
             self.env_id = ENV_IDS[challenge]
             self.split_dir = SPLIT_ROOT / challenge
@@ -79,7 +85,29 @@ class TextWorldTaskSpace(TaskSpace):
     def _splits(self, name: str):
         if self.game_file is not None:  # a single user-supplied game is its own (only) task
             return (TaskSpec(self.env_id, {"game_file": str(self.game_file)}, seed=0),)
+        if self.challenge == "file":  # the default game: one training task, nothing held out
+            return (DEFAULT_GAME,) if name == "train" else ()
         return super()._splits(name)
+
+    def check_params(self, params: dict) -> dict:
+        """The generator options of this challenge; a game file only when it is the one this
+        env was made with (a task cannot name files of its own)."""
+        p = check_schema(params, {}, {"challenge": str, "rewards": str, "goal": str, "level": int, "recipe": int,
+                                      "take": int, "go": int, "open": bool, "cook": bool, "cut": bool,
+                                      "world_size": int, "nb_objects": int, "quest_length": int, "game_file": str},
+                         what="TextWorld")
+        if self.challenge == "file" and self.game_file is None:
+            if p != dict(DEFAULT_GAME.params):
+                raise ValueError("agentgym/TextWorld-v0 without game_file plays only its default game; "
+                                 "pass game_file=... to gym.make for another one")
+            return p
+        if "game_file" in p:
+            if self.game_file is None or p["game_file"] != str(self.game_file) or len(p) != 1:
+                raise ValueError("game_file names the game an env was made with (gym.make(..., game_file=...)); "
+                                 "a task cannot choose files")
+        elif p.get("challenge", self.challenge) != self.challenge:
+            raise ValueError(f"challenge {p.get('challenge')!r} is not this env's ({self.challenge})")
+        return p
 
     def sample(self, rng: np.random.Generator, level: int | None = None, **_) -> TaskSpec:
         return TaskSpec(self.env_id, _sample_params(self.challenge, rng, level),

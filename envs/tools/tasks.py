@@ -17,7 +17,7 @@ from agentgym.envs.tools.goals import Goal
 from agentgym.envs.tools.state import World
 from agentgym.envs.tools.templates import TRAIN_TEMPLATES, Template
 from agentgym.envs.tools.templates_unseen import UNSEEN_TEMPLATES
-from agentgym.tasks.space import TaskSpace
+from agentgym.tasks.space import TaskSpace, check_schema
 from agentgym.tasks.spec import TaskSpec
 
 ENV_ID = "agentgym/ToolUse-v0"
@@ -96,6 +96,15 @@ class ToolUseTaskSpace(TaskSpace):
         if new_level == level:
             new_level = level - step
         return TaskSpec(self.env_id, {"template": template.name, "level": new_level}, seed=spec.seed)
+
+    def check_params(self, params: dict) -> dict:
+        p = check_schema(params, {"template": str}, {"level": int}, what="ToolUse")
+        template, level = check_params(TaskSpec(self.env_id, p))
+        return {"template": template.name, "level": level}
+
+    def reserved(self, spec: TaskSpec) -> bool:
+        """The unseen templates are kept for heldout_unseen."""
+        return spec.params.get("template") in {t.name for t in UNSEEN_TEMPLATES}
 
     def solve(self, spec: TaskSpec) -> list[str]:
         _, goal = build_task(spec)

@@ -40,6 +40,13 @@ class SearchEngine:
         # Per-engine cache: the training loop repeats the same few queries across a group.
         self.search = functools.lru_cache(maxsize=8192)(self._search)
 
+    def __reduce__(self):
+        # The lru_cache wrapper and the BM25 index do not pickle (or are large): the default
+        # engine is rebuilt by name in the other process, any other from its catalog.
+        if default_engine.cache_info().currsize and default_engine() is self:
+            return (default_engine, ())
+        return (SearchEngine, (self.catalog,))
+
     def _search(self, query: str) -> tuple[str, ...]:
         """The asins of the top MAX_RESULTS products for `query` (empty when no word matches)."""
         tokens = [t for t in tokenize(query) if t in self._vocab]

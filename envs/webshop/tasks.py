@@ -21,6 +21,7 @@ import numpy as np
 from agentgym.envs.webshop.catalog import Product, default_catalog
 from agentgym.envs.webshop.goal import Goal, full_match_options
 from agentgym.envs.webshop.pages import BUY, NEXT
+from agentgym.tasks.space import check_schema
 from agentgym.envs.webshop.search import RESULTS_PER_PAGE, default_engine
 from agentgym.envs.webshop.vocab import CATEGORIES, UNSEEN_CATEGORIES
 from agentgym.tasks.space import TaskSpace
@@ -166,6 +167,23 @@ class WebShopTaskSpace(TaskSpace):
     @staticmethod
     def _instruction(spec: TaskSpec) -> str:
         return Goal.from_params(spec.params, spec.seed).instruction
+
+    # --- validation and held-out regions -----------------------------------------------------
+    def check_params(self, params: dict) -> dict:
+        p = check_schema(params, {"asin": str, "category": str, "product_type": str, "attributes": list,
+                                  "options": dict, "price_upper": float}, what="WebShop")
+        if not all(isinstance(a, str) for a in p["attributes"]):
+            raise TypeError("attributes must be a list of strings")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in p["options"].items()):
+            raise TypeError("options must map option names to strings")
+        if p["asin"] not in default_catalog().by_asin:
+            raise ValueError(f"unknown product asin {p['asin'][:40]!r}")
+        return p
+
+    def reserved(self, spec: TaskSpec) -> bool:
+        """Targets reserved for held-out goals (one product in ten) and the unseen categories."""
+        p = spec.params
+        return is_heldout_product(str(p.get("asin"))) or p.get("category") in UNSEEN_CATEGORIES
 
     # --- proposals in words ---------------------------------------------------------------------
     def parse(self, text: str) -> TaskSpec | None:

@@ -1,0 +1,296 @@
+"""Hostile-input benchmark (issue 19): what an RL policy (or a tester) can throw at the envs.
+
+Three parts, each with the goal 0:
+1. Hostile actions per env id: random bytes, NUL bytes, huge numbers, JSON bombs, overlong
+   text, paths out of the workspace, mixed with well-formed actions; counts exceptions from
+   reset/step, info dicts missing keys, and the fds, child processes and `agentgym-swe-*`
+   folders left after the envs are closed.
+2. The SWE attack list of issue 19 plus the sandbox escape suite, as contained / not contained
+   (runs tests/swe/test_hostile.py and tests/swe/test_escape.py, one row per attack).
+3. Held-out contamination: per family, 10,000 generated tasks (samples over every region,
+   mutations, and adversarial copies of held-out tasks: new seed, relabelled env id, numbers
+   re-typed); counts those the training gate (the task generator's admission checks without
+   the oracle run) lets through that are held out by id, by canonical content or by region.
+
+    python benchmarks/hostile.py --quick          # a couple of minutes
+    python benchmarks/hostile.py                  # the issue's counts (long on a shared 2-core box)
+    python benchmarks/hostile.py --cheap-steps 20000 --swe-steps 2000 --browser-steps 500 --tasks 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+import agentgym
+from agentgym.core import INFO_KEYS
+from agentgym.tasks.spec import TaskSpec
+
+CHEAP_IDS = ["agentgym/Household-v0", "agentgym/WebShop-v0", "agentgym/ToolUse-v0", "agentgym/SearchQA-v0",
+             "agentgym/TextWorld-v0"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def hostile_action(rng: random.Random, admissible: list | None) -> str:
+    kind = rng.randrange(16)
+    if kind == 0:
+        return "".join(chr(rng.randrange(0, 0x3000)) for _ in range(rng.randrange(0, 200)))
+    if kind == 1:
+        return "bash echo a\x00b" if rng.random() < 0.5 else "look\x00" + "x" * rng.randrange(10)
+    if kind == 2:
+        return "view README.md " + "9" * rng.randrange(4000, 6000)
+    if kind == 3:
+        return '{"name": "view", "arguments": {"path": "README.md", "start_line": ' + "9" * 5000 + "}}"
+    if kind == 4:
+        return "[" * rng.randrange(1000, 50000)
+    if kind == 5:
+        return "x" * rng.randrange(10000, 200000)
+    if kind == 6:
+        return rng.choice(["view ../../etc/passwd", "view /etc/shadow", "create ../../pwned\nx",
+                           '{"name": "create", "arguments": {"path": "/tmp/pwned", "content": "x"}}',
+                           "search[" + "%s%n" * 50 + "]", "click[" + "\u202e" * 20 + "]", "answer[]", "open[../../x]"])
+    if kind == 7:
+        return json.dumps({"name": rng.choice(["bash", "view", "str_replace", "create", "run_tests", "submit", "x"]),
+                           "arguments": rng.choice([None, [], "", {"path": 5}, {"command": ["ls"]}, {"timeout": "nan"}])})
+    if kind == 8:
+        return rng.choice(["", " ", "\n\n", "\t", None, 12345, 1.5, b"bytes"])  # non-strings are str()-ed by step
+    if kind == 9:
+        return '[{"tool": "x", "args": ' + "{" * 3000 + "}]"
+    if kind == 10:
+        return "<action>" * 100 + "</action>"
+    if kind == 11:
+        return "bash " + rng.choice(["ls", "cat /etc/passwd", "echo hi > x.txt", "ln -s / root_link", "ln -s nowhere dangle",
+                                     "python -c 'print(1)'", "submit"])
+    return rng.choice(admissible) if admissible else rng.choice(["look", "inventory", "search[shampoo]", "submit"])
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _children() -> int:
+    me, n = str(os.getpid()), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[1] == me:
+                        n += 1
+            except (OSError, IndexError):
+                pass
+    return n
+
+
+def _my_folders() -> set[str]:
+    mine = f"agentgym-swe-{os.getpid()}."
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith(mine)}
+
+
+def hostile_steps(env_id: str, steps: int, seed: int = 0, env_kwargs: dict | None = None,
+                  reset_every: int = 30) -> dict:
+    rng = random.Random(seed)
+    fds, kids, folders = _fds(), _children(), _my_folders()
+    exceptions, missing, done_steps = [], 0, 0
+    start = time.perf_counter()
+    env = gym.make(env_id, **(env_kwargs or {})).unwrapped
+    try:
+        info = None
+        since_reset = reset_every
+        while done_steps < steps:
+            if info is None or since_reset >= reset_every:
+                try:
+                    _, info = env.reset(seed=rng.randrange(1 << 30))
+                except Exception as exc:  # noqa: BLE001
+                    exceptions.append(f"reset: {type(exc).__name__}: {str(exc)[:120]}")
+                    info = None
+                    done_steps += 1
+                    continue
+                since_reset = 0
+            action = hostile_action(rng, info.get("admissible_actions"))
+            try:
+                _, _, terminated, truncated, info = env.step(action)
+                missing += any(k not in info for k in INFO_KEYS)
+                if terminated or truncated:
+                    since_reset = reset_every
+            except Exception as exc:  # noqa: BLE001
+                exceptions.append(f"step: {type(exc).__name__}: {str(exc)[:120]}")
+                since_reset = reset_every
+            done_steps += 1
+            since_reset += 1
+    finally:
+        env.close()
+    time.sleep(0.2)
+    return {"env": env_id, "steps": done_steps, "exceptions": len(exceptions), "examples": exceptions[:3],
+            "missing_info": missing, "fds_left": max(0, _fds() - fds), "processes_left": max(0, _children() - kids),
+            "folders_left": len(_my_folders() - folders), "seconds": round(time.perf_counter() - start, 1)}
+
+
+# --- 2. the SWE attack list + escape suite ------------------------------------------------------
+def attack_table() -> list[dict]:
+    xml = Path(tempfile.mkdtemp()) / "r.xml"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
+           "tests/swe/test_hostile.py", "tests/swe/test_escape.py"]
+    subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    rows = []
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        status = "contained"
+        if case.find("failure") is not None or case.find("error") is not None:
+            status = "NOT contained"
+        elif case.find("skipped") is not None:
+            status = "skipped"
+        suite = "issue 19" if "hostile" in case.get("classname", "") else "escape suite"
+        rows.append({"suite": suite, "attack": case.get("name"), "result": status})
+    return rows
+
+
+# --- 3. held-out contamination ------------------------------------------------------------------
+def _retyped(params: dict) -> dict:
+    out = {}
+    for k, v in params.items():
+        if isinstance(v, float) and v.is_integer():
+            out[k] = int(v)
+        elif isinstance(v, int) and not isinstance(v, bool) and k in ("closed_fraction", "price_upper"):
+            out[k] = float(v)
+        else:
+            out[k] = v
+    return out
+
+
+def generated_tasks(space, n: int, rng: np.random.Generator) -> list[TaskSpec]:
+    heldout = [t for name in space.split_names if name != "train" for t in space.split(name)]
+    train = space.split("train")
+    out: list[TaskSpec] = []
+    cheap_sample = space.env_id != "agentgym/SWE-v0"  # SWE's sample runs the project's tests
+    kwargs = {"agentgym/Household-v0": {"unseen": None}, "agentgym/WebShop-v0": {"heldout_products": None},
+              "agentgym/SearchQA-v0": {"unseen": True}}.get(space.env_id, {})
+    while len(out) < n:
+        r = rng.random()
+        if r < 0.4 and cheap_sample:
+            try:
+                out.append(space.sample(rng, **(kwargs if rng.random() < 0.5 else {})))
+            except Exception:  # noqa: BLE001
+                continue
+        elif r < 0.55 and cheap_sample:
+            try:
+                out.append(space.mutate(train[int(rng.integers(len(train)))] if rng.random() < 0.5 else
+                                        heldout[int(rng.integers(len(heldout)))], rng))
+            except Exception:  # noqa: BLE001
+                continue
+        else:
+            t = heldout[int(rng.integers(len(heldout)))] if rng.random() < 0.8 else train[int(rng.integers(len(train)))]
+            how = int(rng.integers(4))
+            if how == 0:
+                out.append(TaskSpec(t.env_id, dict(t.params), int(rng.integers(1 << 30))))  # new seed
+            elif how == 1:
+                out.append(TaskSpec(rng.choice(["agentgym/WebShop-v0", t.env_id.split("/")[-1], "user/X-v0"]),
+                                    dict(t.params), t.seed))  # relabelled
+            elif how == 2:
+                out.append(TaskSpec(t.env_id, _retyped(dict(t.params)), t.seed))  # re-typed numbers
+            else:
+                out.append(t)  # verbatim
+    return out[:n]
+
+
+def contamination(env_id: str, n: int, seed: int = 0) -> dict:
+    from agentgym.tasks.generator import TaskGenerator
+    from agentgym.tasks.pool import TaskPool
+    from agentgym.tasks.spec import _normalized, canonical_json
+
+    space = agentgym.get_task_space(env_id)
+    gen = TaskGenerator(space, TaskPool(), seed=seed)
+    held = [t for name in space.split_names if name != "train" for t in space.split(name)]
+    held_ids = {t.task_id for t in held}
+
+    def content(t):
+        return canonical_json({"p": _normalized(dict(t.params)), "s": t.seed})
+
+    held_content = {content(t) for t in held}
+    tasks = generated_tasks(space, n, np.random.default_rng(seed))
+    counts = {"generated": len(tasks), "admitted": 0, "by_id": 0, "by_content": 0, "by_region": 0,
+              "heldout_offered": 0}
+    for t in tasks:
+        truth_id, truth_content = t.task_id in held_ids, content(t) in held_content
+        try:
+            truth_region = bool(space.reserved(TaskSpec(space.env_id, dict(t.params), t.seed)))
+        except Exception:  # noqa: BLE001
+            truth_region = False
+        counts["heldout_offered"] += truth_id or truth_content or truth_region
+        spec, reason = gen._canonical(t)
+        if reason is None:
+            reason = _gate(gen, spec)
+        if reason != "admitted":
+            continue
+        counts["admitted"] += 1
+        counts["by_id"] += truth_id or spec.task_id in held_ids
+        counts["by_content"] += truth_content or content(spec) in held_content
+        counts["by_region"] += truth_region
+    return {"env": env_id, **counts}
+
+
+def _gate(gen, spec) -> str:
+    """The generator's admission checks up to (not including) the oracle run."""
+    if spec.task_id in gen.heldout or spec.content_key in gen.heldout:
+        return "heldout"
+    try:
+        if gen.reserved is not None and gen.reserved(spec):
+            return "reserved"
+    except (KeyError, TypeError, ValueError):
+        return "invalid"
+    return "admitted"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small counts (a few minutes)")
+    ap.add_argument("--cheap-steps", type=int, default=100_000)
+    ap.add_argument("--swe-steps", type=int, default=20_000)
+    ap.add_argument("--browser-steps", type=int, default=20_000)
+    ap.add_argument("--tasks", type=int, default=10_000)
+    ap.add_argument("--skip-attacks", action="store_true")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    if args.quick:
+        args.cheap_steps, args.swe_steps, args.browser_steps, args.tasks = 2000, 300, 100, 2000
+
+    report = {"args": vars(args) | {"out": str(args.out)}, "hostile_steps": [], "attacks": [], "contamination": []}
+    import shutil
+
+    for env_id in CHEAP_IDS:
+        if "TextWorld" in env_id:
+            try:
+                import textworld  # noqa: F401
+            except ImportError:
+                continue
+        report["hostile_steps"].append(hostile_steps(env_id, args.cheap_steps))
+        print(json.dumps(report["hostile_steps"][-1]), flush=True)
+    report["hostile_steps"].append(hostile_steps("agentgym/SWE-v0", args.swe_steps,
+                                                 env_kwargs={"max_steps": 10}, reset_every=10))
+    print(json.dumps(report["hostile_steps"][-1]), flush=True)
+    if shutil.which("chromium"):
+        report["hostile_steps"].append(hostile_steps("agentgym/WebShop-Browser-v0", args.browser_steps))
+        print(json.dumps(report["hostile_steps"][-1]), flush=True)
+    if not args.skip_attacks:
+        report["attacks"] = attack_table()
+        bad = [r for r in report["attacks"] if r["result"] != "contained"]
+        print(f"attacks: {len(report['attacks'])} run, {len(bad)} not contained/skipped: {bad}", flush=True)
+    for env_id in ["agentgym/Household-v0", "agentgym/WebShop-v0", "agentgym/ToolUse-v0", "agentgym/SearchQA-v0",
+                   "agentgym/SWE-v0"]:
+        report["contamination"].append(contamination(env_id, args.tasks))
+        print(json.dumps(report["contamination"][-1]), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
