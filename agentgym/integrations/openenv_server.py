@@ -244,3 +244,92 @@ def serve(env_id: str, host: str = "127.0.0.1", port: int = 8000, max_sessions: 
         server.run()
     except SystemExit as exc:  # uvicorn exits when it cannot bind
         raise AgentGymError(f"could not serve on {host}:{port} (is the port in use?)") from exc
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """`agentgym serve` in a child process on a loopback port, for tests, benchmarks and notebooks:
+
+        with ServerProcess("agentgym/Household-v0") as server:
+            env = gym.make("agentgym/OpenEnv-v0", base_url=server.base_url)
+    """
+
+    def __init__(self, env_id: str, port: int | None = None, max_sessions: int = 16, env_kwargs: dict | None = None,
+                 startup_timeout_s: float = 90.0):
+        self.env_id, self.max_sessions, self.env_kwargs = env_id, max_sessions, env_kwargs
+        self.port = port or free_port()
+        self.startup_timeout_s = startup_timeout_s
+        self.proc = None
+        self.log_path = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "ServerProcess":
+        import subprocess
+        import sys
+        import tempfile
+        import time
+
+        import httpx
+
+        cmd = [sys.executable, "-m", "agentgym.cli", "serve", self.env_id, "--port", str(self.port),
+               "--max-sessions", str(self.max_sessions)]
+        if self.env_kwargs:
+            cmd += ["--env-kwargs", json.dumps(self.env_kwargs)]
+        log = tempfile.NamedTemporaryFile("w+", prefix="agentgym-serve-", suffix=".log", delete=False)
+        self.log_path = log.name
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AgentGymError(f"`agentgym serve {self.env_id}` exited: {self.log()[-500:]}")
+            try:
+                if httpx.get(self.base_url + "/health", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise AgentGymError(f"`agentgym serve {self.env_id}` did not answer within {self.startup_timeout_s:.0f}s")
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path) as f:
+                return f.read()
+        except (OSError, TypeError):
+            return ""
+
+    def sessions(self) -> dict:
+        import httpx
+
+        return httpx.get(self.base_url + "/agentgym/sessions", timeout=5.0).json()
+
+    def stop(self, kill: bool = False) -> None:
+        import subprocess
+
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        if kill:
+            self.proc.kill()
+        else:
+            self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=15)
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
