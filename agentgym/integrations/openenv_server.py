@@ -262,7 +262,7 @@ class ServerProcess:
     """
 
     def __init__(self, env_id: str, port: int | None = None, max_sessions: int = 16, env_kwargs: dict | None = None,
-                 startup_timeout_s: float = 90.0):
+                 startup_timeout_s: float = 300.0):
         self.env_id, self.max_sessions, self.env_kwargs = env_id, max_sessions, env_kwargs
         self.port = port or free_port()
         self.startup_timeout_s = startup_timeout_s

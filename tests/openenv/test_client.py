@@ -15,7 +15,7 @@ from agentgym.core import INFO_KEYS
 from .conftest import HOUSEHOLD, local_episode
 
 pytest.importorskip("openenv")
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(900)
 
 
 def test_wrapped_served_env_passes_check_env_and_replays_locally(household_server):
