@@ -311,7 +311,7 @@ class ServerProcess:
     def sessions(self) -> dict:
         import httpx
 
-        return httpx.get(self.base_url + "/agentgym/sessions", timeout=5.0).json()
+        return httpx.get(self.base_url + "/agentgym/sessions", timeout=60.0).json()
 
     def stop(self, kill: bool = False) -> None:
         import subprocess

@@ -168,3 +168,63 @@ def test_wrong_action_field_is_one_clear_error(native_server):
             env.step("apple")
     finally:
         env.close()
+
+
+@pytest.fixture(scope="module")
+def packaged_echo_server(tmp_path_factory):
+    """OpenEnv's own example env: `openenv init` writes the echo env as an installable package;
+    it is installed (not editable) and served with the server module it ships."""
+    import os
+    import subprocess
+    import sys
+
+    import httpx
+
+    from agentgym.integrations.openenv_server import free_port
+
+    src = tmp_path_factory.mktemp("openenv_init")
+    openenv_cli = [sys.executable, "-c", "from openenv.cli.__main__ import main; main()"]
+    out = subprocess.run([*openenv_cli, "init", "echo_env", "--output-dir", str(src)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    site = tmp_path_factory.mktemp("echo_site")
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                          "--no-index", "--target", str(site), str(src / "echo_env")], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "echo_env.server.app", "--host", "127.0.0.1", "--port", str(port)],
+                            env=dict(os.environ, PYTHONPATH=str(site)), cwd=str(site), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, "the packaged echo server exited"
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.mark.slow
+def test_openenvs_packaged_echo_env(packaged_echo_server):
+    env = gym.make("agentgym/OpenEnv-v0", base_url=packaged_echo_server, action_field="message",
+                   text_field="echoed_message")
+    try:
+        obs, info = env.reset(seed=0)
+        assert obs == "Echo Env environment ready!" and info["admissible_actions"] is None
+        obs, reward, terminated, truncated, info = env.step("hello")
+        assert (obs, reward, terminated, truncated) == ("hello", 0.5, False, False)
+        first = info["anchor"]
+        _, _, _, _, info = env.step("hello")
+        assert info["anchor"] == first  # no state key from this server: a hash of the observation
+        _, _, _, _, info = env.step("bye")
+        assert info["anchor"] != first and info["action_valid"] is True and info["success"] is False
+    finally:
+        env.close()
