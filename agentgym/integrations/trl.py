@@ -27,6 +27,11 @@ sampled in.
 
 `grpo_trainer` is `GRPOTrainer(model, reward_funcs=env_reward, args=..., rollout_func=rollout, ...)`
 after checking the config (a group of 1 cannot give GRPO an advantage: one clear error).
+
+Why `rollout_func` rather than TRL's other hook, `environment_factory`: that one exposes an env's
+methods as tools, so the model must emit tool calls that its chat template's response parser
+understands; agentgym envs take free text (an action in the env's own grammar, parsed by ChatEnv),
+and the token ids of every turn are ours to record, which `rollout_func` allows.
 """
 
 from __future__ import annotations
