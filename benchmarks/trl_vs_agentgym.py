@@ -10,6 +10,9 @@ The two trainers alternate iteration by iteration (a TRL step, then an agentgym 
 run from a callback at the end of TRL's step), so a shared machine's load falls on both alike.
 Printed per trainer: seconds per iteration (wall clock and this process's CPU time), generated
 (model) tokens per iteration, generated tokens per second, and the ratio TRL / agentgym.
+Also printed: the sequences and tokens each trainer runs its update on (agentgym's full mode
+starts a new sequence wherever the re-rendered conversation does not extend the previous turn's
+ids; the TRL adapter continues at the token level, so one sequence per episode).
 The first iteration of each (warm-up) is left out of the means.
 
 Usage: python benchmarks/trl_vs_agentgym.py [--iterations 6] [--tasks 4] [--group 4] [--quick]
@@ -106,16 +109,18 @@ def main() -> None:
         w, c = time.perf_counter(), time.process_time()
         m = run_iteration(cfg, i, policy, optimizer, scheduler, source, heads)
         ours.append({"wall": time.perf_counter() - w, "cpu": time.process_time() - c,
-                     "tokens": m["rollout"]["response_tokens"], "success": m["rollout"]["success_rate"]})
+                     "tokens": m["rollout"]["response_tokens"], "success": m["rollout"]["success_rate"],
+                     "trained": m["train"]["tokens"], "sequences": m["train"]["samples"]})
 
     # --- TRL's GRPOTrainer with AgentGymRollout ------------------------------------------------
     rollout = AgentGymRollout(env_id, chat=CHAT, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens)
     theirs: list[dict] = []
-    generated: list[int] = []
+    generated: list[tuple[int, int, int]] = []
 
     def counting(prompts, trainer):
         out = rollout(prompts, trainer)
-        generated.append(sum(sum(m) for m in out["env_mask"]))
+        trained = sum(len(p) + len(c) for p, c in zip(out["prompt_ids"], out["completion_ids"]))
+        generated.append((sum(sum(m) for m in out["env_mask"]), trained, len(out["prompt_ids"])))
         return out
 
     class Alternate(TrainerCallback):
@@ -125,7 +130,8 @@ def main() -> None:
         def on_step_end(self, a, state, control, **kw):
             wall, cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
             trajs = rollout.last_trajectories
-            theirs.append({"wall": wall, "cpu": cpu, "tokens": generated[-1],
+            tokens, trained, sequences = generated[-1]
+            theirs.append({"wall": wall, "cpu": cpu, "tokens": tokens, "trained": trained, "sequences": sequences,
                            "success": sum(t.success for t in trajs) / max(len(trajs), 1)})
             agentgym_iteration(state.global_step - 1)  # not inside TRL's timed step
 
@@ -146,15 +152,17 @@ def main() -> None:
         cpu = statistics.mean(r["cpu"] for r in runs)
         tokens = statistics.mean(r["tokens"] for r in runs)
         success = statistics.mean(r["success"] for r in runs)
+        trained = statistics.mean(r["trained"] for r in runs)
+        sequences = statistics.mean(r["sequences"] for r in runs)
         print(f"| {name} | {wall:.2f} | {cpu:.2f} | {tokens:.0f} | {tokens / wall:.1f} | {tokens / cpu:.1f} | "
-              f"{success:.2f} |")
+              f"{sequences:.0f} | {trained:.0f} | {success:.2f} |")
         return wall, cpu, tokens / wall, tokens / cpu
 
     print(f"\n{env_id}, {args.tasks} tasks x {args.group} episodes per iteration, <= {args.max_turns} turns x "
           f"{args.max_new_tokens} tokens, {args.iterations} iterations (means over iterations 2..{args.iterations})\n")
     print("| trainer | s/iter (wall) | s/iter (CPU) | generated tokens/iter | tokens/s (wall) | tokens/s (CPU) | "
-          "rollout success |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "trained sequences/iter | trained tokens/iter | rollout success |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     t = row("TRL GRPOTrainer + AgentGymRollout", theirs)
     a = row("agentgym (grpo, sample_mode=full)", ours)
     print(f"\nratio TRL / agentgym: s/iter {t[0] / a[0]:.2f} (wall), {t[1] / a[1]:.2f} (CPU); "
