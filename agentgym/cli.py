@@ -25,7 +25,7 @@ console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
 
 # Packages that add their own commands through a `register(app)` function.
-_PLUGINS = ("agentgym.trainers.cli", "agentgym.trainers.eval_cli", "agentgym.tasks.cli")
+_PLUGINS = ("agentgym.trainers.cli", "agentgym.trainers.eval_cli", "agentgym.tasks.cli", "agentgym.viewer.cli")
 
 
 @app.command("envs")

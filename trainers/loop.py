@@ -319,6 +319,9 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         raise TrainingDiverged(f"iteration {iteration}: {exc}; training stopped, the last checkpoint is kept") from None
     for a in advantages:
         _check_finite("advantages", a, iteration)
+    from agentgym.trainers.records import save_iteration
+
+    save_iteration(cfg, iteration, trajectories, advantages, est_cfg, policy)
     source.update(trajectories, advantages)
     returns = [a + v for a, v in zip(advantages, values)] if values is not None else None
     samples = assign_advantages(samples, advantages, cfg.ppo.drop_abs_adv_below, returns)
@@ -360,7 +363,7 @@ def fit_spa_progress(head, samples, trajectories, hidden: dict, est_cfg, seed: i
     return [p if len(p) == len(t.steps) else np.zeros(len(t.steps)) for p, t in zip(predicted, trajectories)]
 
 
-def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int) -> dict:
+def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int, iteration: int | None = None) -> dict:
     from agentgym.policies.base import SamplingParams
     from agentgym.trainers.evaluate import evaluate
 
@@ -369,6 +372,9 @@ def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int) -> dic
     result = evaluate(cfg.env.id, policy, split=str(eval_path), episodes_per_task=cfg.eval.episodes_per_task,
                       sampling=sampling, chat=cfg.env.chat,
                       env_kwargs=cfg.env.env_kwargs, seed=seed, policy_name="HFPolicy")
+    from agentgym.trainers.records import save_evaluation
+
+    save_evaluation(cfg, result, iteration, policy)  # for `agentgym view`, when log.save_trajectories_every > 0
     out = result.summary()
     out["wall_s"] = result.wall_seconds
     return out
@@ -400,7 +406,7 @@ def clear_previous_run(run_dir: Path) -> list[str]:
     if not (run_dir / "config.yaml").is_file():
         return []
     removed = []
-    for name in (METRICS_FILE, "summary.json", "checkpoints", "final_model", "tensorboard"):
+    for name in (METRICS_FILE, "summary.json", "checkpoints", "final_model", "tensorboard", "trajectories", "evals"):
         path = run_dir / name
         if path.is_dir():
             shutil.rmtree(path)
@@ -456,7 +462,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                            resume_from_step=state["iteration"] if checkpoint is not None else None)
     try:
         if not state["evals"]:
-            ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
+            ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=0)
             state["evals"].append({"iteration": 0, **ev})
             logger.log({"eval": ev}, step=0)
             log(f"held-out success before RL: {ev['success_rate']:.3f}")
@@ -470,7 +476,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             state["task_source"] = source.state_dict()
             state["iteration"] = it + 1
             if cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
-                ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
+                ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=state["iteration"])
                 state["evals"].append({"iteration": state["iteration"], **ev})
                 metrics["eval"] = ev
             logger.log(metrics, step=state["iteration"])
@@ -479,7 +485,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             if cfg.checkpoint_every and state["iteration"] % cfg.checkpoint_every == 0:
                 save_checkpoint(run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         if state["evals"][-1]["iteration"] != state["iteration"]:
-            ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
+            ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=state["iteration"])
             state["evals"].append({"iteration": state["iteration"], **ev})
             logger.log({"eval": ev}, step=state["iteration"])
         save_checkpoint(run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
