@@ -38,10 +38,12 @@ class MixedPolicy:
         for prompt, ctx in zip(prompts, contexts):
             pick = self.oracle if int(ctx.episode) % 2 == 0 else self.random
             comp = pick.generate([prompt], sampling, [ctx])[0]
+            if pick is self.random and ctx.turn % 4 == 3:
+                comp = Completion(text=ctx.format_action("dance on the table"))  # an invalid step
             pieces = _WORD.findall(comp.text)
             ids = [token_id(p) for p in pieces]
             self.vocab.update(zip(ids, pieces))
-            logprobs = [-((i * 0.37 + len(p)) % 3.0) for i, p in enumerate(pieces)]
+            logprobs = [-0.01 - ((i * 0.37 + len(p)) % 3.0) for i, p in enumerate(pieces)]
             out.append(Completion(text=comp.text, prompt_ids=list(range(40 + ctx.turn)), response_ids=ids,
                                   response_logprobs=logprobs))
         return out

@@ -86,6 +86,12 @@ function parseHash() {
   return { parts: path ? path.split("/").map(decodeURIComponent) : [], query: new URLSearchParams(query || "") };
 }
 async function route() {
+  const hash = location.hash;
+  delete app.dataset.rendered;
+  await render();
+  if (location.hash === hash) app.dataset.rendered = hash; // tests (and scripts) wait for this
+}
+async function render() {
   const { parts, query } = parseHash();
   tip.hidden = true;
   try {
