@@ -52,7 +52,8 @@ class Bar:
         self.info = ""
         self._last_line = self.started
         self._task = None
-        self._timed = [0, 0.0]  # items timed by the caller, their seconds (set-up time stays out of the ETA)
+        self._timed = [0, 0.0]
+        self._emitted: int | None = None  # `completed` at the last plain line  # items timed by the caller, their seconds (set-up time stays out of the ETA)
 
     @property
     def active(self) -> bool:
@@ -108,6 +109,7 @@ class Bar:
 
     def _emit(self, text: str) -> None:
         self._last_line = time.monotonic()
+        self._emitted = self.completed
         self.session.print(text)
 
     def _close(self, ok: bool) -> None:
@@ -115,8 +117,8 @@ class Bar:
             return
         if self.session.rich is not None:
             self.session.rich.remove_task(self._task)
-        elif ok and self.depth == 0 and self.every is not None:  # nested bars' last lines would be noise
-            self._emit(self.status())
+        elif ok and self.depth == 0 and self.every is not None and self._emitted != self.completed:
+            self._emit(self.status())  # the end of a top-level bar (nested bars' last lines would be noise)
 
 
 class _Session:

@@ -69,7 +69,7 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
     losses: list[float] = []
     step = 0
     t0 = time.perf_counter()
-    with progress.bar("SFT", total=total_steps, unit="steps", every=None) as bar:
+    with progress.bar("SFT", total=total_steps, unit="steps", every=60.0) as bar:  # + a line per epoch
         for epoch in range(epochs):
             order = rng.permutation(len(samples))
             for start in range(0, len(samples), batch_size):

@@ -159,6 +159,7 @@ class EpisodeFile:
                     continue
                 if isinstance(d, dict):
                     self.episodes.append(d)
+        _fill_categories(self.episodes)
         self.groups: dict[str, list[int]] = {}
         for i, ep in enumerate(self.episodes):
             self.groups.setdefault(str(ep.get("group_id", "")), []).append(i)
@@ -251,6 +252,27 @@ class EpisodeFile:
             "drop_abs_adv_below": meta.get("drop_abs_adv_below"),
             "group_episodes": self.groups.get(gid, [i]), "steps": steps,
         })
+
+
+def _fill_categories(episodes: list[dict]) -> None:
+    """Files the trainer did not write (`agentgym rollout --out`) have no category: ask the env's task space."""
+    spaces: dict[str, object] = {}
+    for ep in episodes:
+        meta = ep.setdefault("metadata", {}) if isinstance(ep.get("metadata", {}), dict) else None
+        env_id, task = ep.get("env_id"), ep.get("task")
+        if meta is None or meta.get("category") or not env_id or not isinstance(task, dict):
+            continue
+        try:
+            if env_id not in spaces:
+                import agentgym  # noqa: F401  registers the built-in envs
+                from agentgym.registration import get_task_space
+
+                spaces[env_id] = get_task_space(env_id)
+            from agentgym.tasks.spec import TaskSpec
+
+            meta["category"] = str(spaces[env_id].category(TaskSpec.from_dict(task)))
+        except Exception:  # an env this install does not know, or one without categories
+            spaces.setdefault(env_id, None)
 
 
 _CACHE: dict[Path, tuple[tuple[int, int], EpisodeFile]] = {}
