@@ -110,10 +110,7 @@ def annotate(trajectories: Sequence[Trajectory], *, iteration: int, advantages: 
 
 def token_decoder(policy) -> Callable[[int], str] | None:
     """id -> text of one token, from a policy's tokenizer (None when it has none)."""
-    tokenizer = getattr(policy, "tokenizer", None)
-    if tokenizer is None:
-        inner = getattr(policy, "policy", None)  # the vLLM rollout wrapper holds the trainer's HFPolicy
-        tokenizer = getattr(inner, "tokenizer", None)
+    tokenizer = getattr(policy, "tokenizer", None)  # HFPolicy, and the vLLM wrapper forwards it
     if tokenizer is None:
         return None
     cache: dict[int, str] = {}

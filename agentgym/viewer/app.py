@@ -126,6 +126,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
+        sock.listen(128)  # connections queue from now on, so the URL printed before uvicorn starts works
     except OSError as exc:
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port") from None

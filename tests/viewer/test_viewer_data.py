@@ -150,3 +150,23 @@ def test_view_command_refuses_a_missing_path(tmp_path):
     out = subprocess.run([sys.executable, "-m", "agentgym.cli", "view", str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "does not exist" in out.stderr
+
+
+def test_view_command_serves_on_loopback(run):
+    import re
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "agentgym.cli", "view", str(run), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()  # "agentgym view: http://127.0.0.1:PORT/  (Ctrl-C to stop)"
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert match, line
+        with urllib.request.urlopen(match.group(0) + "api/sources", timeout=30) as resp:
+            assert json.loads(resp.read())[0]["name"] == run.name
+        with urllib.request.urlopen(match.group(0), timeout=30) as resp:
+            page = resp.read().decode()
+        assert '<script src="/static/viewer.js"' in page and "://" not in page  # nothing from elsewhere: offline
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
