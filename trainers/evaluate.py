@@ -15,6 +15,7 @@ Works with any Policy: scripted ones need neither torch nor a model.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -324,8 +325,10 @@ def evaluate(
             batch = tasks[first:first + tasks_per_batch]
             done_before = len(trajectories)
 
-            def on_turn(done: int, _batch_total: int, _offset: int = done_before) -> None:
-                bar.update(_offset + done)
+            turns = itertools.count(1)  # a batch's episodes end together: the turn says how far along it is
+
+            def on_turn(done: int, _batch_total: int, _offset: int = done_before, _turns=turns) -> None:
+                bar.update(_offset + done, info=f"turn {next(_turns)}")
                 if on_progress is not None:
                     on_progress(_offset + done, total)
 
