@@ -13,10 +13,10 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import agentgym
+from agentgym import progress
 from agentgym.errors import AgentGymError, ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train and evaluate LLM agents on text environments.")
@@ -76,13 +76,9 @@ def rollout_command(
     env_id = agentgym.registration.check_env_id(env)
     task_list = load_tasks(env_id, tasks, limit)
     pol = make_scripted_policy(policy, env_id, seed)
-    total = len(task_list) * episodes
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
-        bar = progress.add_task(f"{policy} on {env_id}", total=total)
+    with progress.session():  # collect's own bar; in a log, a line a minute and one at the end
         trajs = agentgym.collect(env_id, task_list, pol, group_size=episodes, seed=seed, executor=executor,
-                                 num_workers=workers, max_live_envs=max_live_envs,
-                                 on_turn=lambda done, n: progress.update(bar, completed=done))
+                                 num_workers=workers, max_live_envs=max_live_envs)
     if out is not None:
         agentgym.save_trajectories(out, trajs)
     console.print(summary_table(trajs, title=f"{policy} on {env_id} ({tasks})"))

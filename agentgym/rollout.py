@@ -9,12 +9,14 @@ pool); an episode whose environment broke is kept, marked `infra_error`, and the
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
+from agentgym import progress
 from agentgym.chat import ChatEnv
 from agentgym.executors import EnvResult, make_executor
 from agentgym.policies.base import Completion, Policy, SamplingParams, TurnContext
@@ -79,6 +81,14 @@ def collect(
     """
     if group_size < 1:
         raise ValueError("group_size must be >= 1")
+    if on_turn is None and progress.active():  # a command asked for progress: a bar of its own
+        with progress.bar(f"collect {len(tasks)} tasks x {group_size}", total=len(tasks) * group_size,
+                          unit="episodes") as bar:
+            turns = itertools.count(1)  # a batch's episodes end together: the turn says how far along it is
+            return collect(env, tasks, policy, group_size, seed=seed, sampling=sampling, executor=executor,
+                           num_workers=num_workers, env_kwargs=env_kwargs, chat=chat, max_turns=max_turns,
+                           record_messages=record_messages,
+                           on_turn=lambda done, _n: bar.update(done, info=f"turn {next(turns)}"))
     env_id = env if isinstance(env, str) else ""
     if env_id:
         from agentgym.registration import check_env_id

@@ -52,8 +52,7 @@ def train_command(
 ):
     """Train an LLM agent with RL (GiGPO, SPA, LOOP, GRPO, RLOO, PPO): collect, advantages, PPO-clip
     update, held-out eval, checkpoints. `agentgym train household-tiny` is the CPU main job."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from agentgym import progress
     from agentgym.trainers.distributed import check_world, launch, world_from_env
     from agentgym.trainers.loop import run_dir_for, train
 
@@ -68,19 +67,16 @@ def train_command(
         console = Console(quiet=True)  # only rank 0 prints
     console.print(f"[bold]agentgym train[/] {cfg.name}: estimator={cfg.estimator['name']} env={cfg.env.id} "
                   f"run_dir={run_dir_for(cfg)}")
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=False) as progress:
-        bar = progress.add_task("RL iterations", total=cfg.iterations)
+    with progress.session(), progress.bar("RL", total=cfg.iterations, unit="iterations", every=None) as bar:
 
         def on_iteration(m: dict) -> None:
-            progress.update(bar, completed=m["iteration"])
             ev = f" held-out {m['eval']['success_rate']:.3f}" if "eval" in m else ""
-            progress.console.print(
-                f"iter {m['iteration']:3d}  train success {m['rollout']['success_rate']:.3f}  "
-                f"invalid {m['rollout']['invalid_rate']:.2f}  |A| {m['adv']['abs_mean']:.3f}  "
-                f"pg {m['train'].get('pg_loss', 0.0):+.4f}  {m['time']['iteration_s']:.1f}s{ev}")
+            bar.update(m["iteration"], item_seconds=m["time"]["iteration_s"])
+            bar.line(f"train success {m['rollout']['success_rate']:.3f}  invalid {m['rollout']['invalid_rate']:.2f}  "
+                     f"|A| {m['adv']['abs_mean']:.3f}  pg {m['train'].get('pg_loss', 0.0):+.4f}  "
+                     f"{m['time']['iteration_s']:.1f}s{ev}")
 
-        summary = train(cfg, resume=resume, log=progress.console.print, on_iteration=on_iteration)
+        summary = train(cfg, resume=resume, log=progress.log, on_iteration=on_iteration)
     if "evals" not in summary:  # a data-parallel rank other than 0
         return
     console.print(_summary_table(summary))
@@ -101,6 +97,7 @@ def sft_command(
 ):
     """Behaviour cloning on oracle trajectories (the RL warm start); saves <run_dir>/sft_model and
     reports its held-out success."""
+    from agentgym import progress
     from agentgym.registration import get_task_space
     from agentgym.trainers.loop import _quiet_transformers, evaluate_policy, make_policy, prepare_start_model
     from agentgym.trainers.loop import run_dir_for, write_eval_tasks
@@ -113,10 +110,9 @@ def sft_command(
         torch.set_num_threads(cfg.torch_threads)
     out = run_dir_for(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    with console.status("SFT on oracle trajectories"):
-        model_dir, info = prepare_start_model(cfg, out, log=console.print)
-    eval_path = write_eval_tasks(cfg, get_task_space(cfg.env.id), out)
-    with console.status(f"evaluating on {cfg.eval.split}"):
+    with progress.session():
+        model_dir, info = prepare_start_model(cfg, out, log=progress.log)
+        eval_path = write_eval_tasks(cfg, get_task_space(cfg.env.id), out)
         ev = evaluate_policy(cfg, make_policy(cfg, model_dir), eval_path, cfg.seed)
     console.print(f"SFT model: {model_dir}  held-out success {ev['success_rate']:.3f} "
                   f"(invalid-action rate {ev['invalid_action_rate']:.3f})")

@@ -129,6 +129,9 @@ class LogConfig:
     tensorboard: bool = True  # when installed
     wandb: bool = False
     plot: bool = True
+    # keep the episodes of iteration 1, of every N-th iteration and of each evaluation in the run dir,
+    # with the advantages they trained on (trainers/records.py; browse with `agentgym view RUN_DIR`); 0 = never
+    save_trajectories_every: int = 5
 
 
 @dataclass

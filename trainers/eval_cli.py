@@ -233,9 +233,9 @@ def register(app: typer.Typer) -> None:
     ):
         """Evaluate a policy on held-out tasks: success rate, score, steps, invalid actions, pass@k, CIs."""
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         import agentgym  # noqa: F401  registers the built-in envs
+        from agentgym import progress
         from agentgym.policies.base import SamplingParams
         from agentgym.registration import check_env_id, get_task_space
         from agentgym.trainers.evaluate import evaluate, resolve_tasks
@@ -270,19 +270,14 @@ def register(app: typer.Typer) -> None:
 
         if (too_small := power_warning(len(tasks), episodes)) is not None:
             console.print(f"[yellow]warning:[/yellow] {too_small}")
-        with console.status(f"loading {spec.label}", spinner="dots"):
-            pol = load_policy(spec, env_id, seed=seed, device=device, task_space=space)
-
-        total = len(tasks) * episodes
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes"),
-                      TimeElapsedColumn(), console=console, transient=True) as progress:
-            bar = progress.add_task(f"{spec.label} on {env_id} ({label})", total=total)
+        console.print(f"loading {spec.label}", highlight=False, markup=False)
+        pol = load_policy(spec, env_id, seed=seed, device=device, task_space=space)
+        with progress.session():  # a bar on a terminal; in a log, a line a minute and one at the end
             result = evaluate(
                 env_id, pol, split, episodes_per_task=episodes, limit=limit, sampling=sampling if spec.is_llm else None,
                 executor=executor, num_workers=workers, chat=chat or None, seed=seed, confidence=confidence,
                 trajectories_path=(out / "trajectories.jsonl") if out is not None and save_trajectories else None,
-                on_progress=lambda done, n: progress.update(bar, completed=done), policy_name=spec.label,
-                task_space=space,
+                policy_name=spec.label, task_space=space,
             )
         result.metadata["policy_spec"] = policy
         console.print(_summary_table(result, f"{spec.label} on {env_id} ({label})"))

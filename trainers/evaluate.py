@@ -15,12 +15,14 @@ Works with any Policy: scripted ones need neither torch nor a model.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from agentgym import progress
 from agentgym.errors import ConfigError, SplitFileError
 from agentgym.policies.base import Policy, SamplingParams
 from agentgym.tasks.spec import TaskSpec
@@ -318,19 +320,24 @@ def evaluate(
     tasks_per_batch = max(1, max_batch_episodes // episodes_per_task)
     trajectories: list[Trajectory] = []
     start = time.perf_counter()
-    for first in range(0, len(tasks), tasks_per_batch):
-        batch = tasks[first:first + tasks_per_batch]
-        done_before = len(trajectories)
+    with progress.bar(f"eval {label}", total=total, unit="episodes") as bar:
+        for first in range(0, len(tasks), tasks_per_batch):
+            batch = tasks[first:first + tasks_per_batch]
+            done_before = len(trajectories)
 
-        def on_turn(done: int, _batch_total: int, _offset: int = done_before) -> None:
+            turns = itertools.count(1)  # a batch's episodes end together: the turn says how far along it is
+
+            def on_turn(done: int, _batch_total: int, _offset: int = done_before, _turns=turns) -> None:
+                bar.update(_offset + done, info=f"turn {next(_turns)}")
+                if on_progress is not None:
+                    on_progress(_offset + done, total)
+
+            trajectories += collect(env_id, batch, policy, episodes_per_task, seed=seed + first, sampling=sampling,
+                                    executor=executor, num_workers=num_workers, env_kwargs=env_kwargs, chat=chat,
+                                    on_turn=on_turn)
+            bar.update(len(trajectories))
             if on_progress is not None:
-                on_progress(_offset + done, total)
-
-        trajectories += collect(env_id, batch, policy, episodes_per_task, seed=seed + first, sampling=sampling,
-                                executor=executor, num_workers=num_workers, env_kwargs=env_kwargs, chat=chat,
-                                on_turn=on_turn)
-        if on_progress is not None:
-            on_progress(len(trajectories), total)
+                on_progress(len(trajectories), total)
     wall = time.perf_counter() - start
 
     if trajectories_path is not None:

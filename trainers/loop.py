@@ -349,6 +349,10 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     for a in advantages:
         _check_finite("advantages", a, iteration)
     all_trajectories, all_advantages = dp.gather(trajectories, advantages)  # every rank's, for the source and logs
+    if dp.is_main:
+        from agentgym.trainers.records import save_iteration
+
+        save_iteration(cfg, iteration, all_trajectories, all_advantages, est_cfg, policy)
     source.update(all_trajectories, all_advantages)
     returns = [a + v for a, v in zip(advantages, values)] if values is not None else None
     samples = assign_advantages(samples, advantages, cfg.ppo.drop_abs_adv_below, returns)
@@ -391,7 +395,7 @@ def fit_spa_progress(head, samples, trajectories, hidden: dict, est_cfg, seed: i
     return [p if len(p) == len(t.steps) else np.zeros(len(t.steps)) for p, t in zip(predicted, trajectories)]
 
 
-def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int) -> dict:
+def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int, iteration: int | None = None) -> dict:
     from agentgym.policies.base import SamplingParams
     from agentgym.trainers.evaluate import evaluate
 
@@ -400,6 +404,9 @@ def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int) -> dic
     result = evaluate(cfg.env.id, policy, split=str(eval_path), episodes_per_task=cfg.eval.episodes_per_task,
                       sampling=sampling, chat=cfg.env.chat,
                       env_kwargs=cfg.env.env_kwargs, seed=seed, policy_name="HFPolicy")
+    from agentgym.trainers.records import save_evaluation
+
+    save_evaluation(cfg, result, iteration, policy)  # for `agentgym view`, when log.save_trajectories_every > 0
     out = result.summary()
     out["wall_s"] = result.wall_seconds
     # per-task success, so that two evaluations on the same tasks give a paired interval of the gain
@@ -433,7 +440,7 @@ def clear_previous_run(run_dir: Path) -> list[str]:
     if not (run_dir / "config.yaml").is_file():
         return []
     removed = []
-    for name in (METRICS_FILE, "summary.json", "checkpoints", "final_model", "tensorboard"):
+    for name in (METRICS_FILE, "summary.json", "checkpoints", "final_model", "tensorboard", "trajectories", "evals"):
         path = run_dir / name
         if path.is_dir():
             shutil.rmtree(path)
@@ -505,7 +512,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                            ) if dp.is_main else distributed.NullLogger()
     try:
         if dp.is_main and not state["evals"]:
-            ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
+            ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=0)
             state["evals"].append({"iteration": 0, **ev})
             logger.log({"eval": ev}, step=0)
             log(f"held-out success before RL: {ev['success_rate']:.3f}")
@@ -522,7 +529,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             state["task_source"] = source.state_dict()
             state["iteration"] = it + 1
             if dp.is_main and cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
-                ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
+                ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=state["iteration"])
                 state["evals"].append({"iteration": state["iteration"], **ev})
                 metrics["eval"] = ev
             logger.log(metrics, step=state["iteration"])
@@ -531,7 +538,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             if cfg.checkpoint_every and state["iteration"] % cfg.checkpoint_every == 0:
                 dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         if dp.is_main and state["evals"][-1]["iteration"] != state["iteration"]:
-            ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
+            ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=state["iteration"])
             state["evals"].append({"iteration": state["iteration"], **ev})
             logger.log({"eval": ev}, step=state["iteration"])
         dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)

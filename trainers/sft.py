@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from agentgym import progress
 from agentgym.trainers.tokenize import Sample, collate, sft_sample
 
 
@@ -73,28 +74,36 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
     losses: list[float] = []
     step = 0
     t0 = time.perf_counter()
-    for epoch in range(epochs):
-        order = rng.permutation(len(samples))
-        for start in range(0, len(samples), batch_size):
-            chunk = [samples[j] for j in order[start:start + batch_size]]
-            batch = collate(chunk, policy.tokenizer.pad_token_id, device=policy.device)
-            loss = sft_loss(model, batch)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"SFT loss became {float(loss)} at step {step}: lower sft.lr")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optimizer.step()
-            scheduler.step()
-            losses.append(float(loss.detach()))
-            step += 1
-            if (max_steps and step >= max_steps) or (max_seconds and time.perf_counter() - t0 >= max_seconds):
+
+    def out_of_budget() -> bool:
+        return bool(max_steps and step >= max_steps) or bool(max_seconds and time.perf_counter() - t0 >= max_seconds)
+
+    with progress.bar("SFT", total=total_steps, unit="steps", every=60.0) as bar:  # + a line per epoch
+        for epoch in range(epochs):
+            order = rng.permutation(len(samples))
+            for start in range(0, len(samples), batch_size):
+                chunk = [samples[j] for j in order[start:start + batch_size]]
+                batch = collate(chunk, policy.tokenizer.pad_token_id, device=policy.device)
+                loss = sft_loss(model, batch)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"SFT loss became {float(loss)} at step {step}: lower sft.lr")
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                optimizer.step()
+                scheduler.step()
+                losses.append(float(loss.detach()))
+                step += 1
+                bar.update(step, info=f"loss {losses[-1]:.4f}")
+                if out_of_budget():
+                    break
+            epoch_loss = np.mean(losses[-max(1, len(samples) // batch_size):])
+            if bar.active:  # a line per epoch with elapsed time and ETA, on a terminal and in a log
+                bar.line(f"epoch {epoch + 1}/{epochs} loss {epoch_loss:.4f}")
+            elif log is not None:
+                log(f"SFT epoch {epoch + 1}/{epochs}: loss {epoch_loss:.4f} ({time.perf_counter() - t0:.0f}s)")
+            if out_of_budget():
                 break
-        if log is not None:
-            log(f"SFT epoch {epoch + 1}/{epochs}: loss {np.mean(losses[-max(1, len(samples) // batch_size):]):.4f} "
-                f"({time.perf_counter() - t0:.0f}s)")
-        if (max_steps and step >= max_steps) or (max_seconds and time.perf_counter() - t0 >= max_seconds):
-            break
     model.eval()
     return {"steps": step, "samples": len(samples), "final_loss": float(np.mean(losses[-5:])) if losses else float("nan"),
             "first_loss": losses[0] if losses else float("nan"), "seconds": time.perf_counter() - t0}

@@ -174,3 +174,5 @@ def test_built_wheel_contains_mapped_packages(built):
         assert pkg.replace(".", "/") + "/__init__.py" in names, pkg
     assert not any(n.startswith(("envs/", "tasks/")) for n in names)
     assert any(n.startswith("agentgym/envs/household/splits/") for n in names), "split manifests not shipped"
+    for static in ("index.html", "viewer.js", "viewer.css"):  # `agentgym view` works offline from the wheel
+        assert f"agentgym/viewer/static/{static}" in names, static

@@ -1,0 +1,210 @@
+"""Progress that shows in any terminal, and in log files too.
+
+A command opens a `session()`; long loops inside it (SFT epochs, RL iterations, evaluation,
+`collect`) open `bar()`s. On a terminal the bars are rich progress bars, nested ones as extra rows.
+When output is not a terminal (a log file, CI) a bar prints plain lines instead, with elapsed time
+and ETA: one per `line()` call (an epoch or iteration done) and, for bars given `every=seconds`,
+at most one every that many seconds. Outside a session, bars do nothing, so library calls stay
+quiet unless a command asked for progress.
+
+    with progress.session():
+        with progress.bar("SFT", total=steps, unit="steps") as b:
+            ...; b.update(advance=1)
+            b.line(f"epoch {e}: loss {loss:.4f}")
+
+AGENTGYM_PROGRESS=rich|plain|off overrides the terminal detection.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from contextlib import contextmanager
+from typing import Iterator, TextIO
+
+_SESSION: "_Session | None" = None
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None or seconds != seconds or seconds == float("inf"):
+        return "?"
+    seconds = int(round(max(seconds, 0.0)))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class Bar:
+    """One loop's progress. `update` moves it, `line` reports a finished epoch/iteration."""
+
+    def __init__(self, session: "_Session | None", description: str, total: int | None, unit: str,
+                 completed: int, every: float | None, depth: int):
+        self.session = session
+        self.description = description
+        self.total = total
+        self.unit = unit
+        self.completed = completed
+        self.start_completed = completed  # a resumed run: the rate counts only what this process did
+        self.started = time.monotonic()
+        self.every = every
+        self.depth = depth
+        self.info = ""
+        self._last_line = self.started
+        self._task = None
+        self._timed = [0, 0.0]
+        self._emitted: int | None = None  # `completed` at the last plain line  # items timed by the caller, their seconds (set-up time stays out of the ETA)
+
+    @property
+    def active(self) -> bool:
+        return self.session is not None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def eta(self) -> float | None:
+        if self.total is None:
+            return None
+        if self._timed[0]:
+            return self._timed[1] / self._timed[0] * max(self.total - self.completed, 0)
+        done = self.completed - self.start_completed
+        return self.elapsed() / done * max(self.total - self.completed, 0) if done > 0 else None
+
+    def status(self, info: str | None = None) -> str:
+        """`desc 3/10 steps (30%) elapsed 0:12 eta 0:28 info` (the plain line)."""
+        total = f"/{self.total}" if self.total is not None else ""
+        pct = f" ({100 * self.completed / self.total:.0f}%)" if self.total else ""
+        text = (f"{self.description} {self.completed}{total} {self.unit}{pct}  elapsed {format_seconds(self.elapsed())}"
+                f"  eta {format_seconds(self.eta()) if self.completed < (self.total or 0) else '0:00'}")
+        info = self.info if info is None else info
+        return f"{text}  {info}" if info else text
+
+    def update(self, completed: int | None = None, *, advance: int = 0, info: str | None = None,
+               total: int | None = None, item_seconds: float | None = None) -> None:
+        """item_seconds: how long the one item just finished took; when given, the ETA is built from
+        these alone (an RL iteration's time, not the SFT and evaluation before the first one)."""
+        if item_seconds is not None:
+            self._timed[0] += 1
+            self._timed[1] += float(item_seconds)
+        if total is not None:
+            self.total = total
+        if completed is not None:
+            self.completed = completed
+        self.completed += advance
+        if info is not None:
+            self.info = info
+        if self.session is None:
+            return
+        if self.session.rich is not None:
+            self.session.rich.update(self._task, completed=self.completed, total=self.total, info=self.info)
+        elif self.every is not None and time.monotonic() - self._last_line >= self.every:
+            self._emit(self.status())
+
+    def line(self, info: str | None = None) -> None:
+        """An epoch or iteration is done: a permanent line on a terminal and in a log."""
+        if info is not None:
+            self.info = info
+        if self.session is not None:
+            self._emit(self.status())
+
+    def _emit(self, text: str) -> None:
+        self._last_line = time.monotonic()
+        self._emitted = self.completed
+        self.session.print(text)
+
+    def _close(self, ok: bool) -> None:
+        if self.session is None:
+            return
+        if self.session.rich is not None:
+            self.session.rich.remove_task(self._task)
+        elif ok and self.depth == 0 and self.every is not None and self._emitted != self.completed:
+            self._emit(self.status())  # the end of a top-level bar (nested bars' last lines would be noise)
+
+
+class _Session:
+    def __init__(self, mode: str, stream: TextIO):
+        self.mode = mode
+        self.stream = stream
+        self.rich = None
+        self.depth = 0
+        self._console = None
+
+    def print(self, text: str) -> None:
+        if self.rich is not None:
+            self.rich.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, file=self.stream, flush=True)
+
+
+def _mode(stream: TextIO) -> str:
+    forced = os.environ.get("AGENTGYM_PROGRESS", "").strip().lower()
+    if forced in ("rich", "plain", "off"):
+        return forced
+    from rich.console import Console
+
+    return "rich" if Console(file=stream).is_terminal else "plain"
+
+
+@contextmanager
+def session(stream: TextIO | None = None, mode: str | None = None) -> Iterator[_Session]:
+    """Turn progress on for the bars opened inside (reentrant: an inner session joins the outer)."""
+    global _SESSION
+    if _SESSION is not None:
+        yield _SESSION
+        return
+    stream = stream if stream is not None else sys.stdout
+    s = _Session(mode or _mode(stream), stream)
+    progress = None
+    if s.mode == "rich":
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[unit]}"), TimeElapsedColumn(), TextColumn("eta"),
+                            TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
+                            console=Console(file=stream), transient=False)
+        progress.start()
+        s.rich = progress
+    _SESSION = s if s.mode != "off" else None
+    try:
+        yield s
+    finally:
+        _SESSION = None
+        if progress is not None:
+            progress.stop()
+
+
+def log(text: str) -> None:
+    """Print a line above the bars (or plainly); works outside a session too."""
+    if _SESSION is not None:
+        _SESSION.print(text)
+    else:
+        print(text, flush=True)
+
+
+@contextmanager
+def bar(description: str, total: int | None = None, *, unit: str = "", completed: int = 0,
+        every: float | None = 60.0, enabled: bool = True) -> Iterator[Bar]:
+    """A progress bar inside the current session (a do-nothing Bar outside one).
+
+    every: in plain mode, print a line at most every `every` seconds while running (None: only
+    on `line()`), and a last one at the end for a top-level bar. enabled=False: a do-nothing Bar."""
+    s = _SESSION if enabled else None
+    b = Bar(s, description, total, unit, completed, every, s.depth if s is not None else 0)
+    if s is not None:
+        s.depth += 1
+        if s.rich is not None:
+            b._task = s.rich.add_task(description, total=total, completed=completed, unit=unit, info="")
+    ok = False
+    try:
+        yield b
+        ok = True
+    finally:
+        if s is not None:
+            s.depth -= 1
+            b._close(ok)
+
+
+def active() -> bool:
+    return _SESSION is not None

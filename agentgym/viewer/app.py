@@ -1,0 +1,147 @@
+"""The viewer's web app: a JSON API over `data.Source`s and the static page, on loopback by default.
+
+The page is plain HTML/CSS/JS from `static/` and builds every element from data with textContent,
+never innerHTML; the Content-Security-Policy allows only the page's own script and style files, so
+text from trajectories (observations, model replies) shows as text even if it holds markup.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from pathlib import Path
+from typing import Sequence
+
+from agentgym.errors import ConfigError, require
+from agentgym.viewer.data import Source
+
+STATIC = Path(__file__).parent / "static"
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+                    "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost",):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, allow_remote: bool) -> None:
+    """Trajectories hold prompts, model outputs and task data: other machines see them only when asked."""
+    if not is_loopback(host) and not allow_remote:
+        raise ConfigError(f"--host {host} would serve your trajectories to other machines: pass --allow-remote "
+                          "as well if you mean it (default: 127.0.0.1, this machine only)")
+
+
+def build_app(sources: Sequence[Source], loopback_only: bool = True):
+    require("starlette", "web")
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+    from starlette.responses import FileResponse, JSONResponse, Response
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    def reply(data, status: int = 200):
+        return JSONResponse(data, status, headers=SECURITY_HEADERS)
+
+    def source(request) -> Source:
+        index = int(request.path_params["s"])
+        if not 0 <= index < len(sources):
+            raise KeyError(index)
+        return sources[index]
+
+    def guarded(handler):
+        async def run(request):
+            try:
+                return reply(handler(request))
+            except (KeyError, IndexError, FileNotFoundError) as exc:
+                return reply({"error": f"not found: {exc}"}, 404)
+            except (ValueError, OSError) as exc:
+                return reply({"error": f"could not read: {exc}"}, 500)
+        return run
+
+    async def index(request):
+        return FileResponse(STATIC / "index.html", headers=SECURITY_HEADERS)
+
+    routes = [
+        Route("/", index),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
+        Route("/api/sources", guarded(lambda r: [{"index": i, "name": s.name, "path": str(s.path)}
+                                                 for i, s in enumerate(sources)])),
+        Route("/api/s/{s:int}", guarded(lambda r: source(r).summary())),
+        Route("/api/s/{s:int}/metrics", guarded(lambda r: source(r).metrics())),
+        Route("/api/s/{s:int}/r/{r:int}", guarded(lambda r: source(r).report(int(r.path_params["r"])))),
+        Route("/api/s/{s:int}/f/{f:int}", guarded(lambda r: source(r).episodes(int(r.path_params["f"])).overview())),
+        Route("/api/s/{s:int}/f/{f:int}/e/{e:int}",
+              guarded(lambda r: source(r).episodes(int(r.path_params["f"])).episode(int(r.path_params["e"])))),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
+
+    async def not_found(request, exc):
+        return Response("not found", 404, headers=SECURITY_HEADERS)
+
+    middleware = [Middleware(SecurityHeaders)]
+    if loopback_only:  # a page on another site cannot reach a loopback server by a DNS name it controls
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_NAMES)))
+    return Starlette(routes=routes, middleware=middleware, exception_handlers={404: not_found})
+
+
+class SecurityHeaders:
+    """ASGI middleware: the CSP and friends on every response, static files included."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()
+                         if k.lower().encode() not in names]
+                message = {**message, "headers": list(message.get("headers", [])) + extra}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def make_sources(paths: Sequence[str | Path]) -> list[Source]:
+    if not paths:
+        raise ConfigError("pass a run dir or a trajectory JSONL file to view")
+    return [Source(p) for p in paths]
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+        sock.listen(128)  # connections queue from now on, so the URL printed before uvicorn starts works
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port") from None
+    return sock
+
+
+def make_server(paths: Sequence[str | Path], host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False):
+    """(uvicorn.Server, bound socket, url): the caller runs `server.run(sockets=[sock])`."""
+    check_bind(host, allow_remote)
+    sources = make_sources(paths)
+    uvicorn = require("uvicorn", "web")
+    app = build_app(sources, loopback_only=is_loopback(host))
+    sock = bind_socket(host, port)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", loop="asyncio",
+                            http="h11", timeout_graceful_shutdown=1)
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    url = f"http://{'[' + shown + ']' if ':' in shown else shown}:{sock.getsockname()[1]}/"
+    return uvicorn.Server(config), sock, url

@@ -1,0 +1,294 @@
+"""What the viewer reads: run folders and trajectory JSONL files, turned into plain JSON for the page.
+
+A source is one PATH given to `agentgym view`: a run dir (`agentgym train`), the --out folder of
+`agentgym eval`, or a single trajectory JSONL. Files are re-listed on every request (a running
+training adds some) and parsed once per (size, mtime).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentgym.errors import ConfigError
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe copy: NaN and infinities become null (the page's JSON.parse has no spelling for them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    return value
+
+
+@dataclass
+class TrajFile:
+    path: Path
+    kind: str  # train | eval | file
+    iteration: int | None
+    label: str
+
+
+@dataclass
+class Report:
+    path: Path
+    iteration: int | None
+    label: str
+
+
+_ITER = re.compile(r"iter0*(\d+)")
+
+
+def _iteration(name: str) -> int | None:
+    match = _ITER.search(name)
+    return int(match.group(1)) if match else None
+
+
+class Source:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise ConfigError(f"{self.path} does not exist: pass a run dir (runs/NAME) or a trajectory JSONL file")
+        if self.path.is_file() and not self.path.name.endswith(".jsonl"):
+            raise ConfigError(f"{self.path} is not a .jsonl file: pass a run dir or a trajectory JSONL file")
+        self.name = self.path.stem if self.path.is_file() else (self.path.resolve().name or str(self.path))
+
+    # --- discovery ------------------------------------------------------------------------------
+    def files(self) -> list[TrajFile]:
+        if self.path.is_file():
+            return [TrajFile(self.path, "file", None, self.path.name)]
+        out = []
+        for p in sorted((self.path / "trajectories").glob("*.jsonl")):
+            it = _iteration(p.stem)
+            kind = "eval" if p.stem.startswith("eval") else "train"
+            out.append(TrajFile(p, kind, it, f"{kind} iteration {it}" if it is not None else p.stem))
+        for p in sorted((self.path / "evals").glob("*/trajectories.jsonl")):
+            it = _iteration(p.parent.name)
+            out.append(TrajFile(p, "eval", it, f"eval iteration {it}" if it is not None else p.parent.name))
+        if (self.path / "trajectories.jsonl").is_file():  # an `agentgym eval --out` folder
+            out.append(TrajFile(self.path / "trajectories.jsonl", "eval", None, "trajectories.jsonl"))
+        return out
+
+    def reports(self) -> list[Report]:
+        if self.path.is_file():
+            return []
+        out = []
+        for p in sorted((self.path / "evals").glob("*/report.json")):
+            it = _iteration(p.parent.name)
+            out.append(Report(p, it, f"iteration {it}" if it is not None else p.parent.name))
+        if (self.path / "report.json").is_file():
+            out.append(Report(self.path / "report.json", None, "report.json"))
+        return out
+
+    def metrics_path(self) -> Path | None:
+        p = self.path / "metrics.jsonl" if self.path.is_dir() else None
+        return p if p is not None and p.is_file() else None
+
+    def config(self) -> dict:
+        p = self.path / "config.yaml" if self.path.is_dir() else None
+        if p is None or not p.is_file():
+            return {}
+        try:
+            import yaml
+
+            data = yaml.safe_load(p.read_text()) or {}
+            return data if isinstance(data, dict) else {}
+        except Exception:
+            return {}
+
+    def summary(self) -> dict:
+        cfg = self.config()
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "estimator": (cfg.get("estimator") or {}).get("name") if isinstance(cfg.get("estimator"), dict) else None,
+            "env": (cfg.get("env") or {}).get("id") if isinstance(cfg.get("env"), dict) else None,
+            "files": [{"index": i, "kind": f.kind, "iteration": f.iteration, "label": f.label,
+                       "bytes": f.path.stat().st_size} for i, f in enumerate(self.files())],
+            "reports": [{"index": i, "iteration": r.iteration, "label": r.label} for i, r in enumerate(self.reports())],
+            "has_metrics": self.metrics_path() is not None,
+        }
+
+    def metrics(self) -> list[dict]:
+        path = self.metrics_path()
+        if path is None:
+            return []
+        from agentgym.trainers.logging_utils import read_metrics
+
+        return clean(read_metrics(path))
+
+    def report(self, index: int) -> dict:
+        reports = self.reports()
+        if not 0 <= index < len(reports):
+            raise KeyError(index)
+        data = json.loads(reports[index].path.read_text())
+        data["_label"] = f"{self.name} · {reports[index].label}"
+        return clean(data)
+
+    def episodes(self, index: int) -> "EpisodeFile":
+        files = self.files()
+        if not 0 <= index < len(files):
+            raise KeyError(index)
+        return load_file(files[index].path)
+
+
+# --- one trajectory file ---------------------------------------------------------------------------
+class EpisodeFile:
+    """The episodes of one JSONL file with their groups and anchor groups."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.episodes: list[dict] = []
+        self.bad_lines = 0
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    d = json.loads(line)
+                except json.JSONDecodeError:
+                    self.bad_lines += 1  # a torn last line of a file being written
+                    continue
+                if isinstance(d, dict):
+                    self.episodes.append(d)
+        _fill_categories(self.episodes)
+        self.groups: dict[str, list[int]] = {}
+        for i, ep in enumerate(self.episodes):
+            self.groups.setdefault(str(ep.get("group_id", "")), []).append(i)
+        self.anchor_of: dict[tuple[int, int], int] = {}  # (episode, step) -> anchor group, numbered per file
+        self.members: list[list[tuple[int, int]]] = []
+        for indices in self.groups.values():
+            # as GiGPO groups them: steps of one episode group whose anchor is equal
+            seen: dict[str, int] = {}
+            for i in indices:
+                for t, step in enumerate(self.episodes[i].get("steps") or []):
+                    key = str(step.get("anchor", ""))
+                    if key not in seen:
+                        seen[key] = len(self.members)
+                        self.members.append([])
+                    self.anchor_of[(i, t)] = seen[key]
+                    self.members[seen[key]].append((i, t))
+
+    def _meta(self, i: int) -> dict:
+        meta = self.episodes[i].get("metadata")
+        return meta if isinstance(meta, dict) else {}
+
+    def episode_summary(self, i: int) -> dict:
+        ep = self.episodes[i]
+        steps = ep.get("steps") or []
+        meta = self._meta(i)
+        adv = (meta.get("advantage") or {}).get("total") if isinstance(meta.get("advantage"), dict) else None
+        rewards = [s.get("reward") or 0.0 for s in steps if isinstance(s.get("reward"), (int, float))]
+        return {
+            "index": i,
+            "success": bool(ep.get("success")),
+            "score": ep.get("score"),
+            "steps": len(steps),
+            "invalid": sum(not s.get("action_valid") for s in steps),
+            "infra_error": bool(ep.get("infra_error")),
+            "error": ep.get("error"),
+            "return": float(sum(rewards)),
+            "mean_adv": (sum(adv) / len(adv)) if adv else None,
+            "category": meta.get("category") or "",
+        }
+
+    def overview(self) -> dict:
+        groups = []
+        for gid, indices in self.groups.items():
+            first = self.episodes[indices[0]]
+            groups.append({"group_id": gid, "task_id": first.get("task_id"), "instruction": first.get("instruction", ""),
+                           "category": self._meta(indices[0]).get("category") or "",
+                           "episodes": [self.episode_summary(i) for i in indices]})
+        meta0 = self._meta(0) if self.episodes else {}
+        return clean({"groups": groups, "episodes": len(self.episodes), "bad_lines": self.bad_lines,
+                      "estimator": meta0.get("estimator"), "iteration": meta0.get("iteration"),
+                      "categories": sorted({g["category"] for g in groups if g["category"]})})
+
+    def episode(self, i: int) -> dict:
+        if not 0 <= i < len(self.episodes):
+            raise KeyError(i)
+        ep = self.episodes[i]
+        meta = self._meta(i)
+        adv = meta.get("advantage") if isinstance(meta.get("advantage"), dict) else {}
+        tokens = meta.get("tokens") if isinstance(meta.get("tokens"), list) else []
+        steps = []
+        for t, s in enumerate(ep.get("steps") or []):
+            group = self.anchor_of.get((i, t))
+            members = self.members[group] if group is not None else []
+            steps.append({
+                "t": t,
+                "observation": s.get("observation", ""),
+                "anchor": s.get("anchor", ""),
+                "anchor_group": group,
+                "anchor_members": [list(m) for m in members],
+                "text": s.get("text", ""),
+                "action": s.get("action"),
+                "action_valid": bool(s.get("action_valid")),
+                "reward": s.get("reward"),
+                "progress": s.get("progress"),
+                "advantage": {k: v[t] for k, v in adv.items() if isinstance(v, list) and t < len(v)},
+                "messages": s.get("messages") or [],
+                "tokens": tokens[t] if t < len(tokens) and isinstance(tokens[t], list) else None,
+                "response_ids": s.get("response_ids") or [],
+                "logprobs": s.get("response_logprobs") or [],
+                "prompt_tokens": len(s.get("prompt_ids") or []),
+            })
+        gid = str(ep.get("group_id", ""))
+        return clean({
+            **self.episode_summary(i),
+            "num_steps": len(steps),
+            "group_id": gid, "task_id": ep.get("task_id"), "env_id": ep.get("env_id"), "seed": ep.get("seed"),
+            "instruction": ep.get("instruction", ""), "terminated": ep.get("terminated"),
+            "truncated": ep.get("truncated"), "final_observation": ep.get("final_observation", ""),
+            "task": ep.get("task"), "estimator": meta.get("estimator"), "iteration": meta.get("iteration"),
+            "drop_abs_adv_below": meta.get("drop_abs_adv_below"),
+            "group_episodes": self.groups.get(gid, [i]), "steps": steps,
+        })
+
+
+def _fill_categories(episodes: list[dict]) -> None:
+    """Files the trainer did not write (`agentgym rollout --out`) have no category: ask the env's task space."""
+    spaces: dict[str, object] = {}
+    for ep in episodes:
+        meta = ep.setdefault("metadata", {}) if isinstance(ep.get("metadata", {}), dict) else None
+        env_id, task = ep.get("env_id"), ep.get("task")
+        if meta is None or meta.get("category") or not env_id or not isinstance(task, dict):
+            continue
+        try:
+            if env_id not in spaces:
+                import agentgym  # noqa: F401  registers the built-in envs
+                from agentgym.registration import get_task_space
+
+                spaces[env_id] = get_task_space(env_id)
+            from agentgym.tasks.spec import TaskSpec
+
+            meta["category"] = str(spaces[env_id].category(TaskSpec.from_dict(task)))
+        except Exception:  # an env this install does not know, or one without categories
+            spaces.setdefault(env_id, None)
+
+
+_CACHE: dict[Path, tuple[tuple[int, int], EpisodeFile]] = {}
+_LOCK = threading.Lock()
+
+
+def load_file(path: Path) -> EpisodeFile:
+    stat = path.stat()
+    key = (stat.st_size, stat.st_mtime_ns)
+    with _LOCK:
+        hit = _CACHE.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+    loaded = EpisodeFile(path)
+    with _LOCK:
+        if len(_CACHE) > 16:  # a few iterations' worth; the rest re-read on demand
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[path] = (key, loaded)
+    return loaded
