@@ -7,6 +7,12 @@ ActionParser extracts the env action. Two prompt layouts:
   last k (action, observation) pairs and the current observation (verl-agent / GiGPO style);
 * history="full": one growing conversation in which the model's replies are assistant messages
   (LOOP style, one sequence per episode).
+
+Agent-side memory (`memory=n`, windowed layouts only): a compact record of the agent's own last
+n actions, each with a short outcome ("nothing happened" when the env refused it), bounded to
+`memory_max_words` words (oldest dropped first). It costs a few tokens per step where a history
+window repeats whole observations, and it is what lets a policy that sees one observation at a
+time search systematically (skip what it already tried) instead of at random.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import gymnasium as gym
 from agentgym.parsing import ActionParser, get_parser
 
 Messages = list[dict[str, str]]
+MEMORY_ENTRY_WORDS = 24  # one remembered action is cut here, so a long reply cannot fill the memory
 
 
 class ChatEnv(gym.Wrapper):
@@ -28,10 +35,23 @@ class ChatEnv(gym.Wrapper):
         max_admissible: int = 64,
         invalid_penalty: float = 0.0,
         system_prompt: str | None = None,
+        memory: int = 0,
+        memory_outcomes: bool = True,
+        memory_max_words: int = 120,
     ):
         super().__init__(env)
         if not (history == "full" or (isinstance(history, int) and history >= 0)):
             raise ValueError(f"history must be a non-negative int or 'full', got {history!r}")
+        if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
+            raise ValueError(f"memory is the number of past actions to remember (0 = off), got {memory!r}")
+        if memory and history == "full":
+            raise ValueError("memory is for windowed prompts: with history='full' the conversation already holds "
+                             "every action; set memory=0 or history to a number")
+        if isinstance(memory_max_words, bool) or not isinstance(memory_max_words, int) or memory_max_words < 1:
+            raise ValueError(f"memory_max_words must be a positive int, got {memory_max_words!r}")
+        self.memory = memory
+        self.memory_outcomes = bool(memory_outcomes)
+        self.memory_max_words = memory_max_words
         # Each env family names the action format its rules describe (tool envs take JSON calls).
         self.parser = get_parser(parser if parser is not None else getattr(env.unwrapped, "action_parser", "tag"))
         self.history = history
@@ -43,6 +63,7 @@ class ChatEnv(gym.Wrapper):
             f"You are an agent acting in a text environment.\n{rules}\n\n{self.parser.format_instructions}".strip()
         )
         self._turns: list[tuple[str, str]] = []  # (action or raw reply summary, observation)
+        self._memory: list[str] = []  # one entry per past step: the action and its short outcome
         self._messages: Messages = []
         self._instruction = ""
 
@@ -51,6 +72,7 @@ class ChatEnv(gym.Wrapper):
         obs, info = self.env.reset(seed=seed, options=options)
         self._instruction = info["instruction"]
         self._turns = []
+        self._memory = []
         info = dict(info, env_observation=obs)
         self._messages = [{"role": "system", "content": self.system_prompt}]
         if self.history == "full":
@@ -74,10 +96,36 @@ class ChatEnv(gym.Wrapper):
         info["env_observation"] = obs
         info["action"] = parsed.action
         self._turns.append((parsed.action if parsed.action is not None else "(unparseable reply)", shown))
+        if self.memory:
+            self._remember(parsed.action, bool(info["action_valid"]))
         if self.history == "full":
             self._messages.append({"role": "assistant", "content": text if isinstance(text, str) else ""})
             self._messages.append({"role": "user", "content": self._turn_message(shown, info)})
         return self._prompt(shown, info), reward, terminated, truncated, info
+
+    # --- memory ------------------------------------------------------------------------------
+    def _remember(self, action: str | None, valid: bool) -> None:
+        # Actions are single-line commands for every family but open-ended ones (JSON tool
+        # calls, free text): fold whitespace and cut each entry so one reply cannot fill the budget.
+        words = (action if action is not None else "(unparseable reply)").split()
+        cap = min(MEMORY_ENTRY_WORDS, self.memory_max_words)
+        entry = " ".join(words[:cap]) + (" ..." if len(words) > cap else "")
+        if self.memory_outcomes and not valid:
+            entry += " (nothing happened)"
+        self._memory.append(entry)
+
+    @property
+    def memory_entries(self) -> list[str]:
+        """What the prompt's memory line shows now: the last `memory` entries within the word budget."""
+        kept: list[str] = []
+        words = 0
+        for entry in reversed(self._memory[-self.memory :] if self.memory else []):
+            n = len(entry.split())
+            if words + n > self.memory_max_words:
+                break
+            kept.append(entry)
+            words += n
+        return kept[::-1]
 
     # --- prompt building --------------------------------------------------------------------
     def _prompt(self, obs: str, info: dict) -> Messages:
@@ -102,6 +150,9 @@ class ChatEnv(gym.Wrapper):
     def _windowed_message(self, obs: str, info: dict) -> str:
         parts = [f"Your task: {self._instruction}"]
         done = len(self._turns)
+        if self.memory:
+            entries = self.memory_entries
+            parts.append("Your actions so far: " + ("; ".join(entries) if entries else "none") + ".")
         window = self._turns[-self.history :] if self.history else []
         if window:
             first = done - len(window) + 1
