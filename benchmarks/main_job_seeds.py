@@ -95,6 +95,37 @@ def pooled_gain(records: list[dict], resamples: int = 10000, seed: int = 0) -> d
             "method": "two-level bootstrap over seeds and tasks"}
 
 
+def plot(out_json: Path, run_root: Path, png: Path) -> None:
+    """Training success per iteration (each seed, from metrics.jsonl) and held-out success before
+    RL, after RL and after the same time of SFT (each seed, from the json)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from agentgym.trainers.logging_utils import read_metrics
+
+    data = json.loads(out_json.read_text())
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for record in data["seeds"]:
+        rows = [r for r in read_metrics(run_root / f"seed{record['seed']}") if "rollout/success_rate" in r]
+        left.plot([r["iteration"] for r in rows], [r["rollout/success_rate"] for r in rows], alpha=0.8,
+                  label=f"seed {record['seed']}")
+    left.set(xlabel="RL iteration", ylabel="training success (48 episodes)", title="GiGPO on fresh tasks")
+    left.legend()
+    labels = ["warm start", "after RL", "SFT for the same time"]
+    for i, record in enumerate(data["seeds"]):
+        values = [record["before"], record["after"], record["sft_same_time"]]
+        right.bar([x + 0.25 * i for x in range(3)], values, width=0.25, label=f"seed {record['seed']}")
+    right.set_xticks([x + 0.25 for x in range(3)], labels)
+    pooled = data["pooled"]
+    right.set(ylabel="held-out success", title=f"{data['heldout_tasks']} held-out tasks x {data['episodes_per_task']}: "
+              f"gain {pooled['gain']:+.3f} [{pooled['gain_ci'][0]:+.3f}, {pooled['gain_ci'][1]:+.3f}]")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -103,9 +134,14 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "docs" / "main_job.json"))
     parser.add_argument("--one-seed", type=int, help=argparse.SUPPRESS)  # internal: a worker process
     parser.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--plot-only", action="store_true", help="redraw the PNG from --out and --runs")
     parser.add_argument("overrides", nargs="*", help="config overrides, as for agentgym train")
     args = parser.parse_args()
     run_root = Path(args.runs)
+    png = Path(args.out).with_suffix(".png")
+    if args.plot_only:
+        plot(Path(args.out), run_root, png)
+        return
 
     if args.one_seed is not None:
         record = run_seed(args.one_seed, run_root, args.overrides, args.threads)
@@ -150,6 +186,7 @@ def main() -> None:
         print(f"| {r['seed']} | {r['before']:.3f} | {r['after']:.3f} | {r['gain']:+.3f} "
               f"[{r['gain_ci'][0]:+.3f}, {r['gain_ci'][1]:+.3f}] | {r['sft_same_time']:.3f} | {r['wall_s']:.0f} | "
               f"{r['rl_s']:.0f} |")
+    plot(Path(args.out), run_root, png)
     p = out["pooled"]
     print(f"pooled gain {p['gain']:+.3f} [{p['gain_ci'][0]:+.3f}, {p['gain_ci'][1]:+.3f}] over "
           f"{out['heldout_tasks']} tasks x {out['episodes_per_task']} episodes x {len(records)} seeds; wrote {args.out}")
