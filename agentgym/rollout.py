@@ -9,6 +9,7 @@ pool); an episode whose environment broke is kept, marked `infra_error`, and the
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -44,6 +45,7 @@ class _Episode:
     info: dict = field(default_factory=dict)
     observation: str = ""
     done: bool = False
+    started: float = 0.0  # time.monotonic() at reset, for the wall-clock limit
 
 
 def collect(
@@ -61,6 +63,8 @@ def collect(
     max_turns: int = 1000,
     record_messages: bool = True,
     on_turn: Callable[[int, int], None] | None = None,
+    episode_time_limit: float | None = None,
+    keep_groups: int | None = None,
 ) -> list[Trajectory]:
     """Play every task `group_size` times; returns the trajectories grouped task by task.
 
@@ -68,6 +72,11 @@ def collect(
     seed: the reset seed of group g is `seed + g`, shared by the group's episodes.
     chat: options for ChatEnv (parser, history, show_admissible, invalid_penalty, ...).
     on_turn(done_episodes, total_episodes) is called after every batched turn (progress bars).
+    episode_time_limit: seconds; an episode still running that long after its reset is cut before
+        its next turn (truncated, metadata["time_limit"] = True): the long tail does not hold the batch.
+    keep_groups: over-sampling; once this many groups have finished, every other group is stopped
+        and marked metadata["dropped"] = "oversampled" (returned, never silently lost: the caller
+        counts and drops them). Groups finishing on the same turn are kept in task order.
     """
     if group_size < 1:
         raise ValueError("group_size must be >= 1")
@@ -94,8 +103,13 @@ def collect(
         results = pool.reset([(ep.slot, ep.task, ep.traj.seed) for ep in episodes])
         for ep, res in zip(episodes, results):
             _on_reset(ep, res)
+        finished_groups: list[int] = []
         turn = 0
         while turn < max_turns:
+            if episode_time_limit is not None:
+                _cut_slow(episodes, episode_time_limit)
+            if keep_groups is not None:
+                _drop_overflow(episodes, group_size, keep_groups, finished_groups)
             active = [ep for ep in episodes if not ep.done]
             if not active:
                 break
@@ -121,9 +135,39 @@ def collect(
             if not ep.done:  # the engine's own safety cap, beyond the env's time limit
                 ep.traj.truncated = True
                 ep.done = True
+        if keep_groups is not None:
+            _drop_overflow(episodes, group_size, keep_groups, finished_groups)
     finally:
         pool.close()
     return [ep.traj for ep in episodes]
+
+
+def _cut_slow(episodes: list[_Episode], limit: float) -> None:
+    now = time.monotonic()
+    for ep in episodes:
+        if not ep.done and now - ep.started > limit:
+            ep.traj.truncated = True
+            ep.traj.metadata["time_limit"] = True
+            ep.done = True
+
+
+def _drop_overflow(episodes: list[_Episode], group_size: int, keep: int, finished: list[int]) -> None:
+    """Record groups as they finish; once `keep` have, stop and mark every other group."""
+    groups = [episodes[g * group_size:(g + 1) * group_size] for g in range(len(episodes) // group_size)]
+    for g, members in enumerate(groups):
+        if g not in finished and all(ep.done for ep in members) and not members[0].traj.metadata.get("dropped"):
+            finished.append(g)
+    if len(finished) < keep:
+        return
+    kept = set(finished[:keep])
+    for g, members in enumerate(groups):
+        if g in kept or members[0].traj.metadata.get("dropped"):
+            continue
+        for ep in members:
+            if not ep.done:
+                ep.traj.truncated = True
+                ep.done = True
+            ep.traj.metadata["dropped"] = "oversampled"
 
 
 def _action_formatter(pool, factory):
@@ -145,6 +189,7 @@ def _new_step(ep: _Episode, comp: Completion, record_messages: bool) -> Step:
         response_ids=comp.response_ids,
         response_logprobs=comp.response_logprobs,
         messages=ep.prompt if record_messages else None,
+        policy_version=comp.policy_version,
     )
 
 
@@ -159,6 +204,7 @@ def _on_reset(ep: _Episode, res: EnvResult) -> None:
         _fail(ep, f"reset failed: {res.error}")
         return
     ep.prompt, ep.info = res.obs, res.info
+    ep.started = time.monotonic()
     ep.observation = res.info.get("env_observation", "")
     ep.traj.instruction = res.info["instruction"]
 

@@ -196,7 +196,8 @@ def _check_finite(name: str, value, iteration: int) -> None:
 
 def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sample], rng: np.random.Generator,
                iteration: int, value_head=None) -> dict:
-    from agentgym.trainers.ppo import clip_range, ppo_clip_loss, token_logprobs
+    from agentgym.trainers.async_rollout import off_policy_kwargs
+    from agentgym.trainers.ppo import ImportanceStats, clip_range, ppo_clip_loss, token_logprobs
 
     pc = cfg.ppo
     estimator = cfg.estimator.get("name")
@@ -209,6 +210,7 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
     totals: dict[str, float] = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "approx_kl": 0.0,
                                 "value_loss": 0.0, "grad_norm": 0.0}
     ratio_max, n_updates, n_micro = 0.0, 0, 0
+    off_policy, weights = off_policy_kwargs(cfg), ImportanceStats()  # {} and no stats when synchronous
     for _ in range(pc.epochs):
         order = rng.permutation(len(samples))
         for start in range(0, len(samples), pc.minibatch_size):
@@ -230,7 +232,9 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
                     ref_logp = torch.log_softmax(ref_out.logits[:, :-1].float(), -1).gather(
                         -1, batch["input_ids"][:, 1:, None])[..., 0]
                 loss, st = ppo_clip_loss(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
-                                         pc.loss_agg, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef)
+                                         pc.loss_agg, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
+                                         prox_logp=batch.get("prox_logprobs"), **off_policy)
+                weights.add(st)
                 if value_head is not None and n_values:
                     preds, targets = [], []
                     for b, s in enumerate(micro):
@@ -261,6 +265,7 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
     out["approx_kl"] = totals["approx_kl"] / max(n_micro, 1)
     out["ratio_max"] = ratio_max
     out["optimizer_steps"] = n_updates
+    out.update(weights.summary())
     return out
 
 
@@ -279,19 +284,23 @@ def _rollout_stats(trajectories) -> dict:
 
 
 def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler, source,
-                  heads: dict) -> dict:
+                  heads: dict, rollouts=None) -> dict:
     from agentgym.policies.base import SamplingParams
     from agentgym.rollout import collect
     from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
 
     t0 = time.perf_counter()
-    rng = np.random.default_rng([cfg.seed, iteration])
-    tasks = source.next_tasks(cfg.rollout.tasks_per_iter)  # split or evolving pool, by curriculum
-    sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-                              max_new_tokens=cfg.rollout.max_new_tokens, seed=int(rng.integers(2**31)))
-    trajectories = collect(cfg.env.id, tasks, policy, cfg.rollout.group_size, seed=int(rng.integers(2**31)),
-                           sampling=sampling, executor=cfg.env.executor, env_kwargs=cfg.env.env_kwargs,
-                           chat=cfg.env.chat, max_turns=cfg.env.max_turns)
+    if rollouts is None:
+        rng = np.random.default_rng([cfg.seed, iteration])
+        tasks = source.next_tasks(cfg.rollout.tasks_per_iter)  # split or evolving pool, by curriculum
+        sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+                                  max_new_tokens=cfg.rollout.max_new_tokens, seed=int(rng.integers(2**31)))
+        trajectories = collect(cfg.env.id, tasks, policy, cfg.rollout.group_size, seed=int(rng.integers(2**31)),
+                               sampling=sampling, executor=cfg.env.executor, env_kwargs=cfg.env.env_kwargs,
+                               chat=cfg.env.chat, max_turns=cfg.env.max_turns)
+    else:  # made ahead under the staleness bound and/or with long-tail control (trainers/async_rollout.py)
+        batch = rollouts.get(iteration)
+        rng, trajectories = batch.rng, batch.trajectories
     t_rollout = time.perf_counter() - t0
     if hasattr(policy, "sleep"):
         policy.sleep()  # vLLM on CUDA: give its GPU memory to the update (no-op on CPU); generate wakes it
@@ -322,6 +331,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     source.update(trajectories, advantages)
     returns = [a + v for a, v in zip(advantages, values)] if values is not None else None
     samples = assign_advantages(samples, advantages, cfg.ppo.drop_abs_adv_below, returns)
+    if rollouts is not None:
+        rollouts.prepare_update(policy, samples)  # decoupled PPO: logprobs of the weights at update start
     t1 = time.perf_counter()
     update = ppo_update(cfg, policy, optimizer, scheduler, samples, rng, iteration, value_head) if samples else {}
     t_update = time.perf_counter() - t1
@@ -336,6 +347,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         "tasks": source.metrics(),
         "time": {"rollout_s": t_rollout, "update_s": t_update, "iteration_s": time.perf_counter() - t0},
     }
+    if rollouts is not None:  # publishes the new weights to the producer
+        metrics["async"] = rollouts.finish(iteration, policy, batch, samples)
     metrics["time"]["train_tokens_per_s"] = train_tokens / max(t_update, 1e-9)
     metrics["time"]["rollout_tokens_per_s"] = metrics["rollout"]["response_tokens"] / max(t_rollout, 1e-9)
     return metrics
@@ -454,6 +467,14 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     logger = MetricsLogger(run_dir, tensorboard="auto" if cfg.log.tensorboard else False,
                            wandb="auto" if cfg.log.wandb else False, config=cfg.to_dict(),
                            resume_from_step=state["iteration"] if checkpoint is not None else None)
+    rollouts = None
+    from agentgym.trainers.async_rollout import uses_engine
+
+    if uses_engine(cfg):  # async rollouts / long-tail control; otherwise the synchronous loop, unchanged
+        from agentgym.trainers.async_rollout import AsyncRollouts
+
+        rollouts = AsyncRollouts(cfg, policy, source, start_iteration=state["iteration"])
+        source = rollouts.source
     try:
         if not state["evals"]:
             ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
@@ -466,7 +487,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                 log(f"time budget of {cfg.time_budget_s:.0f}s reached after {state['iteration']} iterations")
                 break
             it = state["iteration"]
-            metrics = run_iteration(cfg, it, policy, optimizer, scheduler, source, heads)
+            metrics = run_iteration(cfg, it, policy, optimizer, scheduler, source, heads, rollouts)
             state["task_source"] = source.state_dict()
             state["iteration"] = it + 1
             if cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
@@ -485,6 +506,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         save_checkpoint(run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         policy.save(run_dir / "final_model")
     finally:
+        if rollouts is not None:
+            rollouts.close()
         logger.close()
         if hasattr(policy, "close"):
             policy.close()  # the vLLM engine
