@@ -468,19 +468,19 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                            wandb="auto" if cfg.log.wandb else False, config=cfg.to_dict(),
                            resume_from_step=state["iteration"] if checkpoint is not None else None)
     rollouts = None
-    from agentgym.trainers.async_rollout import uses_engine
-
-    if uses_engine(cfg):  # async rollouts / long-tail control; otherwise the synchronous loop, unchanged
-        from agentgym.trainers.async_rollout import AsyncRollouts
-
-        rollouts = AsyncRollouts(cfg, policy, source, start_iteration=state["iteration"])
-        source = rollouts.source
     try:
         if not state["evals"]:
             ev = evaluate_policy(cfg, policy, eval_path, cfg.seed)
             state["evals"].append({"iteration": 0, **ev})
             logger.log({"eval": ev}, step=0)
             log(f"held-out success before RL: {ev['success_rate']:.3f}")
+        from agentgym.trainers.async_rollout import uses_engine
+
+        if uses_engine(cfg):  # async rollouts / long-tail control; otherwise the synchronous loop, unchanged
+            from agentgym.trainers.async_rollout import AsyncRollouts
+
+            rollouts = AsyncRollouts(cfg, policy, source, start_iteration=state["iteration"])
+            source = rollouts.source
         deadline = started + cfg.time_budget_s if cfg.time_budget_s else None
         while state["iteration"] < cfg.iterations:
             if deadline is not None and time.perf_counter() > deadline:
