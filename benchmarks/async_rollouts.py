@@ -107,18 +107,26 @@ def run_one(out: Path, model_dir: Path, staleness: int, latency: float, iteratio
         "is_truncated_frac": [m["train"].get("is_truncated_frac") for m in per_iter],
         "heldout_before": summary["heldout_success_before"], "heldout_after": summary["heldout_success_after"],
         "rollout_success": [m["rollout"]["success_rate"] for m in per_iter],
+        "eval_episodes": _last_eval_episodes(run_dir),
     }
 
 
-def table(results: list[dict], episodes: int) -> str:
+def _last_eval_episodes(run_dir: Path) -> int:
+    episodes = 0
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        episodes = json.loads(line).get("eval/episodes", episodes)
+    return int(episodes)
+
+
+def table(results: list[dict]) -> str:
     lines = ["| latency per env step | max_staleness | s / iteration | ratio vs K=0 | trainer waits (s) | "
-             "rollouts wait (s) | staleness of trained steps | held-out success (before -> after) |",
+             "rollouts wait (s) | staleness of trained steps | held-out success (before -> after ± s.e.) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     base = {r["latency_s"]: r["seconds_per_iteration"] for r in results if r["staleness"] == 0}
     for r in results:
         ratio = r["seconds_per_iteration"] / base[r["latency_s"]] if r["latency_s"] in base else float("nan")
         hist = ", ".join(f"{k}: {v}" for k, v in sorted(r["staleness_hist"].items())) or "0: all"
-        se = math.sqrt(max(r["heldout_after"] * (1 - r["heldout_after"]), 1e-9) / max(episodes, 1))
+        se = math.sqrt(r["heldout_after"] * (1 - r["heldout_after"]) / max(r["eval_episodes"], 1))
         lines.append(f"| {r['latency_s']:g} s | {r['staleness']} | {r['seconds_per_iteration']:.1f} | {ratio:.2f} | "
                      f"{r['trainer_wait_s']:.1f} | {r['rollout_wait_s']:.1f} | {hist} | "
                      f"{r['heldout_before']:.3f} -> {r['heldout_after']:.3f} ± {se:.3f} |")
@@ -160,11 +168,7 @@ def main() -> None:
                   f"{r['heldout_before']:.3f} -> {r['heldout_after']:.3f}, staleness {r['staleness_hist']}",
                   flush=True)
     (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
-    from agentgym.trainers.config import load_config
-
-    cfg = load_config("household-tiny", [])
-    episodes = 34 * cfg.eval.episodes_per_task  # the preset's held-out tasks of its categories
-    print(table(results, episodes))
+    print(table(results))
     print(f"total {time.perf_counter() - t0:.0f}s")
 
 
