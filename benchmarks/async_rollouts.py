@@ -13,7 +13,7 @@ over all held-out tasks of the preset's categories, 4 sampled episodes each. Sec
 iteration are measured over the RL loop only (evaluations excluded); the ratio is against
 max_staleness 0 of the same latency, measured in the same run.
 
-    python benchmarks/async_rollouts.py rollout.tasks_per_iter=4   # latency 0.05 s, K = 0, 1, 2, 4 iterations
+    python benchmarks/async_rollouts.py --torch-threads 1 rollout.tasks_per_iter=4   # 0.05 s per step, K = 0, 1, 2
     python benchmarks/async_rollouts.py --latencies 0,0.05 --iterations 4
     python benchmarks/async_rollouts.py --warm-start runs/household-tiny/sft_model
 """
