@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -47,6 +48,7 @@ class _Episode:
     info: dict = field(default_factory=dict)
     observation: str = ""
     done: bool = False
+    started: float = 0.0  # time.monotonic() at reset, for the wall-clock limit
 
 
 def collect(
@@ -66,6 +68,8 @@ def collect(
     record_messages: bool = True,
     on_turn: Callable[[int, int], None] | None = None,
     max_live_envs: int | None = 256,
+    episode_time_limit: float | None = None,
+    keep_groups: int | None = None,
 ) -> list[Trajectory]:
     """Play every task `group_size` times; returns the trajectories grouped task by task.
 
@@ -78,6 +82,11 @@ def collect(
     max_live_envs: at most this many environments exist at once (None: one per episode); an
     episode starts when a slot is free and its env is closed as soon as it ends, so SWE
     workspaces or browsers never pile up. Episodes keep their order and their groups' seeds.
+    episode_time_limit: seconds; an episode still running that long after its reset is cut before
+        its next turn (truncated, metadata["time_limit"] = True): the long tail does not hold the batch.
+    keep_groups: over-sampling; once this many groups have finished, every other group is stopped
+        and marked metadata["dropped"] = "oversampled" (returned, never silently lost: the caller
+        counts and drops them). Groups finishing on the same turn are kept in task order.
     """
     if group_size < 1:
         raise ValueError("group_size must be >= 1")
@@ -87,7 +96,9 @@ def collect(
             turns = itertools.count(1)  # a batch's episodes end together: the turn says how far along it is
             return collect(env, tasks, policy, group_size, seed=seed, sampling=sampling, executor=executor,
                            num_workers=num_workers, env_kwargs=env_kwargs, chat=chat, max_turns=max_turns,
-                           record_messages=record_messages,
+                           record_messages=record_messages, executor_options=executor_options,
+                           max_live_envs=max_live_envs, episode_time_limit=episode_time_limit,
+                           keep_groups=keep_groups,
                            on_turn=lambda done, _n: bar.update(done, info=f"turn {next(turns)}"))
     env_id = env if isinstance(env, str) else ""
     if env_id:
@@ -125,6 +136,8 @@ def collect(
             batch = []
             while free and pending:
                 ep = pending.pop()
+                if ep.done:  # dropped by over-sampling before it started
+                    continue
                 ep.slot = free.pop()
                 batch.append(ep)
             results = pool.reset([(ep.slot, ep.task, ep.traj.seed) for ep in batch])
@@ -134,16 +147,22 @@ def collect(
             release([ep for ep in batch if ep.done])
 
     try:
+        finished_groups: list[int] = []
         while True:
+            if episode_time_limit is not None:
+                _cut_slow(live, episode_time_limit)
+            if keep_groups is not None:
+                _drop_overflow(episodes, group_size, keep_groups, finished_groups)
             start_pending()
             # the engine's own safety cap, beyond the env's time limit
-            capped = [ep for ep in live if len(ep.traj.steps) >= max_turns]
-            for ep in capped:
-                ep.traj.truncated = True
-                ep.done = True
+            for ep in live:
+                if len(ep.traj.steps) >= max_turns:
+                    ep.traj.truncated = True
+                    ep.done = True
+            stopped = [ep for ep in live if ep.done]
             live[:] = [ep for ep in live if not ep.done]
-            release(capped)
-            if capped:
+            release(stopped)
+            if stopped:
                 continue
             active = live
             if not active:
@@ -168,9 +187,39 @@ def collect(
             release(ended)
             if on_turn is not None:
                 on_turn(sum(ep.done for ep in episodes), len(episodes))
+        if keep_groups is not None:
+            _drop_overflow(episodes, group_size, keep_groups, finished_groups)
     finally:
         pool.close()
     return [ep.traj for ep in episodes]
+
+
+def _cut_slow(episodes: list[_Episode], limit: float) -> None:
+    now = time.monotonic()
+    for ep in episodes:
+        if not ep.done and now - ep.started > limit:
+            ep.traj.truncated = True
+            ep.traj.metadata["time_limit"] = True
+            ep.done = True
+
+
+def _drop_overflow(episodes: list[_Episode], group_size: int, keep: int, finished: list[int]) -> None:
+    """Record groups as they finish; once `keep` have, stop and mark every other group."""
+    groups = [episodes[g * group_size:(g + 1) * group_size] for g in range(len(episodes) // group_size)]
+    for g, members in enumerate(groups):
+        if g not in finished and all(ep.done for ep in members) and not members[0].traj.metadata.get("dropped"):
+            finished.append(g)
+    if len(finished) < keep:
+        return
+    kept = set(finished[:keep])
+    for g, members in enumerate(groups):
+        if g in kept or members[0].traj.metadata.get("dropped"):
+            continue
+        for ep in members:
+            if not ep.done:
+                ep.traj.truncated = True
+                ep.done = True
+            ep.traj.metadata["dropped"] = "oversampled"
 
 
 def _action_formatter(pool, factory):
@@ -192,6 +241,7 @@ def _new_step(ep: _Episode, comp: Completion, record_messages: bool) -> Step:
         response_ids=comp.response_ids,
         response_logprobs=comp.response_logprobs,
         messages=ep.prompt if record_messages else None,
+        policy_version=comp.policy_version,
     )
 
 
@@ -206,6 +256,7 @@ def _on_reset(ep: _Episode, res: EnvResult) -> None:
         _fail(ep, f"reset failed: {res.error}")
         return
     ep.prompt, ep.info = res.obs, res.info
+    ep.started = time.monotonic()
     ep.observation = res.info.get("env_observation", "")
     ep.traj.instruction = res.info["instruction"]
 

@@ -25,6 +25,12 @@ class Step:
     response_logprobs: list[float] | None = None
     progress: float | None = None
     messages: list[dict] | None = None  # the chat prompt, for SFT and inspection
+    # Asynchronous training (rollout.max_staleness > 0): the policy version (= RL updates applied)
+    # whose weights generated this step; None where nobody recorded it (synchronous loop, eval).
+    policy_version: int | None = None
+    # Partial rollout: the weights changed during this step's episode and this step came from a
+    # newer version than the episode's first step (rollout.partial_rollouts).
+    partial: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)

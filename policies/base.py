@@ -32,6 +32,7 @@ class Completion:
     response_logprobs: list[float] | None = None
     finish_reason: str = "stop"  # "stop" | "length" | "error"
     error: str | None = None  # set when the backend failed for this prompt (infra error)
+    policy_version: int | None = None  # the weights' version, when the caller tracks one (async training)
 
 
 @dataclass

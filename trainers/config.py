@@ -71,6 +71,11 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 32
+    # Asynchronous rollouts and long-tail control (trainers/async_rollout.py)
+    max_staleness: int = 0  # K > 0: generate the next batches while training, from weights <= K updates old
+    partial_rollouts: bool = False  # async: load newer weights between turns (episodes may span an update)
+    episode_time_limit_s: float | None = None  # cut episodes still running after this many seconds
+    oversample_groups: int = 0  # play tasks_per_iter + this many groups, train on the first to finish
 
 
 @dataclass
@@ -92,6 +97,8 @@ class PPOConfig:
     recompute_old_logprobs: bool = False
     value_coef: float = 0.5
     value_lr: float = 1e-3
+    is_cap: float | None = None  # truncation of importance weights; None: 2.0 with async rollouts, off otherwise
+    decoupled: bool = False  # decoupled PPO: trust region around the weights at update start (async)
 
 
 @dataclass
@@ -323,6 +330,9 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(f"ppo.entropy_coef is a bonus weight >= 0, got {cfg.ppo.entropy_coef}")
     if cfg.ppo.kl_coef > 0 and cfg.policy.lora is None and cfg.policy.reference != "copy":
         raise ConfigError("ppo.kl_coef > 0 needs a reference: use LoRA (policy.lora={}) or policy.reference=copy")
+    from agentgym.trainers.async_rollout import validate_async_config
+
+    validate_async_config(cfg)
 
 
 def check_estimator_options(options: dict) -> None:

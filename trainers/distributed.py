@@ -65,6 +65,11 @@ def check_world(cfg, world_size: int) -> None:
     if cfg.estimator.get("name") == "spa":
         raise ConfigError("estimator spa fits its progress head on the whole batch, which data-parallel ranks do not "
                           "share yet: train spa on one process")
+    from agentgym.trainers.async_rollout import uses_engine
+
+    if uses_engine(cfg):
+        raise ConfigError("asynchronous rollouts and long-tail control (rollout.max_staleness, oversample_groups, "
+                          "episode_time_limit_s) run in one process: train them without --nproc")
 
 
 # --- the data-parallel context -----------------------------------------------------------------

@@ -210,7 +210,8 @@ def equal_minibatches(order: np.ndarray, max_size: int) -> list[np.ndarray]:
 
 def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sample], rng: np.random.Generator,
                iteration: int, value_head=None) -> dict:
-    from agentgym.trainers.ppo import clip_range, ppo_clip_loss, token_logprobs
+    from agentgym.trainers.async_rollout import off_policy_kwargs
+    from agentgym.trainers.ppo import ImportanceStats, clip_range, ppo_clip_loss, token_logprobs
 
     from agentgym.trainers.distributed import current
 
@@ -227,6 +228,7 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
                                 "value_loss": 0.0, "grad_norm": 0.0}
     ratio_max, n_updates, n_micro = 0.0, 0, 0
     minibatch_ratio_max: list[float] = []  # per optimizer step: the first one's is 1 up to float error
+    off_policy, weights = off_policy_kwargs(cfg), ImportanceStats()  # {} and no stats when synchronous
     for _ in range(pc.epochs):
         order = rng.permutation(len(samples))
         for index_chunk in equal_minibatches(order, pc.minibatch_size):
@@ -249,7 +251,9 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
                     ref_logp = torch.log_softmax(ref_out.logits[:, :-1].float(), -1).gather(
                         -1, batch["input_ids"][:, 1:, None])[..., 0]
                 loss, st = ppo_clip_loss(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
-                                         pc.loss_agg, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef)
+                                         pc.loss_agg, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
+                                         prox_logp=batch.get("prox_logprobs"), **off_policy)
+                weights.add(st)
                 if value_head is not None and n_values:
                     preds, targets = [], []
                     for b, s in enumerate(micro):
@@ -287,6 +291,7 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
     # one scalar per optimizer step (metrics.jsonl keeps numbers: train/ratio_max_per_minibatch/0, /1, ...)
     out["ratio_max_per_minibatch"] = {str(i): r for i, r in enumerate(minibatch_ratio_max)}
     out["optimizer_steps"] = n_updates
+    out.update(weights.summary())
     return out
 
 
@@ -305,7 +310,7 @@ def _rollout_stats(trajectories) -> dict:
 
 
 def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler, source,
-                  heads: dict) -> dict:
+                  heads: dict, rollouts=None) -> dict:
     from agentgym.policies.base import SamplingParams
     from agentgym.rollout import collect
     from agentgym.trainers.distributed import current
@@ -313,14 +318,19 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
 
     dp = current()
     t0 = time.perf_counter()
-    rng = np.random.default_rng([cfg.seed, iteration])
-    tasks = source.next_tasks(cfg.rollout.tasks_per_iter)  # split or evolving pool, by curriculum
-    tasks, first_group = dp.shard(tasks)  # data parallel: this rank's block of whole groups
-    sampling = dp.sampling(SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-                                          max_new_tokens=cfg.rollout.max_new_tokens, seed=int(rng.integers(2**31))))
-    trajectories = collect(cfg.env.id, tasks, policy, cfg.rollout.group_size, seed=int(rng.integers(2**31)) + first_group,
-                           sampling=sampling, executor=cfg.env.executor, env_kwargs=cfg.env.env_kwargs,
-                           chat=cfg.env.chat, max_turns=cfg.env.max_turns)
+    if rollouts is None:
+        rng = np.random.default_rng([cfg.seed, iteration])
+        tasks = source.next_tasks(cfg.rollout.tasks_per_iter)  # split or evolving pool, by curriculum
+        tasks, first_group = dp.shard(tasks)  # data parallel: this rank's block of whole groups
+        sampling = dp.sampling(SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+                                              max_new_tokens=cfg.rollout.max_new_tokens, seed=int(rng.integers(2**31))))
+        trajectories = collect(cfg.env.id, tasks, policy, cfg.rollout.group_size,
+                               seed=int(rng.integers(2**31)) + first_group, sampling=sampling,
+                               executor=cfg.env.executor, env_kwargs=cfg.env.env_kwargs, chat=cfg.env.chat,
+                               max_turns=cfg.env.max_turns)
+    else:  # made ahead under the staleness bound and/or with long-tail control (trainers/async_rollout.py)
+        batch = rollouts.get(iteration)
+        rng, trajectories = batch.rng, batch.trajectories
     t_rollout = time.perf_counter() - t0
     if hasattr(policy, "sleep"):
         policy.sleep()  # vLLM on CUDA: give its GPU memory to the update (no-op on CPU); generate wakes it
@@ -357,6 +367,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     returns = [a + v for a, v in zip(advantages, values)] if values is not None else None
     samples = assign_advantages(samples, advantages, cfg.ppo.drop_abs_adv_below, returns)
     samples = dp.global_samples(samples)
+    if rollouts is not None:
+        rollouts.prepare_update(policy, samples)  # decoupled PPO: logprobs of the weights at update start
     t1 = time.perf_counter()
     update = ppo_update(cfg, policy, optimizer, scheduler, samples, rng, iteration, value_head) if samples else {}
     t_update = time.perf_counter() - t1
@@ -371,6 +383,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         "tasks": source.metrics(),
         "time": {"rollout_s": t_rollout, "update_s": t_update, "iteration_s": time.perf_counter() - t0},
     }
+    if rollouts is not None:  # publishes the new weights to the producer
+        metrics["async"] = rollouts.finish(iteration, policy, batch, samples)
     metrics["time"]["train_tokens_per_s"] = train_tokens / max(t_update, 1e-9)
     metrics["time"]["rollout_tokens_per_s"] = metrics["rollout"]["response_tokens"] / max(t_rollout, 1e-9)
     return metrics
@@ -510,12 +524,20 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                            wandb="auto" if cfg.log.wandb else False, config=cfg.to_dict(),
                            resume_from_step=state["iteration"] if checkpoint is not None else None
                            ) if dp.is_main else distributed.NullLogger()
+    rollouts = None
     try:
         if dp.is_main and not state["evals"]:
             ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=0)
             state["evals"].append({"iteration": 0, **ev})
             logger.log({"eval": ev}, step=0)
             log(f"held-out success before RL: {ev['success_rate']:.3f}")
+        from agentgym.trainers.async_rollout import uses_engine
+
+        if uses_engine(cfg):  # async rollouts / long-tail control; otherwise the synchronous loop, unchanged
+            from agentgym.trainers.async_rollout import AsyncRollouts
+
+            rollouts = AsyncRollouts(cfg, policy, source, start_iteration=state["iteration"])
+            source = rollouts.source
         deadline = started + cfg.time_budget_s if cfg.time_budget_s else None
         while state["iteration"] < cfg.iterations:
             if deadline is not None and dp.agree(time.perf_counter() > deadline):
@@ -524,7 +546,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                 log(f"WARNING: {state['stopped_early']}: this is not the configured experiment")
                 break
             it = state["iteration"]
-            metrics = run_iteration(cfg, it, policy, optimizer, scheduler, source, heads)
+            metrics = run_iteration(cfg, it, policy, optimizer, scheduler, source, heads, rollouts)
             state["rl_seconds"] = state.get("rl_seconds", 0.0) + metrics["time"]["iteration_s"]
             state["task_source"] = source.state_dict()
             state["iteration"] = it + 1
@@ -545,6 +567,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         if dp.is_main:
             policy.save(run_dir / "final_model")
     finally:
+        if rollouts is not None:
+            rollouts.close()
         logger.close()
         if hasattr(policy, "close"):
             policy.close()  # the vLLM engine

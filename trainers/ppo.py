@@ -8,6 +8,18 @@
 
 aggregated as a mean over the minibatch's model tokens ("token-mean", verl's default) or a
 mean over sequences of per-sequence token means ("seq-mean"). Env tokens have mask 0.
+
+Off-policy correction (asynchronous rollouts, trainers/async_rollout.py), mu = the behaviour
+policy whose logprobs were recorded at generation, prox = the weights at update start:
+
+    truncated IS (is_cap = C):  w_k = exp(logp_k - mu_k)
+                                L = -min(min(w_k, C) A_k, clip(w_k, lo, hi) A_k)
+        the ratio is against the behaviour policy; C bounds the weight of a negative-advantage
+        token whose probability rose since it was sampled (the dual clip).
+    decoupled (prox_logp given): w_k = exp(prox_k - mu_k) (no gradient), r_k = exp(logp_k - prox_k)
+                                L = -min(w_k, C) * min(r_k A_k, clip(r_k, lo, hi) A_k)
+        the trust region is centred on the current weights and the staleness is corrected by the
+        behaviour weight alone (Hilton et al. 2021; AReaL's decoupled PPO).
 """
 
 from __future__ import annotations
@@ -55,15 +67,51 @@ class LossStats:
     approx_kl: float  # E[logp_old - logp]: how far the update moved from the behaviour policy
     ratio_max: float
     entropy: float = 0.0  # mean token entropy of the responses (only computed with an entropy bonus)
+    # importance weights of the off-policy correction (0 tokens when there was none)
+    is_sum: float = 0.0
+    is_tokens: float = 0.0
+    is_max: float = 0.0
+    is_truncated: float = 0.0  # tokens whose weight exceeded the cap
+
+
+def importance_weights(logp: torch.Tensor, behaviour_logp: torch.Tensor, cap: float | None = None):
+    """Per-token w = exp(logp - behaviour_logp), its truncation min(w, cap) and where w > cap."""
+    w = torch.exp(logp - behaviour_logp)
+    if cap is None:
+        return w, w, torch.zeros_like(w, dtype=torch.bool)
+    return w, torch.clamp(w, max=cap), w > cap
+
+
+def _weight_stats(w: torch.Tensor, truncated: torch.Tensor, mask: torch.Tensor) -> dict:
+    with torch.no_grad():
+        w = w.detach()
+        return {"is_sum": float((w * mask).sum()), "is_tokens": float(mask.sum()),
+                "is_max": float((w * mask).max()) if mask.any() else 0.0,
+                "is_truncated": float((truncated.float() * mask).sum())}
 
 
 def ppo_clip_loss(logp, old_logp, adv, mask, clip_lo, clip_hi, how="token-mean", denom=None,
-                  ref_logp=None, kl_coef: float = 0.0, entropy=None, entropy_coef: float = 0.0):
-    log_ratio = (logp - old_logp) * mask
-    ratio = torch.exp(log_ratio)
-    unclipped = ratio * adv
-    clipped = torch.clamp(ratio, clip_lo, clip_hi) * adv
-    pg = -torch.minimum(unclipped, clipped)
+                  ref_logp=None, kl_coef: float = 0.0, entropy=None, entropy_coef: float = 0.0,
+                  is_cap: float | None = None, prox_logp=None):
+    """old_logp: the behaviour logprobs. Without is_cap and prox_logp, plain PPO-clip (the
+    synchronous loop, unchanged); with them, the off-policy forms of the module docstring."""
+    weights = {}
+    if prox_logp is None:
+        log_ratio = (logp - old_logp) * mask
+        ratio = torch.exp(log_ratio)
+        unclipped = ratio * adv
+        if is_cap is not None:
+            _, truncated_w, over = importance_weights(logp * mask, old_logp * mask, is_cap)
+            unclipped = truncated_w * adv
+            weights = _weight_stats(ratio, over, mask)
+        clipped = torch.clamp(ratio, clip_lo, clip_hi) * adv
+        pg = -torch.minimum(unclipped, clipped)
+    else:
+        log_ratio = (logp - prox_logp) * mask
+        ratio = torch.exp(log_ratio)
+        behaviour_w, truncated_w, over = importance_weights(prox_logp * mask, old_logp * mask, is_cap)
+        pg = -truncated_w.detach() * torch.minimum(ratio * adv, torch.clamp(ratio, clip_lo, clip_hi) * adv)
+        weights = _weight_stats(behaviour_w, over, mask)
     loss = aggregate(pg, mask, how, denom)
     kl_value = torch.zeros(())
     if ref_logp is not None and kl_coef > 0:
@@ -81,8 +129,27 @@ def ppo_clip_loss(logp, old_logp, adv, mask, clip_lo, clip_hi, how="token-mean",
         approx_kl = (-log_ratio * mask).sum() / n
         ratio_max = (ratio * mask).max() if mask.any() else torch.ones(())
     stats = LossStats(float(aggregate(pg.detach(), mask, how, denom)), float(kl_value.detach()), float(clip_frac),
-                      float(approx_kl), float(ratio_max), float(entropy_value.detach()))
+                      float(approx_kl), float(ratio_max), float(entropy_value.detach()), **weights)
     return loss, stats
+
+
+class ImportanceStats:
+    """Accumulates the importance weights of an update: mean, max, fraction truncated."""
+
+    def __init__(self):
+        self.total = self.tokens = self.max = self.truncated = 0.0
+
+    def add(self, st: LossStats) -> None:
+        self.total += st.is_sum
+        self.tokens += st.is_tokens
+        self.truncated += st.is_truncated
+        self.max = max(self.max, st.is_max)
+
+    def summary(self) -> dict:
+        if not self.tokens:
+            return {}
+        return {"is_weight_mean": self.total / self.tokens, "is_weight_max": self.max,
+                "is_truncated_frac": self.truncated / self.tokens}
 
 
 class ValueHead(nn.Module):

@@ -33,6 +33,8 @@ class Sample:
     response_ends: list[int] = field(default_factory=list)  # last response token of each step
     step_refs: list[tuple[int, int]] = field(default_factory=list)
     value_targets: list[float] = field(default_factory=list)
+    # Decoupled PPO (async rollouts): per position, the logprob under the weights at update start.
+    prox_logprobs: list[float] | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -159,6 +161,11 @@ def collate(samples: Sequence[Sample], pad_id: int, device=None):
         old[b, : n - 1] = torch.tensor(s.old_logprobs[1:], dtype=torch.float32)
         adv[b, : n - 1] = torch.tensor(s.advantages[1:], dtype=torch.float32)
     out = {"input_ids": ids, "attention_mask": attn, "loss_mask": mask, "old_logprobs": old, "advantages": adv}
+    if all(s.prox_logprobs is not None for s in samples):
+        prox = torch.zeros((batch, width - 1), dtype=torch.float32)
+        for b, s in enumerate(samples):
+            prox[b, : len(s) - 1] = torch.tensor(s.prox_logprobs[1:], dtype=torch.float32)
+        out["prox_logprobs"] = prox
     if device is not None:
         out = {k: v.to(device) for k, v in out.items()}
     return out

@@ -1,0 +1,176 @@
+"""Asynchronous rollouts: seconds per iteration and held-out success for rollout.max_staleness 0, 1, 2.
+
+The env is household behind a fixed per-step latency, standing for a remote env server that
+answers one request at a time (a web page loading, a sandbox running tests): the rollout waits
+on it while the CPU is idle, which is what overlapping generation with the update can win back.
+With --latencies 0 the same runs measure the compute-bound case (a tiny model on a shared 2-core
+CPU), where the producer thread and the update compete for the same cores.
+
+All runs start from one warm start (the household-tiny preset's tiny model + a short SFT, built
+once or passed with --warm-start), train the same number of iterations with the same seeds and
+estimator, and are evaluated on the plain household env (no latency: same tasks, same dynamics)
+over all held-out tasks of the preset's categories, 4 sampled episodes each. Seconds per
+iteration are measured over the RL loop only (evaluations excluded); the ratio is against
+max_staleness 0 of the same latency, measured in the same run.
+
+    python benchmarks/async_rollouts.py --torch-threads 1 rollout.tasks_per_iter=4   # 0.05 s per step, K = 0, 1, 2
+    python benchmarks/async_rollouts.py --latencies 0,0.05 --iterations 4
+    python benchmarks/async_rollouts.py --warm-start runs/household-tiny/sft_model
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+
+REMOTE_ID = "agentgym/HouseholdRemote-v0"
+
+
+def register_remote_household() -> str:
+    from agentgym.envs.household.env import HouseholdEnv
+    from agentgym.registration import register_env
+
+    class RemoteHousehold(HouseholdEnv):
+        """Household whose every reset and step first waits `latency_s` (a stand-in for a remote server)."""
+
+        def __init__(self, latency_s: float = 0.0, **kwargs):
+            super().__init__(**kwargs)
+            self.latency_s = latency_s
+
+        def reset(self, *args, **kwargs):
+            time.sleep(self.latency_s)
+            return super().reset(*args, **kwargs)
+
+        def step(self, action):
+            time.sleep(self.latency_s)
+            return super().step(action)
+
+    return register_env(REMOTE_ID, RemoteHousehold, max_episode_steps=50,
+                        description="household behind a per-step latency (benchmark only)")
+
+
+def warm_start(out: Path, sft_tasks: int, sft_epochs: int, hidden: int) -> Path:
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.loop import _quiet_transformers, prepare_start_model
+
+    _quiet_transformers()
+    cfg = load_config("household-tiny", [f"run_dir={out / 'warm_start'}", f"sft.num_tasks={sft_tasks}",
+                                         f"sft.epochs={sft_epochs}", f"tiny.hidden={hidden}", "tiny.heads=4"])
+    (out / "warm_start").mkdir(parents=True, exist_ok=True)
+    model_dir, _ = prepare_start_model(cfg, out / "warm_start", log=lambda s: print(s, flush=True))
+    return model_dir
+
+
+def run_one(out: Path, model_dir: Path, staleness: int, latency: float, iterations: int, seed: int,
+            overrides: list[str]) -> dict:
+    from agentgym.trainers import loop
+    from agentgym.trainers.config import load_config
+
+    run_dir = out / f"lat{latency:g}_K{staleness}"
+    cfg = load_config("household-tiny", [
+        f"policy.model={model_dir}", "tiny.build=false", "sft.enabled=false", f"env.id={REMOTE_ID}",
+        f"env.env_kwargs.latency_s={latency}", f"rollout.max_staleness={staleness}", f"seed={seed}",
+        f"run_dir={run_dir}", f"iterations={iterations}", "eval.every=0", "time_budget_s=null",
+        "checkpoint_every=0", "log.plot=false", *overrides,
+    ])
+    evaluate = loop.evaluate_policy
+
+    def plain_env_eval(cfg, policy, eval_path, seed):  # held-out success without the latency
+        env = dataclasses.replace(cfg.env, id="agentgym/Household-v0",
+                                  env_kwargs={k: v for k, v in cfg.env.env_kwargs.items() if k != "latency_s"})
+        return evaluate(dataclasses.replace(cfg, env=env), policy, eval_path, seed)
+
+    per_iter: list[dict] = []
+    loop.evaluate_policy = plain_env_eval
+    try:
+        summary = loop.train(cfg, log=lambda s: None, on_iteration=per_iter.append)
+    finally:
+        loop.evaluate_policy = evaluate
+    seconds = [m["time"]["iteration_s"] for m in per_iter]
+    a = [m.get("async", {}) for m in per_iter]
+    hist: dict = {}
+    for x in a:
+        for k, v in x.get("staleness", {}).items():
+            hist[k] = hist.get(k, 0) + v
+    return {
+        "staleness": staleness, "latency_s": latency, "iterations": len(per_iter),
+        "seconds_per_iteration": sum(seconds) / max(len(seconds), 1), "iteration_s": seconds,
+        "trainer_wait_s": sum(x.get("trainer_wait_s", m["time"]["rollout_s"]) for x, m in zip(a, per_iter)),
+        "rollout_wait_s": sum(x.get("rollout_wait_s", 0.0) for x in a),
+        "update_s": sum(m["time"]["update_s"] for m in per_iter),
+        "staleness_hist": hist,
+        "is_weight_mean": [m["train"].get("is_weight_mean") for m in per_iter],
+        "is_truncated_frac": [m["train"].get("is_truncated_frac") for m in per_iter],
+        "heldout_before": summary["heldout_success_before"], "heldout_after": summary["heldout_success_after"],
+        "rollout_success": [m["rollout"]["success_rate"] for m in per_iter],
+        "eval_episodes": _last_eval_episodes(run_dir),
+    }
+
+
+def _last_eval_episodes(run_dir: Path) -> int:
+    episodes = 0
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        episodes = json.loads(line).get("eval/episodes", episodes)
+    return int(episodes)
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| latency per env step | max_staleness | s / iteration | ratio vs K=0 | trainer waits (s) | "
+             "rollouts wait (s) | staleness of trained steps | held-out success (before -> after ± s.e.) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    base = {r["latency_s"]: r["seconds_per_iteration"] for r in results if r["staleness"] == 0}
+    for r in results:
+        ratio = r["seconds_per_iteration"] / base[r["latency_s"]] if r["latency_s"] in base else float("nan")
+        hist = ", ".join(f"{k}: {v}" for k, v in sorted(r["staleness_hist"].items())) or "0: all"
+        se = math.sqrt(r["heldout_after"] * (1 - r["heldout_after"]) / max(r["eval_episodes"], 1))
+        lines.append(f"| {r['latency_s']:g} s | {r['staleness']} | {r['seconds_per_iteration']:.1f} | {ratio:.2f} | "
+                     f"{r['trainer_wait_s']:.1f} | {r['rollout_wait_s']:.1f} | {hist} | "
+                     f"{r['heldout_before']:.3f} -> {r['heldout_after']:.3f} ± {se:.3f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="runs/bench_async_rollouts")
+    p.add_argument("--warm-start", default=None, help="a model folder to start from (default: build one)")
+    p.add_argument("--sft-tasks", type=int, default=300, help="expert episodes of the warm start built here")
+    p.add_argument("--sft-epochs", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=64, help="hidden size of the tiny model built here (preset: 256)")
+    p.add_argument("--latencies", default="0.05", help="seconds per env step, comma-separated")
+    p.add_argument("--staleness", default="0,1,2")
+    p.add_argument("--iterations", type=int, default=4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--torch-threads", type=int, default=2)
+    p.add_argument("overrides", nargs="*", help="extra config overrides (key=value)")
+    args = p.parse_args()
+
+    import agentgym  # noqa: F401
+    import torch
+
+    torch.set_num_threads(args.torch_threads)
+    register_remote_household()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    model_dir = Path(args.warm_start) if args.warm_start else warm_start(out, args.sft_tasks, args.sft_epochs, args.hidden)
+    print(f"warm start: {model_dir} ({time.perf_counter() - t0:.0f}s)", flush=True)
+    overrides = [f"torch_threads={args.torch_threads}", *args.overrides]
+    results = []
+    for latency in [float(x) for x in args.latencies.split(",")]:
+        for k in [int(x) for x in args.staleness.split(",")]:
+            r = run_one(out, model_dir, k, latency, args.iterations, args.seed, overrides)
+            results.append(r)
+            print(f"latency {latency:g}s K={k}: {r['seconds_per_iteration']:.1f} s/iteration, held-out "
+                  f"{r['heldout_before']:.3f} -> {r['heldout_after']:.3f}, staleness {r['staleness_hist']}",
+                  flush=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
+    print(table(results))
+    print(f"total {time.perf_counter() - t0:.0f}s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,350 @@
+"""Asynchronous rollouts under a staleness bound, and long-tail control of the rollout batch.
+
+    rollout.max_staleness = K      the batch trained at iteration k comes from weights of version
+                                   >= k - K (version = RL updates applied; the trainer holds
+                                   version k while it trains iteration k)
+
+With K > 0 a producer thread plays the next batches on its own copy of the policy while the
+trainer updates: after each update the trainer publishes a snapshot of its trainable weights
+(version k + 1) and the producer loads the newest one before a batch (and, with
+rollout.partial_rollouts, before every turn, so an episode may span an update; its later steps
+are flagged `partial`). Before starting batch j the producer waits until version j - K exists:
+that is the whole bound, checked again on every step when the trainer takes the batch. Generation
+and env stepping spend their time in torch kernels and env I/O that release the GIL, so a
+thread is enough to overlap them with the update; the copy means the update never races the
+sampler. K = 0 with none of the options below uses the synchronous loop itself (trainers/loop.py).
+
+Every step records its policy version (Step.policy_version). The update corrects stale samples
+against the behaviour logprobs recorded at generation (truncated importance weights, ppo.is_cap,
+2.0 by default) or, with ppo.decoupled, with the decoupled PPO objective whose proximal policy is
+the weights at update start (trainers/ppo.py).
+
+Long-tail control, with or without asynchrony: rollout.episode_time_limit_s cuts episodes still
+running after that many seconds (truncated, a failure to the estimators); rollout.oversample_groups
+plays that many extra groups and trains on the first tasks_per_iter to finish; the others are
+counted (async/dropped_groups, async/dropped_groups_total) and left out, never silently. This
+favours the quick groups: the batch leans towards short episodes.
+
+Seeds: batch j draws its task list, sampling seed and reset seed exactly as the synchronous loop
+does (generator seeded by (seed, j)) and hands that generator on to the update, so K = 0 through
+this engine reproduces the synchronous run bit for bit (tested). With K > 0 the task source is
+asked for batch j + 1 before it has seen batch j's results, and a resumed run regenerates the
+batches that were queued at the checkpoint from the resumed weights: it continues correctly, not
+bit for bit.
+
+Estimators with a learned head on the policy's hidden states (ppo's value head, spa's progress
+head) are refused with K > 0: their features and targets assume the batch came from the weights
+being trained (GAE without V-trace corrections); use grpo, rloo, loop or gigpo.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agentgym.errors import ConfigError
+
+DEFAULT_IS_CAP = 2.0  # TIS's truncation (Yao et al. 2025); the dual clip of Ye et al. 2020 uses 3
+HEAD_ESTIMATORS = ("ppo", "spa")  # a head fitted on hidden states of the weights that generated the batch
+
+
+# --- configuration ----------------------------------------------------------------------------
+def validate_async_config(cfg) -> None:
+    """One clear line per mistake (called by trainers.config.validate_config)."""
+    r, pc = cfg.rollout, cfg.ppo
+    name = cfg.estimator.get("name")
+    if r.max_staleness < 0:
+        raise ConfigError(f"rollout.max_staleness must be >= 0 (0 = synchronous rollouts), got {r.max_staleness}")
+    if pc.is_cap is not None and pc.is_cap <= 0:
+        raise ConfigError(f"ppo.is_cap truncates importance weights and must be > 0 (e.g. 2.0), got {pc.is_cap}")
+    if r.oversample_groups < 0:
+        raise ConfigError(f"rollout.oversample_groups must be >= 0, got {r.oversample_groups}")
+    if r.episode_time_limit_s is not None and r.episode_time_limit_s <= 0:
+        raise ConfigError(f"rollout.episode_time_limit_s must be > 0 seconds (or null for none), "
+                          f"got {r.episode_time_limit_s}")
+    if r.partial_rollouts and r.max_staleness == 0:
+        raise ConfigError("rollout.partial_rollouts lets episodes span a weight update, which only happens with "
+                          "asynchronous rollouts: set rollout.max_staleness >= 1")
+    if r.max_staleness == 0:
+        return
+    if name in HEAD_ESTIMATORS:
+        raise ConfigError(f"estimator {name!r} fits a head on the hidden states of the weights that generated the "
+                          "batch, which async rollouts no longer have: use grpo, rloo, loop or gigpo, or set "
+                          "rollout.max_staleness=0")
+    if cfg.policy.engine != "hf":
+        raise ConfigError(f"rollout.max_staleness > 0 runs the producer on a copy of the HF model; "
+                          f"policy.engine={cfg.policy.engine!r} is not supported with it: use policy.engine=hf")
+    if pc.recompute_old_logprobs:
+        raise ConfigError("ppo.recompute_old_logprobs would overwrite the behaviour logprobs that correct stale "
+                          "samples: use ppo.decoupled=true (recomputed proximal logprobs) instead")
+
+
+def uses_engine(cfg) -> bool:
+    """Whether training goes through this module (otherwise: the synchronous loop, unchanged)."""
+    r = cfg.rollout
+    return bool(r.max_staleness > 0 or r.oversample_groups > 0 or r.episode_time_limit_s is not None
+                or cfg.ppo.decoupled)
+
+
+def off_policy_kwargs(cfg) -> dict:
+    """Extra arguments of ppo_clip_loss: the truncation cap when there is one."""
+    cap = cfg.ppo.is_cap
+    if cap is None and cfg.rollout.max_staleness > 0:
+        cap = DEFAULT_IS_CAP
+    return {} if cap is None else {"is_cap": float(cap)}
+
+
+# --- the batches ---------------------------------------------------------------------------------
+@dataclass
+class RolloutBatch:
+    iteration: int
+    rng: np.random.Generator  # continues into the update (minibatch order), as in the synchronous loop
+    trajectories: list
+    dropped: list = field(default_factory=list)  # trajectories of over-sampled groups left out
+    produce_s: float = 0.0  # wall time from the bound being met to the batch being ready
+    wait_on_trainer_s: float = 0.0  # the producer waiting for version iteration - K
+    trainer_wait_s: float = 0.0  # the trainer waiting for this batch
+
+
+class _Stopped(Exception):
+    pass
+
+
+class _LockedSource:
+    """The task source shared by producer (next_tasks) and trainer (update, metrics, state)."""
+
+    def __init__(self, source, lock):
+        self._source, self._lock = source, lock
+
+    def __getattr__(self, name):
+        attr = getattr(self._source, name)
+        if not callable(attr):
+            return attr
+
+        def locked(*args, **kwargs):
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return locked
+
+
+class _VersionedPolicy:
+    """The producer's policy as collect() sees it: stamps each completion with the version of the
+    weights that produced it, loads newer weights between turns when partial rollouts are on,
+    and stops a batch in progress when training ends."""
+
+    def __init__(self, engine: "AsyncRollouts"):
+        self.engine = engine
+
+    def generate(self, prompts, sampling=None, contexts=None):
+        engine = self.engine
+        if engine._stop:
+            raise _Stopped()
+        if engine.partial:
+            engine._refresh_weights()
+        out = engine.rollout_policy.generate(prompts, sampling, contexts)
+        for c in out:
+            c.policy_version = engine.loaded_version
+        return out
+
+
+def make_rollout_copy(policy):
+    """A second HFPolicy on its own model and tokenizer (no reference model): the producer samples
+    from it while the trainer updates the original."""
+    import torch
+
+    clone = copy.copy(policy)
+    clone.model = copy.deepcopy(policy.model).eval()
+    for p in clone.model.parameters():
+        p.requires_grad_(False)
+    clone.tokenizer = copy.deepcopy(policy.tokenizer)  # fast tokenizers are not safe to share across threads
+    clone.reference_model = None
+    clone._generator = torch.Generator(device=policy.device)
+    clone._generator.manual_seed(0)
+    clone._last_seed = None
+    return clone
+
+
+def _trainable_snapshot(policy) -> dict:
+    import torch
+
+    with torch.no_grad():
+        return {n: p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
+
+
+class AsyncRollouts:
+    """Produces the batch of every iteration from start_iteration to cfg.iterations - 1.
+
+    background=None: a producer thread when max_staleness > 0, batches made inline by get()
+    (on the trainer's own policy) otherwise. background=True with K = 0 runs the thread and the
+    weight copy anyway: the test that the machinery reproduces the synchronous loop uses it."""
+
+    def __init__(self, cfg, policy, source, start_iteration: int = 0, background: bool | None = None):
+        self.cfg = cfg
+        self.K = int(cfg.rollout.max_staleness)
+        self.partial = bool(cfg.rollout.partial_rollouts)
+        self.background = self.K > 0 if background is None else bool(background)
+        self.start, self.end = int(start_iteration), int(cfg.iterations)
+        self._cond = threading.Condition()
+        self.source = _LockedSource(source, threading.RLock())
+        self.version = self.start  # newest version published by the trainer
+        self._snapshot: tuple[int, dict | None] = (self.start, None)
+        self._ready: dict[int, RolloutBatch] = {}
+        self._error: BaseException | None = None
+        self._stop = False
+        self.dropped_groups_total = 0
+        self.trainer_policy = policy
+        self.rollout_policy = make_rollout_copy(policy) if self.background else policy
+        self.loaded_version = self.start
+        self._versioned = _VersionedPolicy(self)
+        self._thread = None
+        if self.background:
+            self._thread = threading.Thread(target=self._run, name="agentgym-rollouts", daemon=True)
+            self._thread.start()
+
+    # --- producer side ------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            for j in range(self.start, self.end):
+                batch = self._produce(j)
+                with self._cond:
+                    self._ready[j] = batch
+                    self._cond.notify_all()
+        except _Stopped:
+            pass
+        except BaseException as exc:  # surfaced to the trainer by get()
+            with self._cond:
+                self._error = exc
+                self._cond.notify_all()
+
+    def _refresh_weights(self) -> None:
+        if not self.background:
+            self.loaded_version = self.version  # inline: the trainer's own weights
+            return
+        with self._cond:
+            version, snap = self._snapshot
+        if version > self.loaded_version and snap is not None:
+            params = dict(self.rollout_policy.model.named_parameters())
+            for name, tensor in snap.items():
+                params[name].data.copy_(tensor)
+            self.loaded_version = version
+
+    def _produce(self, j: int) -> RolloutBatch:
+        from agentgym.policies.base import SamplingParams
+        from agentgym.rollout import collect
+
+        cfg, r = self.cfg, self.cfg.rollout
+        t0 = time.perf_counter()
+        with self._cond:
+            while self.version < j - self.K and not self._stop:
+                self._cond.wait(0.5)
+            if self._stop:
+                raise _Stopped()
+        t1 = time.perf_counter()
+        self._refresh_weights()
+        rng = np.random.default_rng([cfg.seed, j])
+        tasks = self.source.next_tasks(r.tasks_per_iter + r.oversample_groups)
+        sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
+                                  seed=int(rng.integers(2**31)))
+        trajectories = collect(cfg.env.id, tasks, self._versioned, r.group_size, seed=int(rng.integers(2**31)),
+                               sampling=sampling, executor=cfg.env.executor, env_kwargs=cfg.env.env_kwargs,
+                               chat=cfg.env.chat, max_turns=cfg.env.max_turns,
+                               episode_time_limit=r.episode_time_limit_s,
+                               keep_groups=r.tasks_per_iter if r.oversample_groups else None)
+        mark_partial(trajectories)
+        kept = [t for t in trajectories if not t.metadata.get("dropped")]
+        dropped = [t for t in trajectories if t.metadata.get("dropped")]
+        return RolloutBatch(j, rng, kept, dropped, produce_s=time.perf_counter() - t1, wait_on_trainer_s=t1 - t0)
+
+    # --- trainer side -------------------------------------------------------------------------
+    def get(self, iteration: int) -> RolloutBatch:
+        """The batch of `iteration`, waiting for it if needed; checks the staleness bound."""
+        t0 = time.perf_counter()
+        if not self.background:
+            batch = self._produce(iteration)
+        else:
+            with self._cond:
+                while iteration not in self._ready and self._error is None:
+                    if self._thread is not None and not self._thread.is_alive():
+                        raise RuntimeError("the rollout producer stopped without a batch for iteration "
+                                           f"{iteration}")
+                    self._cond.wait(0.5)
+                if self._error is not None:
+                    raise self._error
+                batch = self._ready.pop(iteration)
+        batch.trainer_wait_s = time.perf_counter() - t0
+        check_staleness(batch.trajectories + batch.dropped, iteration, self.K)
+        return batch
+
+    def prepare_update(self, policy, samples) -> None:
+        """Decoupled PPO: the proximal logprobs, i.e. the weights at update start, per sample."""
+        if not self.cfg.ppo.decoupled or not samples:
+            return
+        from agentgym.trainers.loop import score_samples
+
+        for s, (logp, _) in zip(samples, score_samples(policy, samples, self.cfg.ppo.micro_batch_size, False)):
+            s.prox_logprobs = [0.0] + logp.tolist()
+
+    def finish(self, iteration: int, policy, batch: RolloutBatch, samples) -> dict:
+        """After the update of `iteration`: publish version iteration + 1; the iteration's metrics."""
+        snap = _trainable_snapshot(policy) if self.background else None
+        with self._cond:
+            self.version = iteration + 1
+            self._snapshot = (iteration + 1, snap)
+            self._cond.notify_all()
+        n_dropped = len({t.group_id for t in batch.dropped})
+        self.dropped_groups_total += n_dropped
+        return {**staleness_metrics(batch.trajectories, samples, iteration),
+                "trainer_wait_s": batch.trainer_wait_s, "rollout_wait_s": batch.wait_on_trainer_s,
+                "produce_s": batch.produce_s, "dropped_groups": n_dropped,
+                "dropped_groups_total": self.dropped_groups_total,
+                "time_limited_episodes": sum(bool(t.metadata.get("time_limit")) for t in batch.trajectories)}
+
+    def close(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=120)
+
+
+# --- bookkeeping (pure) --------------------------------------------------------------------------
+def mark_partial(trajectories) -> None:
+    """Flag the steps generated by a newer version than their episode's first step."""
+    for t in trajectories:
+        first = next((s.policy_version for s in t.steps if s.policy_version is not None), None)
+        for s in t.steps:
+            s.partial = first is not None and s.policy_version is not None and s.policy_version != first
+
+
+def check_staleness(trajectories, iteration: int, max_staleness: int) -> None:
+    for t in trajectories:
+        for s in t.steps:
+            if s.policy_version is not None and iteration - s.policy_version > max_staleness:
+                raise RuntimeError(f"iteration {iteration}: a step of version {s.policy_version} exceeds "
+                                   f"rollout.max_staleness={max_staleness} (a bug in the rollout producer)")
+
+
+def staleness_metrics(trajectories, samples, iteration: int) -> dict:
+    """Histogram of the staleness of the steps trained on (iteration - policy version)."""
+    hist: Counter = Counter()
+    for s in samples:
+        for i, t in s.step_refs:
+            v = trajectories[i].steps[t].policy_version
+            if v is not None:
+                hist[iteration - v] += 1
+    n = sum(hist.values())
+    episodes = [t for t in trajectories if t.steps]
+    return {
+        "staleness": {str(k): hist[k] for k in sorted(hist)},
+        "staleness_mean": sum(k * c for k, c in hist.items()) / n if n else 0.0,
+        "staleness_max": max(hist) if hist else 0,
+        "partial_steps": sum(s.partial for t in episodes for s in t.steps),
+        "partial_episodes": sum(any(s.partial for s in t.steps) for t in episodes),
+    }
