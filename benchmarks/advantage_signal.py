@@ -1,6 +1,9 @@
 """Is the advantage signal of a household-tiny rollout pointing the right way? Mean advantage on
-valid and on invalid steps, and how much of it the step-level part (GiGPO's anchor groups)
-carries, for a model's own rollouts on fresh training tasks.
+useful, idle (look / inventory / examine: valid, changes nothing) and invalid steps, and on the
+valid step just before an invalid one (where a penalty placed before discounting leaks), with
+how much of it the step-level part (GiGPO's anchor groups) carries, for a model's own rollouts
+on fresh training tasks. Variants: the preset, invalid_no_credit, and the penalty placed on the
+advantage instead of the reward (estimator.penalty_placement).
 
     python benchmarks/advantage_signal.py runs/household-tiny/sft_model
     python benchmarks/advantage_signal.py runs/household-tiny/sft_model --tasks 24 --group 6
@@ -41,16 +44,29 @@ def main() -> None:
                     chat=cfg.env.chat, env_kwargs=cfg.env.env_kwargs)
     print(f"{args.model}: {len(tasks)} tasks x {args.group} episodes, success "
           f"{np.mean([t.success for t in trajs]):.3f}, estimator {cfg.estimator['name']}")
-    print("variant                 | mean adv: valid  invalid | step part: valid  invalid | invalid steps with adv > 0")
-    for name, extra in [("preset", {}), ("invalid_no_credit=true", {"invalid_no_credit": True})]:
+    print("variant                     | mean adv: useful   idle  invalid  before-invalid | step part: useful   idle  "
+          "invalid | invalid with adv > 0")
+    idle_cmd = ("look", "inventory", "examine ")
+    valid = np.concatenate([[s.action_valid for s in t.steps] for t in trajs]).astype(bool)
+    idle = np.concatenate([[bool(s.action_valid and (s.action or "").startswith(idle_cmd)) for s in t.steps]
+                           for t in trajs]).astype(bool)
+    useful = valid & ~idle
+    before_invalid = np.concatenate([[i + 1 < len(t.steps) and not t.steps[i + 1].action_valid and s.action_valid
+                                      for i, s in enumerate(t.steps)] for t in trajs]).astype(bool)
+    print(f"steps: {useful.sum()} useful, {idle.sum()} idle, {(~valid).sum()} invalid, {before_invalid.sum()} before an invalid one")
+    variants = [("preset", {}), ("invalid_no_credit=true", {"invalid_no_credit": True}),
+                ("penalty_placement=advantage", {"penalty_placement": "advantage"})]
+    for name, extra in variants:
         options = {**cfg.estimator, **extra}
-        full = compute_advantages(trajs, EstimatorConfig(**options))
-        episode_only = compute_advantages(trajs, EstimatorConfig(**{**options, "omega": 0.0}))
-        valid = np.concatenate([[s.action_valid for s in t.steps] for t in trajs]).astype(bool)
-        adv, step_part = np.concatenate(full), np.concatenate(full) - np.concatenate(episode_only)
-        print(f"{name:<23} | {adv[valid].mean():+.3f}  {adv[~valid].mean():+.3f}        | "
-              f"{step_part[valid].mean():+.3f}  {step_part[~valid].mean():+.3f}         | {np.mean(adv[~valid] > 0):.2f}")
+        full = np.concatenate(compute_advantages(trajs, EstimatorConfig(**options)))
+        step_part = full - np.concatenate(compute_advantages(trajs, EstimatorConfig(**{**options, "omega": 0.0})))
 
+        def mean(a, mask):
+            return f"{a[mask].mean():+.3f}" if mask.any() else "  n/a"
+
+        print(f"{name:<27} | {mean(full, useful)}  {mean(full, idle)}  {mean(full, ~valid)}   {mean(full, before_invalid)}"
+              f"        | {mean(step_part, useful)}  {mean(step_part, idle)}  {mean(step_part, ~valid)} | "
+              f"{np.mean(full[~valid] > 0) if (~valid).any() else 0:.2f}")
 
 if __name__ == "__main__":
     main()
