@@ -171,6 +171,17 @@ class EnvWorker:
                 out.append(_step(env, text))
         return out
 
+    def release(self, requests) -> list[EnvResult]:
+        """Close the envs of these slots (their episodes ended); the next reset builds new ones."""
+        for (slot,) in requests:
+            env = self.envs.pop(slot, None)
+            if env is not None:
+                try:
+                    env.close()
+                except Exception:
+                    pass
+        return [EnvResult() for _ in requests]
+
     def close(self) -> None:
         for env in self.envs.values():
             try:
@@ -281,6 +292,9 @@ class RayExecutor:
 
     def step(self, requests):
         return self._call("step", requests)
+
+    def release(self, slots: list[int]) -> None:
+        self._call("release", [(i,) for i in slots])
 
     def close(self) -> None:
         if self.keep_alive:

@@ -56,6 +56,8 @@ def train_command(
     from agentgym.trainers.distributed import check_world, launch, world_from_env
     from agentgym.trainers.loop import run_dir_for, train
 
+    if not isinstance(nproc, int):  # called as a function (tests, scripts), not through typer
+        nproc, imports = 1, imports if isinstance(imports, list) else None
     cfg = _load(config, overrides, run_dir, imports)
     if nproc > 1:  # check here too, so a bad world size is one line before torchrun starts anything
         check_world(cfg, nproc)
@@ -63,11 +65,12 @@ def train_command(
         args += [flag for module in imports or [] for flag in ("--import", module)]
         sys.exit(launch(nproc, args))
     global console
-    if world_from_env()[0] > 0:
+    quiet_rank = world_from_env()[0] > 0
+    if quiet_rank:
         console = Console(quiet=True)  # only rank 0 prints
     console.print(f"[bold]agentgym train[/] {cfg.name}: estimator={cfg.estimator['name']} env={cfg.env.id} "
                   f"run_dir={run_dir_for(cfg)}")
-    with progress.session(), progress.bar("RL", total=cfg.iterations, unit="iterations", every=None) as bar:
+    with progress.session(mode="off" if quiet_rank else None), progress.bar("RL", total=cfg.iterations, unit="iterations", every=None) as bar:
 
         def on_iteration(m: dict) -> None:
             ev = f" held-out {m['eval']['success_rate']:.3f}" if "eval" in m else ""

@@ -139,7 +139,7 @@ def test_torchrun_training_runs_and_resumes_exactly_for_the_same_world_size(tmp_
                            f"run_dir={full}", "--nproc", "2"], env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "data parallel: 2 ranks (gloo), 1 groups of 2 episodes per rank" in proc.stdout
-    assert proc.stdout.count("iter   2") == 1  # only rank 0 prints
+    assert proc.stdout.count("RL 1/2 iterations") == 1  # only rank 0 prints its iteration lines
     ranks = torch.load(full / "checkpoints" / "iter_000002" / "ranks.pt", weights_only=False)
     assert ranks["world_size"] == 2 and len(ranks["ranks"]) == 2
     metrics = [json.loads(ln) for ln in (full / "metrics.jsonl").read_text().splitlines()]
