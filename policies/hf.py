@@ -87,18 +87,9 @@ class HFPolicy:
         self.model = net.to(self.device)
         self.model.eval()
         self.is_lora = is_adapter or lora is not None
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.eos_ids = self._eos_ids()
-        self.max_prompt_tokens = max_prompt_tokens
-        self.stop_strings = list(stop_strings or [])
-        self.reference_model = None
+        self._set_up_generation(max_prompt_tokens, stop_strings)
         if reference == "copy" and not self.is_lora:
             self.reference_model = copy.deepcopy(self.model).eval().requires_grad_(False)
-        self._generator = torch.Generator(device=self.device)
-        self._generator.manual_seed(0)
-        self._last_seed: int | None = None
 
     @classmethod
     def from_loaded(cls, model, tokenizer, max_prompt_tokens: int | None = None,
@@ -110,6 +101,12 @@ class HFPolicy:
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.is_lora = hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
+        self._set_up_generation(max_prompt_tokens, stop_strings)
+        return self
+
+    def _set_up_generation(self, max_prompt_tokens: int | None, stop_strings: list[str] | None) -> None:
+        """What both constructors share once model and tokenizer are there: left padding for batched
+        generation, the stop ids and strings, no reference model, a seeded sampling generator."""
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -119,8 +116,7 @@ class HFPolicy:
         self.reference_model = None
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(0)
-        self._last_seed = None
-        return self
+        self._last_seed: int | None = None
 
     # --- tokens ---------------------------------------------------------------------------
     def _eos_ids(self) -> set[int]:
