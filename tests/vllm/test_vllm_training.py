@@ -74,7 +74,7 @@ def test_policy_engine_setting_is_checked(tmp_path):
 
     cfg = _config(tmp_path, "policy.engine=vllm", "policy.vllm.max_model_len=256")
     assert cfg.policy.engine == "vllm" and cfg.policy.vllm == {"max_model_len": 256}
-    with pytest.raises(ConfigError, match="choose hf or vllm"):
+    with pytest.raises(ConfigError, match="choose hf, vllm or ray"):
         _config(tmp_path, "policy.engine=sglang")
 
 
