@@ -108,6 +108,7 @@ def run_one(out: Path, model_dir: Path, staleness: int, latency: float, iteratio
         "heldout_before": summary["heldout_success_before"], "heldout_after": summary["heldout_success_after"],
         "rollout_success": [m["rollout"]["success_rate"] for m in per_iter],
         "eval_episodes": _last_eval_episodes(run_dir),
+        "heldout_per_task_after": _last_per_task_success(run_dir),
     }
 
 
@@ -118,18 +119,43 @@ def _last_eval_episodes(run_dir: Path) -> int:
     return int(episodes)
 
 
+def _last_per_task_success(run_dir: Path) -> dict[str, float]:
+    """Per-task held-out success of the final evaluation (metrics.jsonl keeps one per eval)."""
+    prefix, last = "eval/per_task_success/", {}
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        tasks = {k[len(prefix):]: v for k, v in row.items() if k.startswith(prefix)}
+        last = tasks or last
+    return last
+
+
+def paired_against_synchronous(results: list[dict]) -> None:
+    """Adds to each K > 0 run its final held-out success minus K = 0's on the same tasks, with a
+    paired per-task bootstrap interval: the question is whether staleness costs success."""
+    from agentgym.trainers.stats import paired_gain
+
+    sync = {r["latency_s"]: r["heldout_per_task_after"] for r in results if r["staleness"] == 0}
+    for r in results:
+        if r["staleness"] > 0 and r["latency_s"] in sync:
+            est = paired_gain(sync[r["latency_s"]], r["heldout_per_task_after"])
+            r["heldout_vs_sync"] = {"diff": est.value, "ci": [est.low, est.high], "tasks": est.n}
+
+
 def table(results: list[dict]) -> str:
     lines = ["| latency per env step | max_staleness | s / iteration | ratio vs K=0 | trainer waits (s) | "
-             "rollouts wait (s) | staleness of trained steps | held-out success (before -> after ± s.e.) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "rollouts wait (s) | staleness of trained steps | held-out success (before -> after ± s.e.) | "
+             "after minus K=0's, paired [95% CI] |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     base = {r["latency_s"]: r["seconds_per_iteration"] for r in results if r["staleness"] == 0}
     for r in results:
         ratio = r["seconds_per_iteration"] / base[r["latency_s"]] if r["latency_s"] in base else float("nan")
         hist = ", ".join(f"{k}: {v}" for k, v in sorted(r["staleness_hist"].items())) or "0: all"
+        d = r.get("heldout_vs_sync")
+        vs = f"{d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]" if d else "-"
         se = math.sqrt(r["heldout_after"] * (1 - r["heldout_after"]) / max(r["eval_episodes"], 1))
         lines.append(f"| {r['latency_s']:g} s | {r['staleness']} | {r['seconds_per_iteration']:.1f} | {ratio:.2f} | "
                      f"{r['trainer_wait_s']:.1f} | {r['rollout_wait_s']:.1f} | {hist} | "
-                     f"{r['heldout_before']:.3f} -> {r['heldout_after']:.3f} ± {se:.3f} |")
+                     f"{r['heldout_before']:.3f} -> {r['heldout_after']:.3f} ± {se:.3f} | {vs} |")
     return "\n".join(lines)
 
 
@@ -167,6 +193,7 @@ def main() -> None:
             print(f"latency {latency:g}s K={k}: {r['seconds_per_iteration']:.1f} s/iteration, held-out "
                   f"{r['heldout_before']:.3f} -> {r['heldout_after']:.3f}, staleness {r['staleness_hist']}",
                   flush=True)
+    paired_against_synchronous(results)
     (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
     print(table(results))
     print(f"total {time.perf_counter() - t0:.0f}s")
