@@ -21,6 +21,7 @@ max_staleness 0 of the same latency, measured in the same run.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import math
@@ -65,6 +66,9 @@ def warm_start(out: Path, sft_tasks: int, sft_epochs: int, hidden: int) -> Path:
     return model_dir
 
 
+_BEFORE_RL: dict = {}  # the held-out evaluation of the warm start, shared by the runs that start from it
+
+
 def run_one(out: Path, model_dir: Path, staleness: int, latency: float, iterations: int, seed: int,
             overrides: list[str]) -> dict:
     from agentgym.trainers import loop
@@ -79,10 +83,15 @@ def run_one(out: Path, model_dir: Path, staleness: int, latency: float, iteratio
     ])
     evaluate = loop.evaluate_policy
 
-    def plain_env_eval(cfg, policy, eval_path, seed):  # held-out success without the latency
+    def plain_env_eval(cfg, policy, eval_path, seed, iteration=None):  # held-out success without the latency
+        if iteration == 0 and model_dir in _BEFORE_RL:  # every run starts from the same weights and seed
+            return copy.deepcopy(_BEFORE_RL[model_dir])
         env = dataclasses.replace(cfg.env, id="agentgym/Household-v0",
                                   env_kwargs={k: v for k, v in cfg.env.env_kwargs.items() if k != "latency_s"})
-        return evaluate(dataclasses.replace(cfg, env=env), policy, eval_path, seed)
+        result = evaluate(dataclasses.replace(cfg, env=env), policy, eval_path, seed, iteration=iteration)
+        if iteration == 0:
+            _BEFORE_RL[model_dir] = copy.deepcopy(result)
+        return result
 
     per_iter: list[dict] = []
     loop.evaluate_policy = plain_env_eval
