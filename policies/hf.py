@@ -17,7 +17,6 @@ without LoRA an optional frozen deep copy (`reference="copy"`).
 from __future__ import annotations
 
 import copy
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -237,15 +236,6 @@ class HFPolicy:
         return torch.multinomial(probs, 1, generator=gen)[:, 0]
 
     # --- training support -----------------------------------------------------------------
-    def reference_context(self):
-        """Context manager under which `self.model` computes the reference policy (LoRA only)."""
-        if self.is_lora:
-            return self.model.disable_adapter()
-        return contextlib.nullcontext()
-
-    def has_reference(self) -> bool:
-        return self.is_lora or self.reference_model is not None
-
     def reference_forward(self, **kwargs):
         with torch.no_grad():
             if self.is_lora:

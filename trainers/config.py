@@ -16,9 +16,6 @@ from typing import Any
 from agentgym.errors import ConfigError
 
 PRESET_DIR = Path(__file__).parent / "presets"
-KNOWN_ESTIMATORS = ("grpo", "rloo", "loop", "gigpo", "ppo", "spa")
-# Estimators whose baseline comes from the other episodes of the group: a group of 1 gives no signal.
-GROUP_RELATIVE = ("grpo", "rloo", "loop", "gigpo")
 
 
 from agentgym.tasks.source import TasksConfig  # noqa: E402  (torch-free)
@@ -88,7 +85,7 @@ class PPOConfig:
     weight_decay: float = 0.0
     warmup_steps: int = 0
     clip_eps: float = 0.2
-    asymmetric_clip: bool | None = None  # [1/(1+eps), 1+eps]; None: on for the loop estimator
+    asymmetric_clip: bool | None = None  # [1/(1+eps), 1+eps]; None: the estimator's declared default (on for loop)
     max_grad_norm: float = 1.0
     kl_coef: float = 0.0
     entropy_coef: float = 0.0  # bonus on the responses' mean token entropy (verl's entropy_coeff)
@@ -276,23 +273,20 @@ def load_config(source: str | Path | dict | None = None, overrides: list[str] | 
     return cfg
 
 
-def config_from_dict(data: dict) -> TrainConfig:
-    cfg = _build(TrainConfig, data)
-    validate_config(cfg)
-    return cfg
-
-
 def validate_config(cfg: TrainConfig) -> None:
+    from agentgym.trainers.estimators import ALIASES, ESTIMATORS
+
     name = cfg.estimator.get("name") if isinstance(cfg.estimator, dict) else None
-    known = _known_estimators()
-    if name not in known:
-        raise ConfigError(f"unknown estimator {name!r}; choose one of {', '.join(known)} (estimator.name=...)")
+    name = cfg.estimator["name"] = ALIASES.get(name, name)  # the config keeps the method's own name
+    if name not in ESTIMATORS:
+        raise ConfigError(f"unknown estimator {name!r}; choose one of {', '.join(sorted(ESTIMATORS))} "
+                          "(estimator.name=...)")
     check_estimator_options(cfg.estimator)
     if cfg.rollout.group_size < 1:
         raise ConfigError(f"rollout.group_size must be >= 1, got {cfg.rollout.group_size}")
-    if cfg.rollout.group_size == 1 and name in GROUP_RELATIVE:
+    if cfg.rollout.group_size == 1 and ESTIMATORS[name].group_relative:
         raise ConfigError(f"estimator {name!r} compares episodes within a group: set rollout.group_size >= 2 "
-                          "(or use estimator.name=ppo)")
+                          "(or use estimator.name=gae)")
     if cfg.env.split != "train":
         raise ConfigError(f"env.split={cfg.env.split!r}: only the train split can be trained on; held-out splits "
                           "are for `agentgym eval` (set eval.split instead)")
@@ -357,18 +351,6 @@ def check_model_path(model: str) -> None:
     if looks_local and not Path(model).expanduser().exists():
         raise ConfigError(f"model path {model!r} does not exist: pass a local HF folder or a hub id, "
                           "or set tiny.build=true to build a tiny model")
-
-
-def _known_estimators() -> tuple[str, ...]:
-    try:
-        from agentgym.trainers import estimators
-
-        registry = getattr(estimators, "ESTIMATORS", None)
-        if isinstance(registry, dict) and registry:
-            return tuple(sorted(registry))
-    except ImportError:
-        pass
-    return KNOWN_ESTIMATORS
 
 
 def save_config(cfg: TrainConfig, path: str | Path) -> None:

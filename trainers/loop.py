@@ -214,11 +214,13 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
     from agentgym.trainers.ppo import ImportanceStats, clip_range, ppo_clip_loss, token_logprobs
 
     from agentgym.trainers.distributed import current
+    from agentgym.trainers.estimators import estimator_spec
 
     dp = current()  # data parallel: `samples` holds ghosts for other ranks' samples (trainers/distributed.py)
     pc = cfg.ppo
-    estimator = cfg.estimator.get("name")
-    asym = pc.asymmetric_clip if pc.asymmetric_clip is not None else estimator == "loop"
+    asym = pc.asymmetric_clip
+    if asym is None:  # the estimator's declared default (LOOP's asymmetric clip)
+        asym = estimator_spec(cfg.estimator["name"]).asymmetric_clip
     lo, hi = clip_range(pc.clip_eps, asym)
     model = policy.model
     model.train()
@@ -430,13 +432,15 @@ def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int, iterat
 
 # --- the run ----------------------------------------------------------------------------------
 def build_heads(cfg: TrainConfig, policy) -> dict:
+    from agentgym.trainers.estimators import estimator_spec
+
     heads: dict = {}
-    name = cfg.estimator.get("name")
-    if name == "ppo":
+    spec = estimator_spec(cfg.estimator.get("name"))
+    if spec.value_head:
         from agentgym.trainers.ppo import ValueHead
 
         heads["value"] = ValueHead(policy.hidden_size()).to(policy.device)
-    if name == "spa":
+    if spec.progress_head:
         from agentgym.trainers.spa_progress import ProgressHead
 
         heads["progress"] = ProgressHead(policy.hidden_size()).to(policy.device)

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("starlette")
 
 from agentgym.errors import ConfigError  # noqa: E402
-from agentgym.trainers.adv_common import FlatBatch  # noqa: E402
-from agentgym.trainers.adv_gigpo import anchor_groups  # noqa: E402
+from agentgym.trainers.estimators.common import FlatBatch  # noqa: E402
+from agentgym.trainers.estimators.gigpo import anchor_groups  # noqa: E402
 from agentgym.trainers.estimators import EstimatorConfig, compute_advantages  # noqa: E402
 from agentgym.trainers.records import should_save, train_path  # noqa: E402
 from agentgym.trajectory import load_trajectories  # noqa: E402
