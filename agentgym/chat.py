@@ -29,8 +29,8 @@ import dataclasses
 import gymnasium as gym
 
 from agentgym.parsing import ActionParser, get_parser
+from agentgym.policies.base import Messages  # the prompt type of the Policy contract
 
-Messages = list[dict[str, str]]
 TRIED_MARK = "(tried)"  # memory_style="marks": the suffix of admissible actions already taken
 MEMORY_ENTRY_WORDS = 24  # one remembered action is cut here, so a long reply cannot fill the memory
 

@@ -359,6 +359,8 @@ def validate_config(cfg: TrainConfig) -> None:
     if not cfg.policy.model and not cfg.tiny.build:
         raise ConfigError("no model: set policy.model=PATH_OR_HUB_ID or tiny.build=true")
     if cfg.policy.model and not cfg.tiny.build:
+        from agentgym.policies.model_files import check_model_path
+
         check_model_path(cfg.policy.model)
     if cfg.ppo.sample_mode not in ("per-step", "full"):
         raise ConfigError(f"ppo.sample_mode must be per-step or full, got {cfg.ppo.sample_mode!r}")
@@ -451,14 +453,6 @@ def check_ranges(cfg: TrainConfig) -> None:
             if low == 1e-12:  # the stand-in for "strictly positive"
                 bounds = "> 0" if high is None else f"in (0, {high:g}]"
             raise ConfigError(f"{dotted}={value!r} is out of range: {what}, {bounds}")
-
-
-def check_model_path(model: str) -> None:
-    """A model that looks like a local path must exist (a hub id is resolved by transformers)."""
-    looks_local = model.startswith((".", "/", "~")) or model.count("/") > 1 or Path(model).suffix != ""
-    if looks_local and not Path(model).expanduser().exists():
-        raise ConfigError(f"model path {model!r} does not exist: pass a local HF folder or a hub id, "
-                          "or set tiny.build=true to build a tiny model")
 
 
 def save_config(cfg: TrainConfig, path: str | Path) -> None:

@@ -413,7 +413,7 @@ def fit_spa_progress(head, samples, trajectories, hidden: dict, est_cfg, seed: i
 
 def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int, iteration: int | None = None) -> dict:
     from agentgym.policies.base import SamplingParams
-    from agentgym.trainers.evaluate import evaluate
+    from agentgym.evaluation.evaluate import evaluate
 
     sampling = SamplingParams(temperature=cfg.eval.temperature,
                               max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, seed=seed)
@@ -507,7 +507,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
 
     source = make_task_source_from_config(cfg.tasks, space, train_tasks, seed=cfg.seed)
     eval_path = write_eval_tasks(cfg, space, run_dir) if dp.is_main else None
-    from agentgym.trainers.stats import power_warning
+    from agentgym.evaluation.stats import power_warning
 
     if dp.is_main and (too_small := power_warning(len(load_split(eval_path)), cfg.eval.episodes_per_task)):
         log(f"WARNING: the held-out set is small: {too_small} (eval.num_tasks, eval.episodes_per_task)")
@@ -579,7 +579,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         distributed.teardown()
     if not dp.is_main:
         return {"run_dir": str(run_dir), "iterations": state["iteration"], "rank": dp.rank}
-    from agentgym.trainers.stats import paired_gain
+    from agentgym.evaluation.stats import paired_gain
 
     first, last = state["evals"][0], state["evals"][-1]
     gain = paired_gain(first.get("per_task_success", {}), last.get("per_task_success", {}), seed=cfg.seed)

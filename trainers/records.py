@@ -135,7 +135,7 @@ def save_evaluation(cfg, result, iteration: int | None, policy=None) -> Path | N
     if iteration is None or getattr(cfg.log, "save_trajectories_every", 0) <= 0:
         return None
     from agentgym.trainers.loop import run_dir_for
-    from agentgym.trainers.report import write_report
+    from agentgym.evaluation.report import write_report
 
     annotate(result.trajectories, iteration=iteration, decode=token_decoder(policy) if policy is not None else None)
     out = eval_dir(run_dir_for(cfg), iteration)

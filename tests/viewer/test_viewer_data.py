@@ -60,7 +60,7 @@ def test_which_iterations_are_saved():
 
 def test_trainer_hooks_write_into_the_run_dir(run, tmp_path):
     from agentgym.trainers.config import TrainConfig
-    from agentgym.trainers.evaluate import compute_metrics
+    from agentgym.evaluation.evaluate import compute_metrics
     from agentgym.trainers.records import save_evaluation, save_iteration
 
     trajs = load_trajectories(train_path(run, 5))
