@@ -29,8 +29,8 @@ import dataclasses
 import gymnasium as gym
 
 from agentgym.parsing import ActionParser, get_parser
+from agentgym.policies.base import Messages  # the prompt type of the Policy contract
 
-Messages = list[dict[str, str]]
 TRIED_MARK = "(tried)"  # memory_style="marks": the suffix of admissible actions already taken
 MEMORY_ENTRY_WORDS = 24  # one remembered action is cut here, so a long reply cannot fill the memory
 
@@ -51,17 +51,7 @@ class ChatEnv(gym.Wrapper):
         memory_style: str = "list",
     ):
         super().__init__(env)
-        if not (history == "full" or (isinstance(history, int) and history >= 0)):
-            raise ValueError(f"history must be a non-negative int or 'full', got {history!r}")
-        if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
-            raise ValueError(f"memory is the number of past actions to remember (0 = off), got {memory!r}")
-        if memory and history == "full":
-            raise ValueError("memory is for windowed prompts: with history='full' the conversation already holds "
-                             "every action; set memory=0 or history to a number")
-        if isinstance(memory_max_words, bool) or not isinstance(memory_max_words, int) or memory_max_words < 1:
-            raise ValueError(f"memory_max_words must be a positive int, got {memory_max_words!r}")
-        if memory_style not in ("list", "marks"):
-            raise ValueError(f"memory_style must be 'list' or 'marks', got {memory_style!r}")
+        self.check_options(history=history, memory=memory, memory_max_words=memory_max_words, memory_style=memory_style)
         self.memory = memory
         self.memory_style = memory_style
         self.memory_outcomes = bool(memory_outcomes)
@@ -81,6 +71,23 @@ class ChatEnv(gym.Wrapper):
         self._tried: list[str] = []  # per past step: the valid action, normalized ("" for invalid ones)
         self._messages: Messages = []
         self._instruction = ""
+
+    @staticmethod
+    def check_options(history: int | str = 2, memory: int = 0, memory_max_words: int = 120,
+                      memory_style: str = "list") -> None:
+        """Raise ValueError (one line) for option values __init__ refuses. It needs no env, so a
+        trainer config checks its `env.chat` section with it when the config loads."""
+        if not (history == "full" or (isinstance(history, int) and history >= 0)):
+            raise ValueError(f"history must be a non-negative int or 'full', got {history!r}")
+        if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
+            raise ValueError(f"memory is the number of past actions to remember (0 = off), got {memory!r}")
+        if memory and history == "full":
+            raise ValueError("memory is for windowed prompts: with history='full' the conversation already holds "
+                             "every action; set memory=0 or history to a number")
+        if isinstance(memory_max_words, bool) or not isinstance(memory_max_words, int) or memory_max_words < 1:
+            raise ValueError(f"memory_max_words must be a positive int, got {memory_max_words!r}")
+        if memory_style not in ("list", "marks"):
+            raise ValueError(f"memory_style must be 'list' or 'marks', got {memory_style!r}")
 
     # --- Gymnasium API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Messages, dict]:

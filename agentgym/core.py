@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import gymnasium as gym
-import numpy as np
 
 from agentgym.errors import TaskParamError
 from agentgym.tasks.space import TaskSpace
@@ -127,7 +126,3 @@ class TextEnv(gym.Env[str, str]):
             raise KeyError(f"environment bug: info is missing {missing}")
         return info
 
-
-def rng_from(seed: int) -> np.random.Generator:
-    """The generator every family uses to build a task's initial state from its seed."""
-    return np.random.default_rng(seed)

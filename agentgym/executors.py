@@ -220,9 +220,9 @@ def make_executor(kind, factory: EnvFactory, num_envs: int, num_workers: int = 2
     fields), or an object with `executor_for(factory, num_envs)` such as a RayEnvPool."""
     if hasattr(kind, "executor_for"):
         return kind.executor_for(factory, num_envs)
-    if kind in ("inprocess", "local"):
+    if kind == "inprocess":
         return InProcessExecutor(factory, num_envs)
-    if kind in ("process", "processes"):
+    if kind == "process":
         return ProcessExecutor(factory, num_envs, num_workers=num_workers)
     if kind == "ray":
         from agentgym.executors_ray import make_ray_executor

@@ -1,6 +1,6 @@
 """Registering environments under Gymnasium's registry, in the `agentgym` namespace.
 
-Built-in environments are listed in `agentgym.envs.BUILTIN_ENVS` as import strings, so that
+Built-in environments are listed in `agentgym.builtin_envs.BUILTIN_ENVS` as import strings, so that
 `import agentgym` registers every id without importing any environment's code (nor torch).
 
 Third-party packages register theirs without any code on the user's side, as Gymnasium plugins
@@ -81,7 +81,7 @@ def get_task_space(env_id: str):
 
 
 def register_builtin_envs() -> None:
-    from agentgym.envs import BUILTIN_ENVS
+    from agentgym.builtin_envs import BUILTIN_ENVS
 
     for entry in BUILTIN_ENVS:
         register_env(**entry)

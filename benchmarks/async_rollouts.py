@@ -141,7 +141,7 @@ def _last_per_task_success(run_dir: Path) -> dict[str, float]:
 def paired_against_synchronous(results: list[dict]) -> None:
     """Adds to each K > 0 run its final held-out success minus K = 0's on the same tasks, with a
     paired per-task bootstrap interval: the question is whether staleness costs success."""
-    from agentgym.trainers.stats import paired_gain
+    from agentgym.evaluation.stats import paired_gain
 
     sync = {r["latency_s"]: r["heldout_per_task_after"] for r in results if r["staleness"] == 0}
     for r in results:

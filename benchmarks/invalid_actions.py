@@ -48,7 +48,7 @@ def main() -> None:
     from agentgym.registration import get_task_space
     from agentgym.tasks.splits import load_split
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.evaluate import evaluate
+    from agentgym.evaluation.evaluate import evaluate
     from agentgym.trainers.loop import write_eval_tasks
 
     cfg = load_config(args.preset, [])

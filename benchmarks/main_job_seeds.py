@@ -37,7 +37,7 @@ def run_seed(seed: int, run_root: Path, overrides: list[str], threads: int | Non
     from agentgym.trainers.config import load_config
     from agentgym.trainers.loop import _quiet_transformers, evaluate_policy, make_policy, select_train_tasks, train
     from agentgym.trainers.sft import oracle_trajectories, sft_samples, train_sft
-    from agentgym.trainers.stats import paired_gain
+    from agentgym.evaluation.stats import paired_gain
 
     run_dir = run_root / f"seed{seed}"
     extra = [f"torch_threads={threads}"] if threads else []

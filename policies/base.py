@@ -8,9 +8,10 @@ turn, env info): LLM policies ignore it, scripted ones (random, oracle) act on i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from agentgym.tasks.spec import TaskSpec
+if TYPE_CHECKING:  # a type only: the Policy contract sits below the tasks layer (README, architecture)
+    from agentgym.tasks.spec import TaskSpec
 
 Messages = list[dict[str, str]]
 

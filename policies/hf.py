@@ -17,7 +17,6 @@ without LoRA an optional frozen deep copy (`reference="copy"`).
 from __future__ import annotations
 
 import copy
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ import torch
 
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
-from agentgym.trainers.config import check_model_path
+from agentgym.policies.model_files import check_model_path, encode_chat_prompt, eos_ids
 
 DEFAULT_LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
 
@@ -120,22 +119,10 @@ class HFPolicy:
 
     # --- tokens ---------------------------------------------------------------------------
     def _eos_ids(self) -> set[int]:
-        ids = {self.tokenizer.eos_token_id}
-        gen_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
-        if isinstance(gen_eos, int):
-            ids.add(gen_eos)
-        elif isinstance(gen_eos, (list, tuple)):
-            ids.update(gen_eos)
-        return {i for i in ids if i is not None}
+        return eos_ids(self.tokenizer, getattr(getattr(self.model, "generation_config", None), "eos_token_id", None))
 
     def encode_prompt(self, messages: Messages) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        if hasattr(ids, "keys"):  # transformers 5 may return a BatchEncoding
-            ids = ids["input_ids"]
-        ids = list(ids)
-        if self.max_prompt_tokens and len(ids) > self.max_prompt_tokens:
-            ids = ids[-self.max_prompt_tokens:]  # keep the end: the current observation and the action cue
-        return ids
+        return encode_chat_prompt(self.tokenizer, messages, self.max_prompt_tokens)
 
     def encode_response(self, text: str, add_eos: bool = True) -> list[int]:
         """Tokens of a target reply (SFT); generated replies keep their sampled ids instead."""
@@ -237,15 +224,6 @@ class HFPolicy:
         return torch.multinomial(probs, 1, generator=gen)[:, 0]
 
     # --- training support -----------------------------------------------------------------
-    def reference_context(self):
-        """Context manager under which `self.model` computes the reference policy (LoRA only)."""
-        if self.is_lora:
-            return self.model.disable_adapter()
-        return contextlib.nullcontext()
-
-    def has_reference(self) -> bool:
-        return self.is_lora or self.reference_model is not None
-
     def reference_forward(self, **kwargs):
         with torch.no_grad():
             if self.is_lora:

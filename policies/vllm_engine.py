@@ -45,6 +45,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from agentgym.errors import ConfigError, require
+from agentgym.policies.model_files import encode_chat_prompt, eos_ids
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
 
 DTYPES = {None: None, "auto": None, "fp32": "float32", "float32": "float32", "bf16": "bfloat16",
@@ -105,7 +106,7 @@ class VLLMPolicy:
         vllm.LLM unchanged."""
         from transformers import AutoTokenizer
 
-        from agentgym.trainers.config import check_model_path
+        from agentgym.policies.model_files import check_model_path
 
         model_path = str(model_path)
         check_model_path(model_path)
@@ -203,28 +204,17 @@ class VLLMPolicy:
 
     # --- tokens ---------------------------------------------------------------------------
     def _eos_ids(self, base_path: str) -> set[int]:
-        ids = {self.tokenizer.eos_token_id}
         try:
             from transformers import GenerationConfig
 
             gen_eos = GenerationConfig.from_pretrained(base_path).eos_token_id
         except (OSError, ValueError):
             gen_eos = None
-        if isinstance(gen_eos, int):
-            ids.add(gen_eos)
-        elif isinstance(gen_eos, (list, tuple)):
-            ids.update(gen_eos)
-        return {int(i) for i in ids if i is not None}
+        return eos_ids(self.tokenizer, gen_eos)
 
     def encode_prompt(self, messages: Messages) -> list[int]:
-        """Same rendering as HFPolicy.encode_prompt (chat template, left truncation)."""
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        if hasattr(ids, "keys"):  # transformers 5 may return a BatchEncoding
-            ids = ids["input_ids"]
-        ids = list(ids)
-        if self.max_prompt_tokens and len(ids) > self.max_prompt_tokens:
-            ids = ids[-self.max_prompt_tokens:]
-        return ids
+        """Same rendering as HFPolicy.encode_prompt (policies/model_files.py)."""
+        return encode_chat_prompt(self.tokenizer, messages, self.max_prompt_tokens)
 
     # --- sampling -------------------------------------------------------------------------
     def reseed(self, seed: int) -> None:

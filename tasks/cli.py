@@ -123,7 +123,7 @@ def register(app: typer.Typer) -> None:
         from agentgym.policies.base import SamplingParams
         from agentgym.tasks.source import make_task_source
         from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
-        from agentgym.trainers.eval_cli import load_policy, parse_policy_spec
+        from agentgym.evaluation.cli import load_policy, parse_policy_spec
 
         env_id = agentgym.registration.check_env_id(env)
         if rounds < 1 or tasks_per_round < 1 or group_size < 1:

@@ -51,7 +51,6 @@ import numpy as np
 from agentgym.errors import ConfigError
 
 DEFAULT_IS_CAP = 2.0  # TIS's truncation (Yao et al. 2025); the dual clip of Ye et al. 2020 uses 3
-HEAD_ESTIMATORS = ("ppo", "spa")  # a head fitted on hidden states of the weights that generated the batch
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -73,7 +72,9 @@ def validate_async_config(cfg) -> None:
                           "asynchronous rollouts: set rollout.max_staleness >= 1")
     if r.max_staleness == 0:
         return
-    if name in HEAD_ESTIMATORS:
+    from agentgym.trainers.estimators import estimator_spec
+
+    if estimator_spec(name).fits_heads:
         raise ConfigError(f"estimator {name!r} fits a head on the hidden states of the weights that generated the "
                           "batch, which async rollouts no longer have: use grpo, rloo, loop or gigpo, or set "
                           "rollout.max_staleness=0")

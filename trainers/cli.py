@@ -49,6 +49,7 @@ def train_command(
     nproc: int = typer.Option(1, "--nproc", help="data-parallel processes on this machine (runs torchrun; "
                               "gloo on CPU, nccl on CUDA); see docs/scaling.md"),
     imports: Optional[List[str]] = typer.Option(None, "--import", help="a module to import first (it registers your env); repeatable"),
+    print_config: bool = typer.Option(False, "--print-config", help="print the resolved config (YAML) and exit"),
 ):
     """Train an LLM agent with RL (GiGPO, SPA, LOOP, GRPO, RLOO, PPO): collect, advantages, PPO-clip
     update, held-out eval, checkpoints. `agentgym train household-tiny` is the CPU main job."""
@@ -59,6 +60,11 @@ def train_command(
     if not isinstance(nproc, int):  # called as a function (tests, scripts), not through typer
         nproc, imports = 1, imports if isinstance(imports, list) else None
     cfg = _load(config, overrides, run_dir, imports)
+    if print_config is True:  # `is True`: called as a plain function, the default is typer's OptionInfo
+        import yaml
+
+        print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
+        return
     if nproc > 1:  # check here too, so a bad world size is one line before torchrun starts anything
         check_world(cfg, nproc)
         args = [config, *(overrides or [])] + (["--run-dir", run_dir] if run_dir else []) + (["--resume"] if resume else [])

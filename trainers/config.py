@@ -9,6 +9,9 @@ null, lists). Validation errors are ConfigError with one line saying what to cha
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import inspect
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,9 +19,6 @@ from typing import Any
 from agentgym.errors import ConfigError
 
 PRESET_DIR = Path(__file__).parent / "presets"
-KNOWN_ESTIMATORS = ("grpo", "rloo", "loop", "gigpo", "ppo", "spa")
-# Estimators whose baseline comes from the other episodes of the group: a group of 1 gives no signal.
-GROUP_RELATIVE = ("grpo", "rloo", "loop", "gigpo")
 
 
 from agentgym.tasks.source import TasksConfig  # noqa: E402  (torch-free)
@@ -88,7 +88,7 @@ class PPOConfig:
     weight_decay: float = 0.0
     warmup_steps: int = 0
     clip_eps: float = 0.2
-    asymmetric_clip: bool | None = None  # [1/(1+eps), 1+eps]; None: on for the loop estimator
+    asymmetric_clip: bool | None = None  # [1/(1+eps), 1+eps]; None: the estimator's declared default (on for loop)
     max_grad_norm: float = 1.0
     kl_coef: float = 0.0
     entropy_coef: float = 0.0  # bonus on the responses' mean token entropy (verl's entropy_coeff)
@@ -227,7 +227,7 @@ def _build(cls, data: dict, prefix: str = ""):
     kwargs = {}
     for key, value in data.items():
         if key not in fields:
-            raise ConfigError(f"unknown config field '{prefix}{key}'; known: {', '.join(fields)}")
+            raise ConfigError(unknown_key(prefix.rstrip("."), key, list(fields)))
         ftype = fields[key].type
         sub = _dataclass_of(ftype)
         if sub is not None:
@@ -268,31 +268,79 @@ def _dataclass_of(ftype) -> type | None:
                                      SFTConfig, EvalConfig, LogConfig, TasksConfig, RayConfig)}.get(name)
 
 
+def unknown_key(section: str, key: str, known: list[str]) -> str:
+    """The one-line error for a key no section field or option has, naming the closest valid one."""
+    name = f"{section}.{key}" if section else key
+    close = difflib.get_close_matches(key, known, n=1)
+    if close:
+        return f"unknown key {name}: did you mean {section + '.' if section else ''}{close[0]}?"
+    return f"unknown key {name}; known: {', '.join(known)}"
+
+
+# Keys spelled as the scale-out docs name them: rollout.executor / rollout.ray are where users of
+# verl and SkyRL look for the env workers' settings; they live in env.executor and ray.
+KEY_ALIASES = {("rollout", "executor"): ("env", "executor"), ("rollout", "ray"): ("ray",)}
+
+
+def _resolve_key_aliases(data: dict) -> dict:
+    for (section, key), target in KEY_ALIASES.items():
+        if isinstance(data.get(section), dict) and key in data[section]:
+            data = _merge(data, {})  # a copy: the caller's dict stays as given
+            value = data[section].pop(key)
+            node = data
+            for part in target[:-1]:
+                node = node.setdefault(part, {})
+            old = node.get(target[-1])
+            if old is not None and old != value and not (isinstance(old, dict) and isinstance(value, dict)):
+                raise ConfigError(f"{section}.{key} and {'.'.join(target)} are the same setting with two values "
+                                  f"({value!r}, {old!r}): set one")
+            node[target[-1]] = _merge(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return data
+
+
 def load_config(source: str | Path | dict | None = None, overrides: list[str] | None = None) -> TrainConfig:
     data = {} if source is None else (dict(source) if isinstance(source, dict) else _read_yaml(source))
-    data = _merge(data, parse_overrides(overrides or []))
-    cfg = _build(TrainConfig, data)
-    validate_config(cfg)
-    return cfg
-
-
-def config_from_dict(data: dict) -> TrainConfig:
+    data = _resolve_key_aliases(_merge(data, parse_overrides(overrides or [])))
     cfg = _build(TrainConfig, data)
     validate_config(cfg)
     return cfg
 
 
 def validate_config(cfg: TrainConfig) -> None:
+    from agentgym.trainers.estimators import ALIASES, ESTIMATORS
+
     name = cfg.estimator.get("name") if isinstance(cfg.estimator, dict) else None
-    known = _known_estimators()
-    if name not in known:
-        raise ConfigError(f"unknown estimator {name!r}; choose one of {', '.join(known)} (estimator.name=...)")
+    name = cfg.estimator["name"] = ALIASES.get(name, name)  # the config keeps the method's own name
+    if name not in ESTIMATORS:
+        raise ConfigError(f"unknown estimator {name!r}; choose one of {', '.join(sorted(ESTIMATORS))} "
+                          "(estimator.name=...)")
     check_estimator_options(cfg.estimator)
-    if cfg.rollout.group_size < 1:
-        raise ConfigError(f"rollout.group_size must be >= 1, got {cfg.rollout.group_size}")
-    if cfg.rollout.group_size == 1 and name in GROUP_RELATIVE:
+    check_keyword_section("env.chat", cfg.env.chat, "agentgym.chat", "ChatEnv", skip=("env",))
+    from agentgym.chat import ChatEnv
+
+    try:
+        ChatEnv.check_options(**{k: v for k, v in cfg.env.chat.items()
+                                 if k in ("history", "memory", "memory_max_words", "memory_style")})
+    except ValueError as exc:
+        raise ConfigError(f"env.chat: {exc}") from None
+    if cfg.env.chat.get("invalid_penalty") and cfg.estimator.get("invalid_penalty"):
+        # the env's penalty lowers the reward the estimator sees, then the estimator's is subtracted again
+        raise ConfigError("env.chat.invalid_penalty and estimator.invalid_penalty would both charge an invalid "
+                          "action: set only estimator.invalid_penalty (the trainer's; the env's is for other trainers)")
+    check_keyword_section("policy.vllm", cfg.policy.vllm, "agentgym.policies.vllm_engine", "VLLMPolicy",
+                          skip=("model_path",), passthrough=True)
+    check_ranges(cfg)
+    from agentgym.tasks.curricula import CURRICULA
+    from agentgym.tasks.source import KINDS
+
+    for key, value, choices in (("source", cfg.tasks.source, list(KINDS)), ("curriculum", cfg.tasks.curriculum, list(CURRICULA))):
+        if value not in choices:
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ConfigError(f"tasks.{key}={value!r} is unknown: {hint}(choose one of {', '.join(choices)})")
+    if cfg.rollout.group_size == 1 and ESTIMATORS[name].group_relative:
         raise ConfigError(f"estimator {name!r} compares episodes within a group: set rollout.group_size >= 2 "
-                          "(or use estimator.name=ppo)")
+                          "(or use estimator.name=gae)")
     if cfg.env.split != "train":
         raise ConfigError(f"env.split={cfg.env.split!r}: only the train split can be trained on; held-out splits "
                           "are for `agentgym eval` (set eval.split instead)")
@@ -311,6 +359,8 @@ def validate_config(cfg: TrainConfig) -> None:
     if not cfg.policy.model and not cfg.tiny.build:
         raise ConfigError("no model: set policy.model=PATH_OR_HUB_ID or tiny.build=true")
     if cfg.policy.model and not cfg.tiny.build:
+        from agentgym.policies.model_files import check_model_path
+
         check_model_path(cfg.policy.model)
     if cfg.ppo.sample_mode not in ("per-step", "full"):
         raise ConfigError(f"ppo.sample_mode must be per-step or full, got {cfg.ppo.sample_mode!r}")
@@ -338,37 +388,71 @@ def validate_config(cfg: TrainConfig) -> None:
 def check_estimator_options(options: dict) -> None:
     """Build the EstimatorConfig now, so a misspelled or out-of-range estimator option fails when the
     config loads (one line naming the key), not after the tiny-model build and SFT."""
-    import difflib
-
     from agentgym.trainers.estimators import EstimatorConfig
 
     known = [f.name for f in dataclasses.fields(EstimatorConfig)]
     for key in options:
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f": did you mean estimator.{close[0]}?" if close else f"; known: {', '.join(known)}"
-            raise ConfigError(f"unknown key estimator.{key}{hint}")
+            raise ConfigError(unknown_key("estimator", key, known))
     EstimatorConfig(**options)  # its validate() raises ConfigError for out-of-range values
 
 
-def check_model_path(model: str) -> None:
-    """A model that looks like a local path must exist (a hub id is resolved by transformers)."""
-    looks_local = model.startswith((".", "/", "~")) or model.count("/") > 1 or Path(model).suffix != ""
-    if looks_local and not Path(model).expanduser().exists():
-        raise ConfigError(f"model path {model!r} does not exist: pass a local HF folder or a hub id, "
-                          "or set tiny.build=true to build a tiny model")
+def check_keyword_section(section: str, given: dict, module: str, cls: str, skip: tuple = (),
+                          passthrough: bool = False) -> None:
+    """A section that is the keyword arguments of a class (env.chat -> ChatEnv, policy.vllm ->
+    VLLMPolicy): its keys are that class's parameters, read from its signature so the two cannot
+    drift. With `passthrough` (VLLMPolicy hands unknown keys to vLLM's engine) only a near miss
+    of a parameter of ours is refused."""
+    if not given:
+        return
+    import importlib
+
+    params = inspect.signature(getattr(importlib.import_module(module), cls).__init__).parameters
+    known = [p for p in params if p not in ("self", *skip) and params[p].kind is not inspect.Parameter.VAR_KEYWORD]
+    for key in given:
+        if key in known:
+            continue
+        if not passthrough or difflib.get_close_matches(key, known, n=1, cutoff=0.8):
+            raise ConfigError(unknown_key(section, key, known))
 
 
-def _known_estimators() -> tuple[str, ...]:
-    try:
-        from agentgym.trainers import estimators
+# (section.field, lowest, highest, what the value is): checked when the config loads. Bounds are
+# inclusive; None is open. Fields with their own rule (estimator options, probabilities in [0, 1))
+# are checked where that rule lives.
+RANGES = [
+    ("iterations", 0, None, "RL iterations"), ("checkpoint_every", 0, None, "iterations (0 = never)"),
+    ("time_budget_s", 0, None, "seconds"), ("torch_threads", 1, None, "threads"),
+    ("rollout.tasks_per_iter", 1, None, "groups per iteration"), ("rollout.group_size", 1, None, "episodes per group"),
+    ("rollout.temperature", 0, None, "a sampling temperature"), ("rollout.top_p", 1e-12, 1, "a nucleus mass"),
+    ("rollout.max_new_tokens", 1, None, "tokens"),
+    ("ppo.lr", 1e-12, None, "a learning rate"), ("ppo.clip_eps", 1e-12, None, "a clip width"),
+    ("ppo.max_grad_norm", 1e-12, None, "a gradient-norm cap"), ("ppo.kl_coef", 0, None, "a KL weight"),
+    ("ppo.value_lr", 1e-12, None, "a learning rate"), ("ppo.warmup_steps", 0, None, "optimizer steps"),
+    ("ppo.weight_decay", 0, None, "a decay"), ("ppo.drop_abs_adv_below", 0, None, "an advantage threshold"),
+    ("sft.num_tasks", 0, None, "tasks"), ("sft.epochs", 1, None, "epochs"), ("sft.lr", 1e-12, None, "a learning rate"),
+    ("sft.batch_size", 1, None, "samples"), ("eval.every", 0, None, "iterations (0 = before and after only)"),
+    ("eval.num_tasks", 1, None, "tasks"), ("eval.episodes_per_task", 1, None, "episodes"),
+    ("eval.temperature", 0, None, "a sampling temperature"), ("env.max_turns", 1, None, "turns"),
+    ("tiny.vocab_size", 16, None, "tokens"), ("tiny.hidden", 1, None, "units"), ("tiny.layers", 1, None, "layers"),
+    ("tiny.heads", 1, None, "attention heads"), ("log.save_trajectories_every", 0, None, "iterations (0 = never)"),
+    ("tasks.seed_tasks", 1, None, "tasks"), ("tasks.new_per_round", 0, None, "tasks per iteration"),
+    ("tasks.min_active", 0, None, "tasks"),
+]
 
-        registry = getattr(estimators, "ESTIMATORS", None)
-        if isinstance(registry, dict) and registry:
-            return tuple(sorted(registry))
-    except ImportError:
-        pass
-    return KNOWN_ESTIMATORS
+
+def check_ranges(cfg: TrainConfig) -> None:
+    for dotted, low, high, what in RANGES:
+        value = cfg
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or \
+                (low is not None and value < low) or (high is not None and value > high):
+            bounds = f">= {low:g}" if high is None else f"in [{low:g}, {high:g}]"
+            if low == 1e-12:  # the stand-in for "strictly positive"
+                bounds = "> 0" if high is None else f"in (0, {high:g}]"
+            raise ConfigError(f"{dotted}={value!r} is out of range: {what}, {bounds}")
 
 
 def save_config(cfg: TrainConfig, path: str | Path) -> None:

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from agentgym.errors import ConfigError
 
-EXECUTORS = ("inprocess", "local", "process", "processes", "ray")
+EXECUTORS = ("inprocess", "process", "ray")
 
 
 # --- config checks (torch-free, called by validate_config) ------------------------------------
@@ -62,7 +62,9 @@ def check_world(cfg, world_size: int) -> None:
         raise ConfigError(f"rollout.tasks_per_iter={groups} groups cannot be split evenly over {world_size} ranks "
                           f"(a group never spans ranks): make it a multiple of {world_size} or run a world size "
                           f"that divides {groups}")
-    if cfg.estimator.get("name") == "spa":
+    from agentgym.trainers.estimators import estimator_spec
+
+    if estimator_spec(cfg.estimator["name"]).progress_head:
         raise ConfigError("estimator spa fits its progress head on the whole batch, which data-parallel ranks do not "
                           "share yet: train spa on one process")
     from agentgym.trainers.async_rollout import uses_engine

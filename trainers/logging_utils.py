@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from agentgym.errors import MissingExtraError
+from agentgym.evaluation.report import pyplot_agg
 
 METRICS_FILE = "metrics.jsonl"
 _RESERVED = ("step", "time")
@@ -242,18 +243,6 @@ def _wandb_has_credentials() -> bool:
 
 
 # --- plots --------------------------------------------------------------------------------
-
-def pyplot_agg():
-    """matplotlib's pyplot on the Agg backend (no display needed), imported on first use."""
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise MissingExtraError(f"plots need matplotlib: run `pip install 'agentgym[train]'` ({exc})") from exc
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
 
 def _series(records: Iterable[dict], key: str) -> tuple[list[int], list[float]]:
     """(steps, values) where `key` holds a number; a resumed run's repeated steps keep the last."""

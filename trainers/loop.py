@@ -214,11 +214,13 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
     from agentgym.trainers.ppo import ImportanceStats, clip_range, ppo_clip_loss, token_logprobs
 
     from agentgym.trainers.distributed import current
+    from agentgym.trainers.estimators import estimator_spec
 
     dp = current()  # data parallel: `samples` holds ghosts for other ranks' samples (trainers/distributed.py)
     pc = cfg.ppo
-    estimator = cfg.estimator.get("name")
-    asym = pc.asymmetric_clip if pc.asymmetric_clip is not None else estimator == "loop"
+    asym = pc.asymmetric_clip
+    if asym is None:  # the estimator's declared default (LOOP's asymmetric clip)
+        asym = estimator_spec(cfg.estimator["name"]).asymmetric_clip
     lo, hi = clip_range(pc.clip_eps, asym)
     model = policy.model
     model.train()
@@ -411,7 +413,7 @@ def fit_spa_progress(head, samples, trajectories, hidden: dict, est_cfg, seed: i
 
 def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int, iteration: int | None = None) -> dict:
     from agentgym.policies.base import SamplingParams
-    from agentgym.trainers.evaluate import evaluate
+    from agentgym.evaluation.evaluate import evaluate
 
     sampling = SamplingParams(temperature=cfg.eval.temperature,
                               max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, seed=seed)
@@ -430,13 +432,15 @@ def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int, iterat
 
 # --- the run ----------------------------------------------------------------------------------
 def build_heads(cfg: TrainConfig, policy) -> dict:
+    from agentgym.trainers.estimators import estimator_spec
+
     heads: dict = {}
-    name = cfg.estimator.get("name")
-    if name == "ppo":
+    spec = estimator_spec(cfg.estimator.get("name"))
+    if spec.value_head:
         from agentgym.trainers.ppo import ValueHead
 
         heads["value"] = ValueHead(policy.hidden_size()).to(policy.device)
-    if name == "spa":
+    if spec.progress_head:
         from agentgym.trainers.spa_progress import ProgressHead
 
         heads["progress"] = ProgressHead(policy.hidden_size()).to(policy.device)
@@ -503,7 +507,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
 
     source = make_task_source_from_config(cfg.tasks, space, train_tasks, seed=cfg.seed)
     eval_path = write_eval_tasks(cfg, space, run_dir) if dp.is_main else None
-    from agentgym.trainers.stats import power_warning
+    from agentgym.evaluation.stats import power_warning
 
     if dp.is_main and (too_small := power_warning(len(load_split(eval_path)), cfg.eval.episodes_per_task)):
         log(f"WARNING: the held-out set is small: {too_small} (eval.num_tasks, eval.episodes_per_task)")
@@ -575,7 +579,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         distributed.teardown()
     if not dp.is_main:
         return {"run_dir": str(run_dir), "iterations": state["iteration"], "rank": dp.rank}
-    from agentgym.trainers.stats import paired_gain
+    from agentgym.evaluation.stats import paired_gain
 
     first, last = state["evals"][0], state["evals"][-1]
     gain = paired_gain(first.get("per_task_success", {}), last.get("per_task_success", {}), seed=cfg.seed)

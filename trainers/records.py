@@ -29,7 +29,6 @@ from agentgym.trajectory import Trajectory, save_trajectories
 
 TRAJECTORY_DIR = "trajectories"
 EVAL_DIR = "evals"
-EPISODE_ONLY = ("grpo", "rloo", "loop")  # advantage = the episode part, broadcast to every step
 
 
 def train_path(run_dir: str | Path, iteration: int) -> Path:
@@ -47,23 +46,14 @@ def should_save(every: int, iteration: int) -> bool:
 
 def advantage_parts(trajectories: Sequence[Trajectory], est_cfg) -> dict[str, list[np.ndarray]]:
     """The episode and step parts of the advantage for estimators that are built from them."""
-    from agentgym.trainers.adv_common import FlatBatch
-    from agentgym.trainers.adv_grpo import episode_advantage
+    from agentgym.trainers.estimators import estimator_spec
+    from agentgym.trainers.estimators.common import FlatBatch
 
-    name = est_cfg.name
-    if name not in EPISODE_ONLY and name != "gigpo":
+    spec = estimator_spec(est_cfg.name)
+    if spec.parts is None:
         return {}
     batch = FlatBatch.build(trajectories, est_cfg)
-    if name == "rloo" or name == "loop":
-        from agentgym.trainers.adv_rloo import rloo_advantages
-
-        return {"episode": batch.split(np.asarray(rloo_advantages(batch, est_cfg), dtype=np.float64))}
-    parts = {"episode": batch.split(batch.broadcast(episode_advantage(batch, est_cfg)))}
-    if name == "gigpo":
-        from agentgym.trainers.adv_gigpo import step_advantage
-
-        parts["step"] = batch.split(est_cfg.omega * step_advantage(batch, est_cfg))
-    return parts
+    return {part: batch.split(np.asarray(flat, dtype=np.float64)) for part, flat in spec.parts(batch, est_cfg).items()}
 
 
 def _category(space, traj: Trajectory) -> str | None:
@@ -145,7 +135,7 @@ def save_evaluation(cfg, result, iteration: int | None, policy=None) -> Path | N
     if iteration is None or getattr(cfg.log, "save_trajectories_every", 0) <= 0:
         return None
     from agentgym.trainers.loop import run_dir_for
-    from agentgym.trainers.report import write_report
+    from agentgym.evaluation.report import write_report
 
     annotate(result.trajectories, iteration=iteration, decode=token_decoder(policy) if policy is not None else None)
     out = eval_dir(run_dir_for(cfg), iteration)

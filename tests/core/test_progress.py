@@ -75,7 +75,7 @@ def test_no_output_outside_a_session(capsys):
 
 
 def test_evaluate_and_collect_show_progress_inside_a_session():
-    from agentgym.trainers.evaluate import evaluate
+    from agentgym.evaluation.evaluate import evaluate
 
     env = "agentgym/Household-v0"
     space = agentgym.get_task_space(env)

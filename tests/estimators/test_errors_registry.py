@@ -12,7 +12,7 @@ def test_unknown_estimator_lists_the_names():
         EstimatorConfig(name="gigp0")
     msg = str(err.value)
     assert "gigp0" in msg and "\n" not in msg
-    for name in ("grpo", "rloo", "loop", "gigpo", "ppo", "spa"):
+    for name in ("grpo", "rloo", "loop", "gigpo", "gae", "spa"):
         assert name in msg
     # a config mutated after construction is checked again at use
     cfg = EstimatorConfig()
@@ -65,7 +65,7 @@ def test_register_custom_estimator(traj):
         return [np.full(n, 2.0) for n in batch.lengths]  # the per-trajectory form
 
     try:
-        assert ESTIMATORS["constant_test"] is constant
+        assert ESTIMATORS["constant_test"].fn is constant
         out = compute_advantages([traj("g", [0, 1]), traj("g", [1], infra=True)], EstimatorConfig(name="constant_test"))
         np.testing.assert_array_equal(out[0], [2.0, 2.0])
         np.testing.assert_array_equal(out[1], [0.0])  # infra_error still zeroed
@@ -91,3 +91,14 @@ def test_estimators_import_without_torch():
 
     code = "import sys, agentgym.trainers.estimators; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_ppo_is_an_alias_of_gae_and_each_method_declares_what_it_needs():
+    from agentgym.trainers.estimators import estimator_spec
+
+    assert EstimatorConfig(name="ppo").name == "gae" and estimator_spec("ppo") is ESTIMATORS["gae"]
+    needs = {name: (s.group_relative, s.value_head, s.progress_head, s.asymmetric_clip)
+             for name, s in ESTIMATORS.items() if name != "constant_test"}
+    assert needs == {"grpo": (True, False, False, False), "rloo": (True, False, False, False),
+                     "loop": (True, False, False, True), "gigpo": (True, False, False, False),
+                     "gae": (False, True, False, False), "spa": (False, False, True, False)}

@@ -7,7 +7,7 @@ import yaml
 from typer.testing import CliRunner
 
 from agentgym.errors import AgentGymError, ConfigError, MissingExtraError
-from agentgym.trainers.eval_cli import load_policy, parse_policy_spec, register, training_settings
+from agentgym.evaluation.cli import load_policy, parse_policy_spec, register, training_settings
 
 runner = CliRunner()
 

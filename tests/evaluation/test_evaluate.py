@@ -7,8 +7,8 @@ from agentgym import Step, Trajectory, TaskSpec, load_trajectories
 from agentgym.errors import ConfigError, SplitFileError, UnknownEnvError
 from agentgym.policies import OraclePolicy, RandomPolicy, SamplingParams
 from agentgym.tasks.splits import save_split
-from agentgym.trainers.evaluate import EvalResult, compute_metrics, evaluate, resolve_tasks
-from agentgym.trainers.stats import wilson_interval
+from agentgym.evaluation.evaluate import EvalResult, compute_metrics, evaluate, resolve_tasks
+from agentgym.evaluation.stats import wilson_interval
 
 
 def _traj(task, success, score, valid_flags, infra=False):

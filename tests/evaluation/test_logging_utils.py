@@ -102,8 +102,8 @@ def test_tensorboard_event_file_holds_the_logged_scalars(tmp_path):
 
 
 def test_module_import_does_not_import_torch():
-    code = ("import sys, agentgym.trainers.logging_utils, agentgym.trainers.evaluate, agentgym.trainers.stats, "
-            "agentgym.trainers.report, agentgym.trainers.eval_cli; "
+    code = ("import sys, agentgym.trainers.logging_utils, agentgym.evaluation.evaluate, agentgym.evaluation.stats, "
+            "agentgym.evaluation.report, agentgym.evaluation.cli; "
             "print('torch' in sys.modules, 'matplotlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]

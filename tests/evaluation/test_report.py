@@ -4,9 +4,9 @@ import pytest
 
 from agentgym import Step, Trajectory
 from agentgym.policies import OraclePolicy, RandomPolicy
-from agentgym.trainers.evaluate import compute_metrics, evaluate
-from agentgym.trainers.report import ReportError, compare, load_report, render_markdown, write_report
-from agentgym.trainers.stats import newcombe_difference, wilson_interval
+from agentgym.evaluation.evaluate import compute_metrics, evaluate
+from agentgym.evaluation.report import ReportError, compare, load_report, render_markdown, write_report
+from agentgym.evaluation.stats import newcombe_difference, wilson_interval
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentgym.trainers.stats import Estimate, bootstrap_mean, bootstrap_ratio, mean_pass_at_k, pass_at_k, wilson_interval
+from agentgym.evaluation.stats import Estimate, bootstrap_mean, bootstrap_ratio, mean_pass_at_k, pass_at_k, wilson_interval
 
 
 def test_wilson_matches_hand_computed_8_of_10():
@@ -110,7 +110,7 @@ def test_estimate_round_trips_and_formats():
 
 
 def test_min_detectable_difference_by_hand():
-    from agentgym.trainers.stats import min_detectable_difference
+    from agentgym.evaluation.stats import min_detectable_difference
 
     # independent episodes (icc 0): (1.959964 + 0.841621) * sqrt(2 * 0.25 / 400) = 0.099051
     assert min_detectable_difference(100, 4, icc=0.0) == pytest.approx(0.099051, abs=1e-5)
@@ -120,7 +120,7 @@ def test_min_detectable_difference_by_hand():
 
 
 def test_power_warning_for_the_old_main_job_set_not_for_the_new_one():
-    from agentgym.trainers.stats import power_warning
+    from agentgym.evaluation.stats import power_warning
 
     warning = power_warning(34, 4)
     assert warning is not None and "34 tasks x 4 episodes" in warning and "\n" not in warning
@@ -130,7 +130,7 @@ def test_power_warning_for_the_old_main_job_set_not_for_the_new_one():
 def test_paired_gain_is_the_mean_per_task_difference_with_a_narrower_interval():
     import numpy as np
 
-    from agentgym.trainers.stats import paired_gain
+    from agentgym.evaluation.stats import paired_gain
 
     rng = np.random.default_rng(0)
     difficulty = rng.uniform(0, 1, 200)  # tasks differ a lot; the policy gains 0.1 on each

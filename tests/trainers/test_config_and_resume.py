@@ -41,7 +41,7 @@ def test_household_tiny_preset_loads():
     (["tiny.build=true", "env.split=heldout"], "only the train split"),
     (["tiny.build=true", "ppo.epochs=0"], "ppo.epochs"),
     (["tiny.build=true", "ppo.lr=fast"], "must be a number"),
-    (["tiny.build=true", "ppo.learning_rate=1"], "unknown config field 'ppo.learning_rate'"),
+    (["tiny.build=true", "ppo.learning_rate=1"], "unknown key ppo.learning_rate"),
     (["tiny.build=true", "ppo.sample_mode=full"], "history=full"),
     (["tiny.build=true", "oops"], "key=value"),
     (["tiny.build=true", "sft.expert=genius"], "sft.expert must be 'oracle' or 'searching'"),

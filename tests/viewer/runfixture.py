@@ -51,9 +51,9 @@ class MixedPolicy:
 
 def make_run(root: Path, tasks: int = 3, group_size: int = 4, max_turns: int = 12) -> Path:
     from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
-    from agentgym.trainers.evaluate import compute_metrics
+    from agentgym.evaluation.evaluate import compute_metrics
     from agentgym.trainers.records import annotate, eval_dir, train_path
-    from agentgym.trainers.report import write_report
+    from agentgym.evaluation.report import write_report
 
     run = root / "run"
     run.mkdir(parents=True)

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("starlette")
 
 from agentgym.errors import ConfigError  # noqa: E402
-from agentgym.trainers.adv_common import FlatBatch  # noqa: E402
-from agentgym.trainers.adv_gigpo import anchor_groups  # noqa: E402
+from agentgym.trainers.estimators.common import FlatBatch  # noqa: E402
+from agentgym.trainers.estimators.gigpo import anchor_groups  # noqa: E402
 from agentgym.trainers.estimators import EstimatorConfig, compute_advantages  # noqa: E402
 from agentgym.trainers.records import should_save, train_path  # noqa: E402
 from agentgym.trajectory import load_trajectories  # noqa: E402
@@ -60,7 +60,7 @@ def test_which_iterations_are_saved():
 
 def test_trainer_hooks_write_into_the_run_dir(run, tmp_path):
     from agentgym.trainers.config import TrainConfig
-    from agentgym.trainers.evaluate import compute_metrics
+    from agentgym.evaluation.evaluate import compute_metrics
     from agentgym.trainers.records import save_evaluation, save_iteration
 
     trajs = load_trajectories(train_path(run, 5))

@@ -153,8 +153,8 @@ def _history(value: str | None) -> int | str | None:
 def _summary_table(result, title: str):
     from rich.table import Table
 
-    from agentgym.trainers.evaluate import METRIC_NAMES
-    from agentgym.trainers.report import LABELS
+    from agentgym.evaluation.evaluate import METRIC_NAMES
+    from agentgym.evaluation.report import LABELS
 
     conf = int(round(100 * result.overall.success_rate.confidence))
     table = Table(title=title, caption=(f"{result.num_tasks} tasks, {result.overall.episodes} episodes scored, "
@@ -238,9 +238,9 @@ def register(app: typer.Typer) -> None:
         from agentgym import progress
         from agentgym.policies.base import SamplingParams
         from agentgym.registration import check_env_id, get_task_space
-        from agentgym.trainers.evaluate import evaluate, resolve_tasks
-        from agentgym.trainers.report import write_report
-        from agentgym.trainers.stats import power_warning
+        from agentgym.evaluation.evaluate import evaluate, resolve_tasks
+        from agentgym.evaluation.report import write_report
+        from agentgym.evaluation.stats import power_warning
 
         console = Console()
         if episodes < 1:
@@ -302,7 +302,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.markdown import Markdown
 
-        from agentgym.trainers.report import compare, load_report
+        from agentgym.evaluation.report import compare, load_report
 
         results = [load_report(p) for p in reports]
         if label and len(label) != len(results):

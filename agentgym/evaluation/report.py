@@ -13,10 +13,22 @@ import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from agentgym.errors import AgentGymError
-from agentgym.trainers.evaluate import METRIC_NAMES, EvalResult, GroupMetrics
-from agentgym.trainers.logging_utils import pyplot_agg
-from agentgym.trainers.stats import Estimate, newcombe_difference
+from agentgym.errors import AgentGymError, MissingExtraError
+from agentgym.evaluation.evaluate import METRIC_NAMES, EvalResult, GroupMetrics
+from agentgym.evaluation.stats import Estimate, newcombe_difference
+
+
+def pyplot_agg():
+    """matplotlib's pyplot on the Agg backend (no display needed), imported on first use."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise MissingExtraError(f"plots need matplotlib: run `pip install 'agentgym[train]'` ({exc})") from exc
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
 
 LABELS = {
     "success_rate": "success rate",

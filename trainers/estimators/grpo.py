@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agentgym.trainers.adv_common import FlatBatch, group_normalized
+from agentgym.trainers.estimators.common import EstimatorSpec, FlatBatch, group_normalized
 
 if TYPE_CHECKING:
     from agentgym.trainers.estimators import EstimatorConfig
@@ -31,5 +31,11 @@ def grpo_advantages(batch: FlatBatch, cfg: "EstimatorConfig", values=None, progr
     applied to every step (and so every response token) of episode i. All-equal groups give
     0. A group left with one live episode (the others infra_error) has no baseline: 0.
     """
-    batch.require_groups("grpo")
     return batch.broadcast(episode_advantage(batch, cfg))
+
+
+def episode_part(batch: FlatBatch, cfg: "EstimatorConfig") -> dict[str, np.ndarray]:
+    return {"episode": grpo_advantages(batch, cfg)}
+
+
+SPECS = [EstimatorSpec("grpo", grpo_advantages, group_relative=True, parts=episode_part)]

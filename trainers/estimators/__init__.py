@@ -5,26 +5,27 @@
     # advantages[i][t]: the advantage of step t of trajectory i; the trainer applies it to
     # every response token of that step.
 
-Built in (one module each, with the paper's equation in its docstring):
+Built in, one module per method, each with the paper's equation in its docstring and its
+declaration (`SPECS`: an EstimatorSpec saying what the trainer must give it):
 
-| name  | module          | advantage |
-| ----- | --------------- | --------- |
-| grpo  | adv_grpo.py     | (R_i - mean) / (std + eps), per episode |
-| rloo  | adv_rloo.py     | R_i - mean of the other episodes of the group |
-| loop  | adv_rloo.py     | same as rloo; LOOP's differences (epochs, asymmetric clip) are in the trainer |
-| gigpo | adv_gigpo.py    | episode advantage + omega * step advantage within anchor-state groups |
-| ppo   | adv_gae.py      | GAE from per-step values of a value head |
-| spa   | adv_spa.py      | GAE (with values) or group-baselined returns of c_t + grounding bonus |
+| name  | module   | advantage | needs |
+| ----- | -------- | --------- | ----- |
+| grpo  | grpo.py  | (R_i - mean) / (std + eps), per episode | a group |
+| rloo  | rloo.py  | R_i - mean of the other episodes of the group | a group |
+| loop  | rloo.py  | same as rloo; LOOP's asymmetric clip is its declared default | a group |
+| gigpo | gigpo.py | episode advantage + omega * step advantage within anchor-state groups | a group |
+| gae   | gae.py   | GAE from per-step values of a value head (`ppo` is an alias) | a value head |
+| spa   | spa.py   | GAE (with values) or group-baselined returns of c_t + grounding bonus | a progress head |
 
-Shared rules (adv_common.py): groups are trajectories with equal group_id; infra_error
+Shared rules (common.py): groups are trajectories with equal group_id; infra_error
 trajectories are left out of every statistic and get all-zero advantages; std is unbiased
 (ddof=1); NaN/inf rewards raise ValueError naming the trajectory; a group of one episode with
 a group-relative estimator raises ConfigError (set group_size >= 2).
 
 A new estimator is one function `fn(batch: FlatBatch, cfg, values=None, progress=None)`
 returning a flat per-step array (steps of all trajectories end to end, see FlatBatch) or a
-list of per-trajectory arrays, registered with `register_estimator("name", fn)` or as a
-decorator `@register_estimator("name")`.
+list of per-trajectory arrays, registered with `register_estimator("name", fn, group_relative=...)`
+or as a decorator `@register_estimator("name")`.
 """
 
 from __future__ import annotations
@@ -37,42 +38,44 @@ import numpy as np
 
 from agentgym.errors import ConfigError
 from agentgym.trajectory import Trajectory
-from agentgym.trainers.adv_common import FlatBatch
-from agentgym.trainers.adv_gae import ppo_advantages
-from agentgym.trainers.adv_gigpo import gigpo_advantages
-from agentgym.trainers.adv_grpo import grpo_advantages
-from agentgym.trainers.adv_rloo import loop_advantages, rloo_advantages
-from agentgym.trainers.adv_spa import spa_advantages
+from agentgym.trainers.estimators import gae, gigpo, grpo, rloo, spa
+from agentgym.trainers.estimators.common import EstimatorSpec, FlatBatch
 
 Estimator = Callable[..., Any]
 
-ESTIMATORS: dict[str, Estimator] = {}
+ESTIMATORS: dict[str, EstimatorSpec] = {}
+# Old names still accepted (resolved by EstimatorConfig): "ppo" was the GAE estimator's name, and
+# "ppo" now only means the PPO loss and its config section.
+ALIASES = {"ppo": "gae"}
 
 OUTCOMES = ("score", "success", "return")
 PENALTY_PLACEMENTS = ("reward", "advantage")
 
 
-def register_estimator(name: str, fn: Estimator | None = None, *, overwrite: bool = False):
-    """Register `fn` under `name`; without `fn`, return a decorator that does."""
+def register_estimator(name: str, fn: Estimator | None = None, *, overwrite: bool = False, **needs: bool):
+    """Register `fn` under `name` with what it needs (EstimatorSpec's flags: group_relative,
+    value_head, progress_head, asymmetric_clip); without `fn`, return a decorator that does."""
 
     def add(f: Estimator) -> Estimator:
-        if name in ESTIMATORS and ESTIMATORS[name] is not f and not overwrite:
+        if name in ESTIMATORS and ESTIMATORS[name].fn is not f and not overwrite:
             raise ConfigError(f"an advantage estimator named {name!r} is already registered: pick another name")
-        ESTIMATORS[name] = f
+        ESTIMATORS[name] = EstimatorSpec(name, f, **needs)
         return f
 
     return add if fn is None else add(fn)
 
 
-for _name, _fn in (
-    ("grpo", grpo_advantages),
-    ("rloo", rloo_advantages),
-    ("loop", loop_advantages),
-    ("gigpo", gigpo_advantages),
-    ("ppo", ppo_advantages),
-    ("spa", spa_advantages),
-):
-    register_estimator(_name, _fn)
+def estimator_spec(name: str) -> EstimatorSpec:
+    """The declaration of estimator `name` (an alias resolves to its method)."""
+    name = ALIASES.get(name, name)
+    if name not in ESTIMATORS:
+        raise ConfigError(f"unknown advantage estimator {name!r}: choose one of {', '.join(sorted(ESTIMATORS))}")
+    return ESTIMATORS[name]
+
+
+for _module in (grpo, rloo, gigpo, gae, spa):
+    for _spec in _module.SPECS:
+        ESTIMATORS[_spec.name] = _spec
 
 
 @dataclass
@@ -97,6 +100,7 @@ class EstimatorConfig:
     penalty_placement: str = "reward"
 
     def __post_init__(self) -> None:
+        self.name = ALIASES.get(self.name, self.name)
         self.validate()
 
     def validate(self) -> None:
@@ -130,14 +134,17 @@ def compute_advantages(
 ) -> list[np.ndarray]:
     """One float32 array per trajectory with one advantage per step.
 
-    values (ppo, optionally spa): per trajectory V(s_t) for t = 0..T-1, optionally followed by
+    values (gae, optionally spa): per trajectory V(s_t) for t = 0..T-1, optionally followed by
     V(s_T) as the bootstrap of a truncated episode. progress (spa): per trajectory the
     progress estimator's contributions c_t. numpy arrays, lists or torch tensors.
     """
     cfg = cfg if cfg is not None else EstimatorConfig()
     cfg.validate()
+    spec = estimator_spec(cfg.name)
     batch = FlatBatch.build(trajectories, cfg)
-    result = ESTIMATORS[cfg.name](batch, cfg, values=values, progress=progress)
+    if spec.group_relative:
+        batch.require_groups(cfg.name)
+    result = spec.fn(batch, cfg, values=values, progress=progress)
     if isinstance(result, np.ndarray) and result.ndim == 1 and len(result) == len(batch.reward):
         flat = result.astype(np.float64, copy=False)
     else:  # a custom estimator may return one array per trajectory
@@ -160,4 +167,5 @@ def compute_advantages(
     return batch.split(flat)
 
 
-__all__ = ["ESTIMATORS", "EstimatorConfig", "FlatBatch", "compute_advantages", "register_estimator"]
+__all__ = ["ESTIMATORS", "EstimatorConfig", "EstimatorSpec", "FlatBatch", "compute_advantages", "estimator_spec",
+           "register_estimator"]

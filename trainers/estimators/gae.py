@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from agentgym.errors import ConfigError
-from agentgym.trainers.adv_common import FlatBatch, gae
+from agentgym.trainers.estimators.common import EstimatorSpec, FlatBatch, gae
 
 if TYPE_CHECKING:
     from agentgym.trainers.estimators import EstimatorConfig
 
 
-def ppo_advantages(batch: FlatBatch, cfg: "EstimatorConfig", values=None, progress=None) -> np.ndarray:
+def gae_advantages(batch: FlatBatch, cfg: "EstimatorConfig", values=None, progress=None) -> np.ndarray:
     """PPO with a critic (Schulman et al. 2017), advantages by GAE (Schulman et al. 2016, eq. 16):
 
         delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)
@@ -26,5 +26,9 @@ def ppo_advantages(batch: FlatBatch, cfg: "EstimatorConfig", values=None, progre
     (whiten per minibatch in the trainer if wanted).
     """
     if values is None:
-        raise ConfigError("estimator 'ppo' needs value estimates: pass values=[V(s_0..s_T-1) per trajectory] from a value head")
+        raise ConfigError(f"estimator {cfg.name!r} needs value estimates: pass values=[V(s_0..s_T-1) per "
+                          "trajectory] from a value head")
     return gae(batch, batch.reward, values, cfg.gamma, cfg.lam)
+
+
+SPECS = [EstimatorSpec("gae", gae_advantages, value_head=True)]

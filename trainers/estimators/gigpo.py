@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agentgym.trainers.adv_common import FlatBatch, discounted_returns, group_normalized
-from agentgym.trainers.adv_grpo import episode_advantage
+from agentgym.trainers.estimators.common import EstimatorSpec, FlatBatch, discounted_returns, group_normalized
+from agentgym.trainers.estimators.grpo import episode_advantage
 
 if TYPE_CHECKING:
     from agentgym.trainers.estimators import EstimatorConfig
@@ -53,8 +53,15 @@ def gigpo_advantages(batch: FlatBatch, cfg: "EstimatorConfig", values=None, prog
     Anchor groups gather steps of one episode group with equal `anchor`, including steps at
     different time indices and repeated visits within one episode.
     """
-    batch.require_groups("gigpo")
     adv = batch.broadcast(episode_advantage(batch, cfg))
     if cfg.omega:
         adv = adv + cfg.omega * step_advantage(batch, cfg)
     return adv
+
+
+def gigpo_parts(batch: FlatBatch, cfg: "EstimatorConfig") -> dict[str, np.ndarray]:
+    """The two terms of the GiGPO advantage, per step: A^E broadcast, and omega * A^S."""
+    return {"episode": batch.broadcast(episode_advantage(batch, cfg)), "step": cfg.omega * step_advantage(batch, cfg)}
+
+
+SPECS = [EstimatorSpec("gigpo", gigpo_advantages, group_relative=True, parts=gigpo_parts)]

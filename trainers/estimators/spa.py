@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from agentgym.errors import ConfigError
-from agentgym.trainers.adv_common import (
+from agentgym.trainers.estimators.common import (
+    EstimatorSpec,
     FlatBatch,
     as_float_array,
     describe_trajectory,
@@ -70,7 +71,10 @@ def spa_advantages(batch: FlatBatch, cfg: "EstimatorConfig", values=None, progre
     rewards = spa_step_rewards(batch, cfg, progress)
     if values is not None:
         return gae(batch, rewards, values, cfg.gamma, cfg.lam)
-    batch.require_groups("spa (without values)")
+    batch.require_groups(f"{cfg.name} (without values)")
     returns = discounted_returns(batch, rewards, cfg.gamma)
     seg = batch.group * (batch.max_len or 1) + batch.time  # one segment per (group, step index)
     return group_normalized(returns, seg, batch.num_groups * max(batch.max_len, 1), batch.live, False, cfg.eps)
+
+
+SPECS = [EstimatorSpec("spa", spa_advantages, progress_head=True)]

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agentgym.trainers.adv_common import FlatBatch, segment_stats
+from agentgym.trainers.estimators.common import EstimatorSpec, FlatBatch, segment_stats
 
 if TYPE_CHECKING:
     from agentgym.trainers.estimators import EstimatorConfig
@@ -32,7 +32,6 @@ def rloo_advantages(batch: FlatBatch, cfg: "EstimatorConfig", values=None, progr
 
     broadcast to every step of episode i. No std normalization, whatever `norm_std` says.
     """
-    batch.require_groups("rloo")
     return batch.broadcast(leave_one_out(batch))
 
 
@@ -47,5 +46,12 @@ def loop_advantages(batch: FlatBatch, cfg: "EstimatorConfig", values=None, progr
     per-token asymmetric clipping of the importance ratio in [1/(1+eps), 1+eps], no KL by
     default, and dropping rollouts with |A| < 0.01.
     """
-    batch.require_groups("loop")
     return batch.broadcast(leave_one_out(batch))
+
+
+def episode_part(batch: FlatBatch, cfg: "EstimatorConfig") -> dict[str, np.ndarray]:
+    return {"episode": rloo_advantages(batch, cfg)}
+
+
+SPECS = [EstimatorSpec("rloo", rloo_advantages, group_relative=True, parts=episode_part),
+         EstimatorSpec("loop", loop_advantages, group_relative=True, asymmetric_clip=True, parts=episode_part)]

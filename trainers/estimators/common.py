@@ -27,6 +27,37 @@ if TYPE_CHECKING:  # only for type hints; estimators.py imports this module
     from agentgym.trainers.estimators import EstimatorConfig
 
 
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """What one advantage estimator is and what the trainer must give it: declared once, next to its
+    function, and asked by the config check, the loop and the async engine (never the name).
+
+    fn: `fn(batch: FlatBatch, cfg, values=None, progress=None)` -> one advantage per step (flat) or
+        one array per trajectory.
+    group_relative: the baseline comes from the other episodes of the group; a group of one
+        episode is refused (rollout.group_size >= 2).
+    value_head: the trainer fits a value head and passes `values` (V(s_t) per step).
+    progress_head: the trainer fits a progress head and passes `progress` (c_t per step).
+    asymmetric_clip: the PPO clip range [1/(1+eps), 1+eps] is this method's default
+        (ppo.asymmetric_clip overrides it).
+    parts: optional `parts(batch, cfg)` -> {"episode": flat array, "step": ...}, the additive parts
+        of the advantage, kept with saved trajectories so the viewer can show them.
+    """
+
+    name: str
+    fn: Any
+    group_relative: bool = False
+    value_head: bool = False
+    progress_head: bool = False
+    asymmetric_clip: bool = False
+    parts: Any = None
+
+    @property
+    def fits_heads(self) -> bool:
+        """The method trains a head on the hidden states of the weights that generated the batch."""
+        return self.value_head or self.progress_head
+
+
 def describe_trajectory(index: int, traj: Trajectory) -> str:
     return f"trajectory {index} (task_id={traj.task_id!r}, group_id={traj.group_id!r})"
 
@@ -154,7 +185,7 @@ class FlatBatch:
             name = self.group_names[int(lonely[0])]
             raise ConfigError(
                 f"estimator {estimator!r} compares episodes within a group, but group {name!r} has 1 episode: "
-                f"set group_size >= 2 (or use estimator 'ppo', which needs no group)"
+                f"set group_size >= 2 (or use estimator 'gae', which needs no group)"
             )
 
 

@@ -26,7 +26,7 @@ from agentgym import progress
 from agentgym.errors import ConfigError, SplitFileError
 from agentgym.policies.base import Policy, SamplingParams
 from agentgym.tasks.spec import TaskSpec
-from agentgym.trainers.stats import Estimate, bootstrap_mean, bootstrap_ratio, mean_pass_at_k, pass_at_k, wilson_interval
+from agentgym.evaluation.stats import Estimate, bootstrap_mean, bootstrap_ratio, mean_pass_at_k, pass_at_k, wilson_interval
 from agentgym.trajectory import Trajectory, save_trajectories
 
 UNCATEGORIZED = "all"

@@ -1,0 +1,63 @@
+"""The built-in environment ids: one row per id, with the import string of its class, so that
+`import agentgym` registers them all without importing any environment's code. A new family
+adds its rows here (its code lives in envs/<family>/)."""
+
+BUILTIN_ENVS: list[dict] = [
+    dict(
+        id="Household-v0",
+        entry_point="agentgym.envs.household.env:HouseholdEnv",
+        max_episode_steps=50,
+        description="ALFWorld-like household tasks: find, clean/heat/cool, place objects",
+    ),
+    # TextWorld's own generators (needs the `textworld` extra); games generated on demand.
+    *(
+        dict(id=f"TextWorld-{name}-v0", entry_point="agentgym.envs.textworld.env:TextWorldEnv",
+             max_episode_steps=steps, description=f"TextWorld {challenge} games", challenge=challenge)
+        for name, challenge, steps in (
+            ("Simple", "tw-simple", 50),
+            ("CoinCollector", "tw-coin_collector", 100),
+            ("TreasureHunter", "tw-treasure_hunter", 50),
+            ("Cooking", "tw-cooking", 50),
+            ("Custom", "custom", 50),
+        )
+    ),
+    dict(id="TextWorld-v0", entry_point="agentgym.envs.textworld.env:TextWorldEnv", max_episode_steps=100,
+         description="any TextWorld game file (pass game_file=...)", challenge="file"),
+    dict(
+        id="WebShop-v0",
+        entry_point="agentgym.envs.webshop.env:WebShopEnv",
+        max_episode_steps=15,
+        description="WebShop-like shopping: search a generated catalog, pick options, buy (text backend)",
+    ),
+    dict(
+        id="WebShop-Browser-v0",
+        entry_point="agentgym.envs.webshop.env:WebShopEnv",
+        max_episode_steps=15,
+        backend="browser",
+        description="The same web shop served over HTTP and driven by headless Chromium (Playwright)",
+    ),
+    dict(
+        id="ToolUse-v0",
+        entry_point="agentgym.envs.tools.env:ToolUseEnv",
+        max_episode_steps=20,
+        description="JSON tool calls over stateful apps (contacts, calendar, email, files, bank, shopping); state-graded",
+    ),
+    dict(
+        id="SearchQA-v0",
+        entry_point="agentgym.envs.search.env:SearchQAEnv",
+        max_episode_steps=12,
+        description="Multi-hop QA over a generated encyclopedia (>= 20k docs): search[...], open[...], answer[...]",
+    ),
+    dict(
+        id="SWE-v0",
+        entry_point="agentgym.envs.swe.env:SWEEnv",
+        max_episode_steps=30,
+        description="Fix injected bugs in small Python projects with bash/view/str_replace/create/run_tests/submit in a bwrap sandbox; hidden tests grade",
+    ),
+    dict(
+        id="OpenEnv-v0",
+        entry_point="agentgym.integrations.openenv_client:OpenEnvTextEnv",
+        max_episode_steps=None,
+        description="Any running OpenEnv server as a TextEnv (pass base_url=...; needs the `openenv` extra)",
+    ),
+]

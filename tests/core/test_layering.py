@@ -1,0 +1,117 @@
+"""Modules import only from their own layer or the layers below (README, "Architecture"):
+
+    errors -> policy contract -> tasks -> core -> envs -> policies -> evaluation -> trainers -> apps
+
+Every import is checked, at module level and inside functions; an import under
+`if TYPE_CHECKING:` is a type hint, not a dependency, and is skipped."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = {"agentgym": "agentgym", "envs": "agentgym.envs", "policies": "agentgym.policies",
+           "tasks": "agentgym.tasks", "trainers": "agentgym.trainers"}
+LAYERS = ["errors", "policy contract", "tasks", "core", "envs", "policies", "evaluation", "trainers", "apps"]
+# the longest matching prefix names a module's layer; command-line modules are apps wherever they live
+PREFIXES = {
+    "agentgym.errors": "errors",
+    "agentgym.policies.base": "policy contract",
+    "agentgym.tasks": "tasks",
+    "agentgym": "core",
+    "agentgym.envs": "envs",
+    "agentgym.policies": "policies",
+    "agentgym.evaluation": "evaluation",
+    "agentgym.trainers": "trainers",
+    "agentgym.cli": "apps",
+    "agentgym.integrations": "apps",
+    "agentgym.viewer": "apps",
+}
+
+
+def layer_of(module: str) -> str | None:
+    if not module.startswith("agentgym"):
+        return None
+    if module.rsplit(".", 1)[-1] in ("cli", "serve_cli"):
+        return "apps"
+    best = max((p for p in PREFIXES if module == p or module.startswith(p + ".")), key=len)
+    return PREFIXES[best]
+
+
+def modules(root: Path):
+    for folder, package in FOLDERS.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            rel = path.relative_to(root / folder).with_suffix("")
+            name = ".".join([package, *rel.parts]).removesuffix(".__init__")
+            yield path, name
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def imported(path: Path, module: str, known: set[str]):
+    """(line, imported module) for every import in the file; `from a import b` names a.b when
+    that is a module (a submodule import), else a."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_lines(tree)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                yield node.lineno, sub if sub in known else base
+
+
+def violations(root: Path) -> list[str]:
+    found = list(modules(root))
+    known = {name for _, name in found}
+    out = []
+    for path, module in found:
+        here = LAYERS.index(layer_of(module))
+        for line, target in imported(path, module, known):
+            there = layer_of(target)
+            if there is not None and LAYERS.index(there) > here:
+                out.append(f"{path.relative_to(root)}:{line} ({layer_of(module)}) imports {target} ({there})")
+    return out
+
+
+def test_no_module_imports_from_a_higher_layer():
+    bad = violations(ROOT)
+    assert not bad, "imports against the layering:\n" + "\n".join(bad)
+
+
+def test_the_check_catches_a_planted_upward_import(tmp_path):
+    for folder in FOLDERS:
+        (tmp_path / folder).mkdir()
+    (tmp_path / "tasks" / "spec.py").write_text("from agentgym.trainers.loop import train\n")
+    (tmp_path / "agentgym" / "core.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agentgym.envs.x import X\n"
+        "def f():\n    from agentgym.policies import hf\n")
+    (tmp_path / "policies" / "hf.py").write_text("")
+    assert violations(tmp_path) == [
+        "agentgym/core.py:5 (core) imports agentgym.policies.hf (policies)",
+        "tasks/spec.py:1 (tasks) imports agentgym.trainers.loop (trainers)",
+    ]
+
+
+@pytest.mark.parametrize("module,layer", [("agentgym.errors", "errors"), ("agentgym.policies.base", "policy contract"),
+                                          ("agentgym.tasks.cli", "apps"), ("agentgym.rollout", "core"),
+                                          ("agentgym.evaluation.cli", "apps"), ("agentgym.viewer.data", "apps")])
+def test_layer_names(module, layer):
+    assert layer_of(module) == layer

@@ -1,0 +1,74 @@
+"""Every config section refuses a misspelled key and an out-of-range value when the config loads:
+one line naming the key (and the closest valid one), before anything is built."""
+
+import pytest
+
+from agentgym.errors import ConfigError
+from agentgym.trainers import cli, loop
+from agentgym.trainers.config import load_config
+
+# (override, what the one-line error must say), a misspelling and a bad value for each section
+CASES = [
+    ("iteratoins=3", "unknown key iteratoins: did you mean iterations?"),
+    ("iterations=-1", "iterations=-1 is out of range"),
+    ("policy.devic=cpu", "did you mean policy.device?"),
+    ("policy.engine=tpu", "policy.engine='tpu' is unknown"),
+    ("policy.vllm.max_model_lenn=64", "did you mean policy.vllm.max_model_len?"),
+    ("tiny.hiden=8", "did you mean tiny.hidden?"),
+    ("tiny.layers=0", "tiny.layers=0 is out of range"),
+    ("env.fresh_task=3", "did you mean env.fresh_tasks?"),
+    ("env.fresh_tasks=-2", "env.fresh_tasks must be >= 0"),
+    ("env.chat.histroy=3", "unknown key env.chat.histroy: did you mean env.chat.history?"),
+    ("env.chat.memory_style=bullets", "memory_style"),
+    ("rollout.group_siz=4", "did you mean rollout.group_size?"),
+    ("rollout.top_p=1.5", "rollout.top_p=1.5 is out of range"),
+    ("rollout.executor=threads", "env.executor='threads' is unknown"),
+    ("estimator.omgea=0.5", "unknown key estimator.omgea: did you mean estimator.omega?"),
+    ("estimator.gamma=1.5", "gamma=1.5 is out of range"),
+    ("ppo.lrr=1e-4", "did you mean ppo.lr?"),
+    ("ppo.lr=-1e-4", "ppo.lr=-0.0001 is out of range"),
+    ("sft.epoch=2", "did you mean sft.epochs?"),
+    ("sft.slip_prob=1.5", "sft.slip_prob is a per-turn probability"),
+    ("eval.episodes_per_tsk=2", "did you mean eval.episodes_per_task?"),
+    ("eval.episodes_per_task=0", "eval.episodes_per_task=0 is out of range"),
+    ("log.tensorbord=false", "did you mean log.tensorboard?"),
+    ("log.save_trajectories_every=-1", "log.save_trajectories_every=-1 is out of range"),
+    ("tasks.curriculm=sec", "did you mean tasks.curriculum?"),
+    ("tasks.curriculum=secc", "did you mean sec?"),
+    ("ray.num_worker=2", "did you mean ray.num_workers?"),
+    ("ray.num_workers=0", "ray.num_workers must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("override,message", CASES, ids=[c[0] for c in CASES])
+def test_bad_key_or_value_is_one_line_before_any_build(override, message, monkeypatch, capsys):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the trainer started on a config that should have been refused")
+
+    monkeypatch.setattr(loop, "train", must_not_run)
+    monkeypatch.setattr(loop, "prepare_start_model", must_not_run)
+    with pytest.raises(ConfigError) as err:
+        cli.train_command("household-tiny", [override], run_dir=None, resume=False, nproc=1, imports=None,
+                          print_config=False)
+    text = str(err.value)
+    assert message in text and "\n" not in text, text
+
+
+def test_every_section_is_covered():
+    """A section added to TrainConfig without a case here fails this test."""
+    full = load_config("household-tiny").to_dict()
+    sections = {""} | {key for key, value in full.items() if isinstance(value, dict)} | {"env.chat", "policy.vllm"}
+    sections -= {"tasks.curriculum_opts"}
+    covered = {key.rpartition(".")[0] for key in (case.split("=")[0] for case, _ in CASES)}
+    assert sections <= covered, sections - covered
+
+
+def test_alias_keys_and_print_config(capsys):
+    cfg = load_config("household-tiny", ["rollout.executor=ray", "rollout.ray.num_workers=1", "estimator.name=ppo"])
+    assert (cfg.env.executor, cfg.ray.num_workers, cfg.estimator["name"]) == ("ray", 1, "gae")
+    with pytest.raises(ConfigError, match="same setting with two values"):
+        load_config("household-tiny", ["rollout.executor=ray", "env.executor=process"])
+    cli.train_command("household-tiny", ["ppo.lr=3e-4"], run_dir=None, resume=False, nproc=1, imports=None,
+                      print_config=True)
+    out = capsys.readouterr().out
+    assert "lr: 0.0003" in out and "name: gigpo" in out and "held-out" not in out
