@@ -1,0 +1,26 @@
+"""Every ```python block of the README runs verbatim as a script, without a traceback: a user who
+copies one into a file gets what the README says."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+
+
+def test_the_readme_has_python_blocks():
+    assert len(BLOCKS) >= 3
+
+
+@pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
+def test_readme_block_runs_as_a_script(code, tmp_path):
+    script = tmp_path / "example.py"
+    script.write_text(code, encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    first = code.strip().splitlines()[0]
+    assert proc.returncode == 0, f"README block starting {first!r} failed:\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stderr, f"README block starting {first!r} printed a traceback:\n{proc.stderr[-3000:]}"
