@@ -33,7 +33,7 @@ def main() -> None:
     from agentgym.rollout import collect
     from agentgym.trainers.config import load_config
     from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
-    from agentgym.trainers.loop import select_train_tasks
+    from agentgym.trainers.task_selection import select_train_tasks
 
     cfg = load_config(args.preset, [])
     torch.set_num_threads(cfg.torch_threads or torch.get_num_threads())

@@ -56,9 +56,9 @@ def register_remote_household() -> str:
 
 def warm_start(out: Path, sft_tasks: int, sft_epochs: int, hidden: int) -> Path:
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import _quiet_transformers, prepare_start_model
+    from agentgym.trainers.setup import quiet_transformers, prepare_start_model
 
-    _quiet_transformers()
+    quiet_transformers()
     cfg = load_config("household-tiny", [f"run_dir={out / 'warm_start'}", f"sft.num_tasks={sft_tasks}",
                                          f"sft.epochs={sft_epochs}", f"tiny.hidden={hidden}", "tiny.heads=4"])
     (out / "warm_start").mkdir(parents=True, exist_ok=True)

@@ -63,7 +63,7 @@ def chat_options(memory: int) -> dict:
 
 
 def heldout_tasks(space, n: int) -> list:
-    from agentgym.trainers.loop import filter_tasks
+    from agentgym.trainers.task_selection import filter_tasks
 
     cats = [f"{t}/{LEVEL}" for t in TASK_TYPES]
     tasks = filter_tasks(space.split("heldout"), {}, cats, space)
@@ -372,9 +372,10 @@ def scorer_main(args) -> None:
 def llm_main(args) -> None:
     """The old mode: the household-tiny preset's tiny LLM, one SFT warm start, every estimator."""
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import prepare_start_model, train, _quiet_transformers
+    from agentgym.trainers.loop import train
+    from agentgym.trainers.setup import prepare_start_model, quiet_transformers
 
-    _quiet_transformers()
+    quiet_transformers()
     out = Path(args.out if args.out != "docs" else "runs/credit_assignment_llm")
     out.mkdir(parents=True, exist_ok=True)
     cfg = load_config("household-tiny", [f"run_dir={out / 'warm_start'}", *args.overrides])

@@ -43,11 +43,11 @@ RL = ["env.categories=[]", "env.fresh_tasks=0", "env.split=train"]
 
 def build_warm_start(out: Path, threads: int) -> Path:
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import _quiet_transformers, prepare_start_model
+    from agentgym.trainers.setup import quiet_transformers, prepare_start_model
 
     import torch
 
-    _quiet_transformers()
+    quiet_transformers()
     cfg = load_config("household-tiny", [f"run_dir={out / 'warm_start'}", *WARM_START, f"torch_threads={threads}"])
     torch.set_num_threads(threads)
     (out / "warm_start").mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,9 @@ def run_seed(seed: int, run_root: Path, overrides: list[str], threads: int | Non
     """One seed: the preset's run, then the SFT-for-the-same-time baseline. Returns its record."""
     from agentgym.registration import get_task_space
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import _quiet_transformers, evaluate_policy, make_policy, select_train_tasks, train
+    from agentgym.trainers.loop import evaluate_policy, train
+    from agentgym.trainers.setup import quiet_transformers, make_policy
+    from agentgym.trainers.task_selection import select_train_tasks
     from agentgym.trainers.sft import oracle_trajectories, sft_samples, train_sft
     from agentgym.evaluation.stats import paired_gain
 
@@ -49,7 +51,7 @@ def run_seed(seed: int, run_root: Path, overrides: list[str], threads: int | Non
 
     # The baseline: continue the warm start with SFT for the wall time RL took (expert data collection
     # included), on fresh expert trajectories of the whole training pool, at the RL learning rate.
-    _quiet_transformers()
+    quiet_transformers()
     policy = make_policy(cfg, run_dir / "sft_model")
     t0 = time.perf_counter()
     tasks = select_train_tasks(cfg, get_task_space(cfg.env.id))

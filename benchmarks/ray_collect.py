@@ -156,7 +156,8 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
     from agentgym.policies.hf import HFPolicy
     from agentgym.trainers import distributed
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import make_optimizer, ppo_update
+    from agentgym.trainers.loop import ppo_update
+    from agentgym.trainers.setup import make_optimizer
     from agentgym.trainers.tokenize import assign_advantages, build_samples
 
     trajs, advs = pickle.loads(Path(batch).read_bytes())

@@ -34,7 +34,7 @@ def main() -> None:
     from agentgym.registration import get_task_space
     from agentgym.tasks.splits import load_split
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import write_eval_tasks
+    from agentgym.trainers.task_selection import write_eval_tasks
 
     cfg = load_config(args.preset, [])
     torch.set_num_threads(cfg.torch_threads or torch.get_num_threads())

@@ -78,7 +78,8 @@ def main() -> None:
     from agentgym.integrations.trl import AgentGymRollout, grpo_config, grpo_trainer
     from agentgym.policies.tiny import build_tiny_model
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import build_heads, make_optimizer, make_policy, run_iteration
+    from agentgym.trainers.loop import run_iteration
+    from agentgym.trainers.setup import build_heads, make_optimizer, make_policy
 
     env_id = agentgym.registration.check_env_id(args.env)
     work = Path(tempfile.mkdtemp(prefix="trl_vs_agentgym_"))

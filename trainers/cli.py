@@ -55,7 +55,8 @@ def train_command(
     update, held-out eval, checkpoints. `agentgym train household-tiny` is the CPU main job."""
     from agentgym import progress
     from agentgym.trainers.distributed import check_world, launch, world_from_env
-    from agentgym.trainers.loop import run_dir_for, train
+    from agentgym.trainers.loop import train
+    from agentgym.trainers.setup import run_dir_for
 
     if not isinstance(nproc, int):  # called as a function (tests, scripts), not through typer
         nproc, imports = 1, imports if isinstance(imports, list) else None
@@ -108,11 +109,13 @@ def sft_command(
     reports its held-out success."""
     from agentgym import progress
     from agentgym.registration import get_task_space
-    from agentgym.trainers.loop import _quiet_transformers, evaluate_policy, make_policy, prepare_start_model
-    from agentgym.trainers.loop import run_dir_for, write_eval_tasks
+    from agentgym.trainers.loop import evaluate_policy
+    from agentgym.trainers.setup import quiet_transformers, make_policy, prepare_start_model
+    from agentgym.trainers.setup import run_dir_for
+    from agentgym.trainers.task_selection import write_eval_tasks
 
     cfg = _load(config, list(overrides or []) + ["sft.enabled=true"], run_dir)
-    _quiet_transformers()
+    quiet_transformers()
     if cfg.torch_threads:
         import torch
 

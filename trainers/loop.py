@@ -3,14 +3,15 @@
 A handful of plain functions, in the order they run (CleanRL style):
 
     train(cfg)                      the whole pipeline of one run (tiny model, SFT, RL, eval)
-      prepare_start_model           build the tiny model / SFT warm start when asked
-      select_train_tasks            train split (filtered, held-out ids refused), a task file or fresh tasks
+      prepare_start_model           (setup.py) build the tiny model / SFT warm start when asked
+      select_train_tasks            (task_selection.py) train split (filtered, held-out ids refused),
+                                    a task file or fresh tasks
       run_iteration                 one RL iteration:
         collect                     agentgym.collect: tasks x group_size episodes
-        score_samples               (ppo/spa/recompute) one no-grad pass: values, features, logprobs
+        score_samples               (value/progress heads, recompute) one no-grad pass: values, features, logprobs
         compute_advantages          trainers.estimators
         ppo_update                  minibatches x epochs of the clipped loss
-      evaluate_policy               held-out success (trainers.evaluate)
+      evaluate_policy               held-out success (agentgym.evaluation)
       save_checkpoint               exact resume
 
 Every random draw of iteration k comes from generators seeded by (seed, k) or restored from
@@ -22,16 +23,18 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import torch
 
-from agentgym.errors import AgentGymError, ConfigError
+from agentgym.errors import AgentGymError
 from agentgym.trainers.config import TrainConfig, save_config
-from agentgym.trainers.tokenize import Sample, assign_advantages, build_samples, collate, response_span
+from agentgym.trainers.setup import (build_heads, clear_previous_run, make_optimizer, make_policy, prepare_start_model,
+                                     quiet_transformers, run_dir_for)
+from agentgym.trainers.task_selection import select_train_tasks, write_eval_tasks
+from agentgym.trainers.tokenize import Sample, assign_advantages, build_samples, collate
 
 
 class TrainingDiverged(AgentGymError):
@@ -39,119 +42,6 @@ class TrainingDiverged(AgentGymError):
 
 
 # --- setup ------------------------------------------------------------------------------------
-def run_dir_for(cfg: TrainConfig) -> Path:
-    return Path(cfg.run_dir) if cfg.run_dir else Path("runs") / cfg.name
-
-
-def select_train_tasks(cfg: TrainConfig, space) -> list:
-    from agentgym.tasks.space import _heldout_keys
-    from agentgym.tasks.splits import load_split, refuse_heldout
-
-    if cfg.env.fresh_tasks:
-        def keep(spec) -> bool:
-            return bool(filter_tasks([spec], cfg.env.task_filter, cfg.env.categories, space))
-
-        tasks = space.fresh_tasks(int(cfg.env.fresh_tasks), seed=cfg.seed, keep=keep)
-    else:
-        tasks = load_split(cfg.env.tasks_file) if cfg.env.tasks_file else space.split(cfg.env.split)
-        tasks = filter_tasks(tasks, cfg.env.task_filter, cfg.env.categories, space)
-    refuse_heldout(tasks, _heldout_keys(space), what="training", reserved=getattr(space, "reserved", None))
-    if cfg.env.max_tasks:
-        tasks = tasks[: cfg.env.max_tasks]
-    if not tasks:
-        raise ConfigError(f"no training tasks left after env.task_filter={cfg.env.task_filter} and "
-                          f"env.categories={cfg.env.categories}: loosen the filter")
-    return tasks
-
-
-def filter_tasks(tasks: list, task_filter: dict, categories: list | None = None, space=None) -> list:
-    """Keep tasks whose params match (a scalar must be equal, a list lists the allowed values)
-    and whose task_space.category matches one of the `categories` globs (when given)."""
-    from fnmatch import fnmatch
-
-    def ok(task) -> bool:
-        if categories and not any(fnmatch(space.category(task), pattern) for pattern in categories):
-            return False
-        for key, want in task_filter.items():
-            have = task.params.get(key)
-            if isinstance(want, list) and have not in want:
-                return False
-            if not isinstance(want, list) and have != want:
-                return False
-        return True
-
-    return [t for t in tasks if ok(t)]
-
-
-def write_eval_tasks(cfg: TrainConfig, space, run_dir: Path) -> Path:
-    """The held-out tasks of this run (same filter as training), as a manifest for evaluate()."""
-    from agentgym.tasks.splits import save_split
-
-    tasks = filter_tasks(space.split(cfg.eval.split), cfg.env.task_filter, cfg.env.categories, space)
-    tasks = tasks[: cfg.eval.num_tasks]
-    if not tasks:
-        raise ConfigError(f"no {cfg.eval.split} tasks match env.task_filter={cfg.env.task_filter}")
-    path = run_dir / f"eval_{cfg.eval.split}.jsonl"
-    save_split(path, tasks)
-    return path
-
-
-def make_policy(cfg: TrainConfig, model_path: str | Path):
-    from agentgym.policies.hf import HFPolicy
-
-    policy = HFPolicy(model_path, device=cfg.policy.device, dtype=cfg.policy.dtype, lora=cfg.policy.lora,
-                      reference=cfg.policy.reference, max_prompt_tokens=cfg.policy.max_prompt_tokens)
-    if cfg.policy.engine == "vllm":
-        # the trainer's HFPolicy, generating on vLLM; it re-syncs the engine whenever the weights changed
-        from agentgym.policies.vllm_engine import VLLMRolloutPolicy
-
-        return VLLMRolloutPolicy(policy, model_path, **{"seed": cfg.seed, **cfg.policy.vllm})
-    if cfg.policy.engine == "ray":  # generation on HFPolicy replicas in Ray actors, synced after each update
-        from agentgym.policies.ray_policy import RayRolloutPolicy
-
-        return RayRolloutPolicy(policy, model_path, cfg.ray, lora=cfg.policy.lora)
-    return policy
-
-
-def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], None] = print) -> tuple[Path, dict]:
-    """The model RL starts from: policy.model, or a tiny model built here, then SFT'd if asked.
-    Steps already done in this run dir (a resumed run) are reused, not redone."""
-    info: dict = {}
-    model = Path(cfg.policy.model) if cfg.policy.model else run_dir / "tiny_model"
-    if cfg.tiny.build and not (model / "config.json").is_file():
-        from agentgym.policies.tiny import build_tiny_model
-
-        t0 = time.perf_counter()
-        build_tiny_model(model, env_id=cfg.env.id, vocab_size=cfg.tiny.vocab_size, hidden=cfg.tiny.hidden,
-                         layers=cfg.tiny.layers, heads=cfg.tiny.heads, arch=cfg.tiny.arch, seed=cfg.seed,
-                         num_tasks=cfg.tiny.num_tasks, chat=cfg.env.chat)
-        info["build_seconds"] = time.perf_counter() - t0
-        log(f"built tiny model in {model} ({info['build_seconds']:.1f}s)")
-    if not cfg.sft.enabled:
-        return (model if cfg.tiny.build or cfg.policy.model else Path(cfg.policy.model)), info
-    sft_dir = run_dir / "sft_model"
-    if not (sft_dir / "config.json").is_file() and not (sft_dir / "adapter_config.json").is_file():
-        from agentgym.trainers.sft import run_sft
-
-        t0 = time.perf_counter()
-        policy = make_policy(cfg, model)
-        stats = run_sft(policy, cfg, log=log)
-        policy.save(sft_dir)
-        info["sft"] = stats
-        info["sft_seconds"] = time.perf_counter() - t0
-        log(f"SFT done in {info['sft_seconds']:.1f}s: final loss {stats['final_loss']:.4f}")
-    return sft_dir, info
-
-
-def make_optimizer(cfg: TrainConfig, policy, heads: dict):
-    groups = [{"params": policy.trainable_parameters(), "lr": cfg.ppo.lr, "weight_decay": cfg.ppo.weight_decay}]
-    for head in heads.values():
-        if head is not None:
-            groups.append({"params": list(head.parameters()), "lr": cfg.ppo.value_lr, "weight_decay": 0.0})
-    optimizer = torch.optim.AdamW(groups)
-    warmup = max(cfg.ppo.warmup_steps, 0)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)))
-    return optimizer, scheduler
 
 
 # --- the per-iteration pieces ---------------------------------------------------------------
@@ -431,43 +321,6 @@ def evaluate_policy(cfg: TrainConfig, policy, eval_path: Path, seed: int, iterat
 
 
 # --- the run ----------------------------------------------------------------------------------
-def build_heads(cfg: TrainConfig, policy) -> dict:
-    from agentgym.trainers.estimators import estimator_spec
-
-    heads: dict = {}
-    spec = estimator_spec(cfg.estimator.get("name"))
-    if spec.value_head:
-        from agentgym.trainers.ppo import ValueHead
-
-        heads["value"] = ValueHead(policy.hidden_size()).to(policy.device)
-    if spec.progress_head:
-        from agentgym.trainers.spa_progress import ProgressHead
-
-        heads["progress"] = ProgressHead(policy.hidden_size()).to(policy.device)
-    return heads
-
-
-def clear_previous_run(run_dir: Path) -> list[str]:
-    """A fresh run in a used run dir: drop the old run's metrics, checkpoints and final model, so its
-    curves are not appended to this run's and a later --resume cannot pick up its checkpoints. The
-    tiny model and SFT warm start stay: they are reused when present (prepare_start_model). Only a
-    folder an earlier run wrote its config.yaml into is touched. Returns what was removed."""
-    import shutil
-    from agentgym.trainers.logging_utils import METRICS_FILE
-
-    if not (run_dir / "config.yaml").is_file():
-        return []
-    removed = []
-    for name in (METRICS_FILE, "summary.json", "checkpoints", "final_model", "tensorboard", "trajectories", "evals"):
-        path = run_dir / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-        else:
-            continue
-        removed.append(name)
-    return removed
 
 
 def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = print,
@@ -480,7 +333,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     from agentgym.tasks.splits import load_split
     from agentgym.trainers import distributed
 
-    _quiet_transformers()
+    quiet_transformers()
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     started = time.perf_counter()
@@ -612,11 +465,3 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     return summary
 
 
-def _quiet_transformers() -> None:
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-    except ImportError:
-        pass

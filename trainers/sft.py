@@ -112,7 +112,7 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
 def run_sft(policy, cfg, log: Callable[[str], None] | None = None) -> dict:
     """SFT `policy` in place on oracle trajectories of the config's training tasks."""
     from agentgym.registration import get_task_space
-    from agentgym.trainers.loop import select_train_tasks
+    from agentgym.trainers.task_selection import select_train_tasks
 
     space = get_task_space(cfg.env.id)
     tasks = select_train_tasks(cfg, space)

@@ -229,7 +229,7 @@ def test_fresh_tasks_that_no_sample_passes_is_one_clear_error():
 
 def test_heldout_has_at_least_200_tasks_of_the_main_jobs_categories():
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import filter_tasks
+    from agentgym.trainers.task_selection import filter_tasks
 
     cfg = load_config("household-tiny")
     tasks = filter_tasks(SPACE.split("heldout"), cfg.env.task_filter, cfg.env.categories, SPACE)

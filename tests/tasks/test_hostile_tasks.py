@@ -46,7 +46,7 @@ def test_household_int_closed_fraction_is_the_same_task_and_refused():
 def test_tasks_file_with_retyped_heldout_task_is_refused(tmp_path):
     from agentgym.tasks.splits import save_split
     from agentgym.trainers.config import TrainConfig
-    from agentgym.trainers.loop import select_train_tasks
+    from agentgym.trainers.task_selection import select_train_tasks
 
     space = get_task_space("agentgym/Household-v0")
     task = next(t for t in space.split("heldout") if float(t.params["closed_fraction"]).is_integer())

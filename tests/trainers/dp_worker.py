@@ -18,7 +18,8 @@ torch.set_num_threads(1)
 from agentgym.policies.hf import HFPolicy  # noqa: E402
 from agentgym.trainers import distributed  # noqa: E402
 from agentgym.trainers.config import load_config  # noqa: E402
-from agentgym.trainers.loop import make_optimizer, ppo_update  # noqa: E402
+from agentgym.trainers.loop import ppo_update  # noqa: E402
+from agentgym.trainers.setup import make_optimizer  # noqa: E402
 from agentgym.trainers.tokenize import assign_advantages, build_samples  # noqa: E402
 
 model, data, out, group_size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

@@ -95,7 +95,7 @@ def _setup(cfg, model_dir):
     from agentgym.policies.hf import HFPolicy
     from agentgym.registration import get_task_space
     from agentgym.tasks.source import make_task_source_from_config
-    from agentgym.trainers.loop import select_train_tasks
+    from agentgym.trainers.task_selection import select_train_tasks
 
     space = get_task_space(cfg.env.id)
     source = make_task_source_from_config(cfg.tasks, space, select_train_tasks(cfg, space), seed=cfg.seed)

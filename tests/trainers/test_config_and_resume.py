@@ -67,7 +67,7 @@ def test_ppo_with_group_size_one_is_fine():
 def test_heldout_tasks_in_a_task_file_are_refused(tmp_path, toy_env_id, toy_config, tiny_model_dir):
     from agentgym.registration import get_task_space
     from agentgym.tasks.splits import save_split
-    from agentgym.trainers.loop import select_train_tasks
+    from agentgym.trainers.task_selection import select_train_tasks
 
     space = get_task_space(toy_env_id)
     save_split(tmp_path / "tasks.jsonl", space.split("train")[:2] + space.split("heldout")[:1])
@@ -112,7 +112,8 @@ def test_a_fresh_run_in_a_used_run_dir_starts_clean(tmp_path, toy_config, sft_mo
     """Re-running a config without --resume: the old run's metrics are not appended to (they would
     mix two runs in one learning curve) and its later checkpoints cannot be resumed by mistake."""
     from agentgym.trainers.checkpoint import latest_checkpoint
-    from agentgym.trainers.loop import clear_previous_run, train
+    from agentgym.trainers.loop import train
+    from agentgym.trainers.setup import clear_previous_run
 
     train(toy_config(tmp_path, sft_model_dir, "iterations=3"), log=lambda _: None)
     assert latest_checkpoint(tmp_path / "run").name == "iter_000003"
@@ -129,7 +130,7 @@ def test_a_fresh_run_in_a_used_run_dir_starts_clean(tmp_path, toy_config, sft_mo
 
 def test_fresh_training_tasks_follow_the_category_filter_and_exclude_task_files(tmp_path):
     from agentgym.registration import get_task_space
-    from agentgym.trainers.loop import select_train_tasks
+    from agentgym.trainers.task_selection import select_train_tasks
 
     space = get_task_space("agentgym/Household-v0")
     cfg = load_config(None, ["tiny.build=true", "env.fresh_tasks=50", "env.categories=[look_at_obj_in_light/easy]"])

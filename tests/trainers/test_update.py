@@ -35,7 +35,8 @@ def _logprob(policy, text):
 
 
 def _update(policy, samples, cfg, steps=3):
-    from agentgym.trainers.loop import make_optimizer, ppo_update, score_samples
+    from agentgym.trainers.loop import ppo_update, score_samples
+    from agentgym.trainers.setup import make_optimizer
 
     for s, (logp, _) in zip(samples, score_samples(policy, samples, 8, want_hidden=False)):
         s.old_logprobs = [0.0] + logp.tolist()  # on-policy behaviour logprobs
@@ -194,7 +195,9 @@ def test_full_conversation_samples_mask_env_tokens(tiny_policy_factory, toy_env_
 def test_every_estimator_runs_an_iteration(estimator, tiny_policy_factory, toy_config, tmp_path, tiny_model_dir):
     """One RL iteration per estimator through the real loop: PPO trains its value head on GAE
     returns, SPA fits its progress head; every advantage and loss is finite."""
-    from agentgym.trainers.loop import build_heads, make_optimizer, run_iteration, select_train_tasks
+    from agentgym.trainers.loop import run_iteration
+    from agentgym.trainers.setup import build_heads, make_optimizer
+    from agentgym.trainers.task_selection import select_train_tasks
     from agentgym.registration import get_task_space
 
     cfg = toy_config(tmp_path, tiny_model_dir, f"estimator.name={estimator}", "estimator.invalid_penalty=0.1",
