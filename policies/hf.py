@@ -225,6 +225,7 @@ class HFPolicy:
 
     # --- training support -----------------------------------------------------------------
     def reference_forward(self, **kwargs):
+        """The frozen reference model's forward pass (no gradients), called like the model."""
         with torch.no_grad():
             if self.is_lora:
                 with self.model.disable_adapter():

@@ -101,7 +101,7 @@ def equal_minibatches(order: np.ndarray, max_size: int) -> list[np.ndarray]:
 def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sample], rng: np.random.Generator,
                iteration: int, value_head=None) -> dict:
     from agentgym.trainers.async_rollout import off_policy_kwargs
-    from agentgym.trainers.ppo import ImportanceStats, clip_range, ppo_clip_loss, token_logprobs
+    from agentgym.trainers.ppo import ImportanceStats, clip_range, ppo_clip_loss, reference_logprobs, token_logprobs
 
     from agentgym.trainers.distributed import current
     from agentgym.trainers.estimators import estimator_spec
@@ -139,9 +139,7 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
                     logp, hidden = token_logprobs(model, batch["input_ids"], batch["attention_mask"], value_head is not None)
                 ref_logp = None
                 if use_kl:
-                    ref_out = policy.reference_forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-                    ref_logp = torch.log_softmax(ref_out.logits[:, :-1].float(), -1).gather(
-                        -1, batch["input_ids"][:, 1:, None])[..., 0]
+                    ref_logp = reference_logprobs(policy, batch["input_ids"], batch["attention_mask"])
                 loss, st = ppo_clip_loss(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
                                          pc.loss_agg, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
                                          prox_logp=batch.get("prox_logprobs"), **off_policy)

@@ -39,13 +39,18 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     """logprobs[b, p-1] = log pi(input_ids[b, p] | input_ids[b, :p]); optionally last hidden states,
     and with want_entropy a third value: the entropy of pi(. | input_ids[b, :p]) at the same places."""
     out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=want_hidden, use_cache=False)
-    logits = out.logits[:, :-1, :].float()
-    all_logp = torch.log_softmax(logits, dim=-1)
+    all_logp = torch.log_softmax(out.logits[:, :-1, :].float(), dim=-1)
     logp = all_logp.gather(-1, input_ids[:, 1:, None])[..., 0]
     hidden = out.hidden_states[-1] if want_hidden else None
     if want_entropy:
         return logp, hidden, -(all_logp.exp() * all_logp).sum(-1)
     return logp, hidden
+
+
+def reference_logprobs(policy, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """token_logprobs under the policy's frozen reference (the base model with the LoRA adapter
+    off, or policy.reference=copy), without gradients: the KL term's anchor."""
+    return token_logprobs(policy.reference_forward, input_ids, attention_mask)[0]
 
 
 def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str, denom: float | None = None) -> torch.Tensor:
