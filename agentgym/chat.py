@@ -28,6 +28,7 @@ import dataclasses
 
 import gymnasium as gym
 
+from agentgym.core import TextEnv
 from agentgym.parsing import ActionParser, get_parser
 from agentgym.policies.base import Messages  # the prompt type of the Policy contract
 
@@ -56,8 +57,10 @@ class ChatEnv(gym.Wrapper):
         self.memory_style = memory_style
         self.memory_outcomes = bool(memory_outcomes)
         self.memory_max_words = memory_max_words
-        # Each env family names the action format its rules describe (tool envs take JSON calls).
-        self.parser = get_parser(parser if parser is not None else getattr(env.unwrapped, "action_parser", "tag"))
+        # Each env family names the action format its rules describe (TextEnv.action_parser); a
+        # plain gym.Env gets the default tag format.
+        default = env.unwrapped.action_parser if isinstance(env.unwrapped, TextEnv) else "tag"
+        self.parser = get_parser(parser if parser is not None else default)
         self.history = history
         self.show_admissible = show_admissible
         self.max_admissible = max_admissible

@@ -49,6 +49,10 @@ class TextEnv(gym.Env[str, str]):
     task_space: TaskSpace
     #: The rules of the game and the action grammar, shown to LLM agents by ChatEnv.
     rules: ClassVar[str] = ""
+    #: The action format the rules describe, the name of a parser in agentgym.parsing ("tag":
+    #: `<action>...</action>`, "raw": the bare reply, "json": a JSON tool call); ChatEnv uses it
+    #: unless given another parser.
+    action_parser: ClassVar[str] = "tag"
 
     def __init__(self, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:

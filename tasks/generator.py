@@ -79,8 +79,7 @@ def resolve_difficulty(task_space, difficulty: Callable | str | None) -> Callabl
     """A difficulty function over TaskSpecs, from an explicit argument or the task space's own
     `difficulty(spec)` method; None when neither exists."""
     if difficulty is None:
-        method = getattr(task_space, "difficulty", None)
-        return method if callable(method) else None
+        return task_space.difficulty  # TaskSpace.difficulty: a method of the family, or None
     if isinstance(difficulty, str):
         module, _, name = difficulty.partition(":")
         try:
@@ -109,8 +108,7 @@ class TaskGenerator:
         self.heldout = set(_heldout_keys(task_space) if heldout_ids is None else heldout_ids)
         self.llm = llm
         self.difficulty = resolve_difficulty(task_space, difficulty)
-        reserved = getattr(task_space, "reserved", None)  # regions kept for heldout_unseen
-        self.reserved = reserved if callable(reserved) else None
+        self.reserved = task_space.reserved  # regions kept for heldout_unseen (TaskSpace.reserved)
         self.round = 0
         self.stats: Counter = Counter()
         self.rejected: set[str] = set()  # ids that failed validation: never re-validated

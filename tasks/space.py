@@ -11,7 +11,7 @@ import json
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -58,6 +58,11 @@ class TaskSpace:
         """Whether the task lies in a region kept for held-out evaluation (products, goal
         pairs, projects): refused for training whatever its id. Default: no region."""
         return False
+
+    #: Optional `difficulty(spec) -> float`, higher is harder: the task generator makes easier or
+    #: harder variants with it and curricula can order by it. None: the family has no such scale
+    #: (the generator then works from success rates alone).
+    difficulty: Callable[[TaskSpec], float] | None = None
 
     # --- shared behaviour -------------------------------------------------------------------
     def canonical(self, spec: TaskSpec) -> TaskSpec:
@@ -141,7 +146,7 @@ class TaskSpace:
         than the shipped train split, for agents that would otherwise memorize its layouts."""
         rng = np.random.default_rng([seed, 11])
         heldout = _heldout_keys(self)
-        reserved = getattr(self, "reserved", None)
+        reserved = self.reserved
         out: dict[str, TaskSpec] = {}
         for _ in range(max(1, n) * max_draws_per_task):
             if len(out) >= n:

@@ -21,7 +21,7 @@ def select_train_tasks(cfg: TrainConfig, space) -> list:
     else:
         tasks = load_split(cfg.env.tasks_file) if cfg.env.tasks_file else space.split(cfg.env.split)
         tasks = filter_tasks(tasks, cfg.env.task_filter, cfg.env.categories, space)
-    refuse_heldout(tasks, _heldout_keys(space), what="training", reserved=getattr(space, "reserved", None))
+    refuse_heldout(tasks, _heldout_keys(space), what="training", reserved=space.reserved)
     if cfg.env.max_tasks:
         tasks = tasks[: cfg.env.max_tasks]
     if not tasks:

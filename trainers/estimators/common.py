@@ -134,7 +134,7 @@ class FlatBatch:
         else:  # "return": the sum of env rewards, the paper's R_i = sum_t r_t
             outcome = np.fromiter((t.total_reward for t in trajectories), dtype=np.float64, count=n)
 
-        _check_finite(trajectories, traj_live, reward, traj, outcome)
+        _check_rewards_finite(trajectories, traj_live, reward, traj, outcome)
         # Whatever a crashed episode recorded (NaN included) must not leak into sums with the
         # live ones: zero it once here, the masks keep it out of every statistic after that.
         reward = np.where(traj_live[traj], reward, 0.0)
@@ -189,7 +189,7 @@ class FlatBatch:
             )
 
 
-def _check_finite(trajectories, traj_live, reward, traj, outcome) -> None:
+def _check_rewards_finite(trajectories, traj_live, reward, traj, outcome) -> None:
     # infra_error trajectories are excluded from everything, so whatever they carry is ignored.
     bad_steps = np.flatnonzero(~np.isfinite(reward) & traj_live[traj])
     if len(bad_steps):
