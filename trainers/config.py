@@ -333,7 +333,8 @@ def validate_config(cfg: TrainConfig) -> None:
     from agentgym.tasks.curricula import CURRICULA
     from agentgym.tasks.source import KINDS
 
-    for key, value, choices in (("source", cfg.tasks.source, list(KINDS)), ("curriculum", cfg.tasks.curriculum, list(CURRICULA))):
+    for key, value, choices in (("source", cfg.tasks.source, list(KINDS)),
+                                ("curriculum", cfg.tasks.curriculum, list(CURRICULA))):
         if value not in choices:
             close = difflib.get_close_matches(str(value), choices, n=1)
             hint = f"did you mean {close[0]}? " if close else ""
