@@ -36,6 +36,60 @@ TRIED_MARK = "(tried)"  # memory_style="marks": the suffix of admissible actions
 MEMORY_ENTRY_WORDS = 24  # one remembered action is cut here, so a long reply cannot fill the memory
 
 
+@dataclasses.dataclass
+class ChatConfig:
+    """ChatEnv's options as one typed record: the trainer config's `env.chat` section, and what
+    `agentgym.collect(chat=...)` / `evaluate(chat=...)` accept besides a plain dict of the same keys.
+    Invalid values raise ValueError (one line) when the record is made, so a config is checked
+    when it loads, before any env or model exists. The fields are ChatEnv's keyword arguments
+    with the same defaults (a test keeps the two in step)."""
+
+    parser: str | None = None  # action format; None: the env family's own (TextEnv.action_parser)
+    history: int | str = 2  # k past (action, observation) pairs per prompt, or "full": one conversation
+    show_admissible: bool = True
+    max_admissible: int = 64
+    invalid_penalty: float = 0.0  # subtracted from an invalid step's reward (trainers use estimator.invalid_penalty)
+    system_prompt: str | None = None  # None: the env's rules and the parser's format instructions
+    memory: int = 0  # agent-side memory of the last n actions (windowed layouts only)
+    memory_outcomes: bool = True
+    memory_max_words: int = 120
+    memory_style: str = "list"  # "list" | "marks"
+
+    def __post_init__(self) -> None:
+        history, memory, words = self.history, self.memory, self.memory_max_words
+        if not (history == "full" or (isinstance(history, int) and not isinstance(history, bool) and history >= 0)):
+            raise ValueError(f"history must be a non-negative int or 'full', got {history!r}")
+        if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
+            raise ValueError(f"memory is the number of past actions to remember (0 = off), got {memory!r}")
+        if memory and history == "full":
+            raise ValueError("memory is for windowed prompts: with history='full' the conversation already holds "
+                             "every action; set memory=0 or history to a number")
+        if isinstance(words, bool) or not isinstance(words, int) or words < 1:
+            raise ValueError(f"memory_max_words must be a positive int, got {words!r}")
+        if self.memory_style not in ("list", "marks"):
+            raise ValueError(f"memory_style must be 'list' or 'marks', got {self.memory_style!r}")
+        if isinstance(self.max_admissible, bool) or not isinstance(self.max_admissible, int) or self.max_admissible < 0:
+            raise ValueError(f"max_admissible must be a non-negative int, got {self.max_admissible!r}")
+        if not isinstance(self.invalid_penalty, (int, float)) or isinstance(self.invalid_penalty, bool) or \
+                self.invalid_penalty != self.invalid_penalty or abs(self.invalid_penalty) == float("inf"):
+            raise ValueError(f"invalid_penalty must be a finite number, got {self.invalid_penalty!r}")
+
+    @classmethod
+    def of(cls, chat: "ChatConfig | dict | None") -> "ChatConfig":
+        """A ChatConfig from what callers pass as `chat=`: a ChatConfig, a dict of its keys, or None."""
+        if chat is None or isinstance(chat, ChatConfig):
+            return chat or cls()
+        unknown = sorted(set(chat) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown chat option {unknown[0]!r}; ChatEnv takes: "
+                             f"{', '.join(f.name for f in dataclasses.fields(cls))}")
+        return cls(**chat)
+
+    def kwargs(self) -> dict:
+        """ChatEnv's keyword arguments (values as given: a parser object is not copied)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
 class ChatEnv(gym.Wrapper):
     def __init__(
         self,
@@ -52,7 +106,9 @@ class ChatEnv(gym.Wrapper):
         memory_style: str = "list",
     ):
         super().__init__(env)
-        self.check_options(history=history, memory=memory, memory_max_words=memory_max_words, memory_style=memory_style)
+        # the checks live in ChatConfig (a parser object is not a config value: checked by get_parser)
+        ChatConfig(history=history, memory=memory, memory_max_words=memory_max_words, memory_style=memory_style,
+                   max_admissible=max_admissible, invalid_penalty=invalid_penalty)
         self.memory = memory
         self.memory_style = memory_style
         self.memory_outcomes = bool(memory_outcomes)
@@ -74,23 +130,6 @@ class ChatEnv(gym.Wrapper):
         self._tried: list[str] = []  # per past step: the valid action, normalized ("" for invalid ones)
         self._messages: Messages = []
         self._instruction = ""
-
-    @staticmethod
-    def check_options(history: int | str = 2, memory: int = 0, memory_max_words: int = 120,
-                      memory_style: str = "list") -> None:
-        """Raise ValueError (one line) for option values __init__ refuses. It needs no env, so a
-        trainer config checks its `env.chat` section with it when the config loads."""
-        if not (history == "full" or (isinstance(history, int) and history >= 0)):
-            raise ValueError(f"history must be a non-negative int or 'full', got {history!r}")
-        if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
-            raise ValueError(f"memory is the number of past actions to remember (0 = off), got {memory!r}")
-        if memory and history == "full":
-            raise ValueError("memory is for windowed prompts: with history='full' the conversation already holds "
-                             "every action; set memory=0 or history to a number")
-        if isinstance(memory_max_words, bool) or not isinstance(memory_max_words, int) or memory_max_words < 1:
-            raise ValueError(f"memory_max_words must be a positive int, got {memory_max_words!r}")
-        if memory_style not in ("list", "marks"):
-            raise ValueError(f"memory_style must be 'list' or 'marks', got {memory_style!r}")
 
     # --- Gymnasium API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Messages, dict]:

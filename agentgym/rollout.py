@@ -18,7 +18,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
 from agentgym import progress
-from agentgym.chat import ChatEnv
+from agentgym.chat import ChatConfig, ChatEnv
 from agentgym.executors import EnvResult, make_executor
 from agentgym.policies.base import Completion, Policy, SamplingParams, TurnContext
 from agentgym.tasks.spec import TaskSpec
@@ -63,7 +63,7 @@ def collect(
     num_workers: int = 2,
     executor_options: dict | None = None,
     env_kwargs: dict | None = None,
-    chat: dict | None = None,
+    chat: ChatConfig | dict | None = None,
     max_turns: int = 1000,
     record_messages: bool = True,
     on_turn: Callable[[int, int], None] | None = None,
@@ -75,7 +75,7 @@ def collect(
 
     env: a registered id, or a picklable factory returning a ChatEnv.
     seed: the reset seed of group g is `seed + g`, shared by the group's episodes.
-    chat: options for ChatEnv (parser, history, show_admissible, invalid_penalty, ...).
+    chat: ChatEnv's options, a ChatConfig or a dict of its keys (parser, history, memory, ...).
     executor: "inprocess", "process" (num_workers processes) or "ray" (env workers as Ray actors;
     executor_options are agentgym.executors_ray.RayConfig fields: address, num_workers, ...).
     on_turn(done_episodes, total_episodes) is called after every batched turn (progress bars).
@@ -105,7 +105,7 @@ def collect(
         from agentgym.registration import check_env_id
 
         env_id = check_env_id(env_id)
-        factory = functools.partial(make_chat_env, gym.spec(env_id), env_kwargs, **(chat or {}))
+        factory = functools.partial(make_chat_env, gym.spec(env_id), env_kwargs, **ChatConfig.of(chat).kwargs())
     else:
         factory = env
     episodes: list[_Episode] = []

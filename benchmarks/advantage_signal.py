@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 
+import dataclasses
+
 import numpy as np
 
 
@@ -32,7 +34,7 @@ def main() -> None:
     from agentgym.registration import get_task_space
     from agentgym.rollout import collect
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
+    from agentgym.trainers.estimators import compute_advantages
     from agentgym.trainers.task_selection import select_train_tasks
 
     cfg = load_config(args.preset, [])
@@ -43,7 +45,7 @@ def main() -> None:
     trajs = collect(cfg.env.id, tasks, HFPolicy(args.model), args.group, seed=args.seed, sampling=sampling,
                     chat=cfg.env.chat, env_kwargs=cfg.env.env_kwargs)
     print(f"{args.model}: {len(tasks)} tasks x {args.group} episodes, success "
-          f"{np.mean([t.success for t in trajs]):.3f}, estimator {cfg.estimator['name']}")
+          f"{np.mean([t.success for t in trajs]):.3f}, estimator {cfg.estimator.name}")
     print("variant                     | mean adv: useful   idle  invalid  before-invalid | step part: useful   idle  "
           "invalid | invalid with adv > 0")
     idle_cmd = ("look", "inventory", "examine ")
@@ -57,9 +59,9 @@ def main() -> None:
     variants = [("preset", {}), ("invalid_no_credit=true", {"invalid_no_credit": True}),
                 ("penalty_placement=advantage", {"penalty_placement": "advantage"})]
     for name, extra in variants:
-        options = {**cfg.estimator, **extra}
-        full = np.concatenate(compute_advantages(trajs, EstimatorConfig(**options)))
-        step_part = full - np.concatenate(compute_advantages(trajs, EstimatorConfig(**{**options, "omega": 0.0})))
+        options = dataclasses.replace(cfg.estimator, **extra)
+        full = np.concatenate(compute_advantages(trajs, options))
+        step_part = full - np.concatenate(compute_advantages(trajs, dataclasses.replace(options, omega=0.0)))
 
         def mean(a, mask):
             return f"{a[mask].mean():+.3f}" if mask.any() else "  n/a"

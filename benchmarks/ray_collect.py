@@ -158,7 +158,7 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
     from agentgym.trainers.config import load_config
     from agentgym.trainers.loop import ppo_update
     from agentgym.trainers.setup import make_optimizer
-    from agentgym.trainers.tokenize import assign_advantages, build_samples
+    from agentgym.trainers.tokenize import build_samples
 
     trajs, advs = pickle.loads(Path(batch).read_bytes())
     cfg = load_config({}, [f"policy.model={model}", f"rollout.tasks_per_iter={groups}", *DDP_OVERRIDES])
@@ -169,7 +169,7 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
     optimizer, scheduler = make_optimizer(cfg, policy, {})
     times = []
     for r in range(reps + 1):
-        samples = dp.global_samples(assign_advantages(build_samples(trajs), advs))
+        samples = dp.global_samples(build_samples(trajs, advs))
         dp.barrier()
         t0 = time.perf_counter()
         ppo_update(cfg, policy, optimizer, scheduler, samples, np.random.default_rng(r), r)

@@ -45,7 +45,7 @@ def main() -> None:
         policy = HFPolicy(model)
         listed_share, evenness = [], []
         for spec in tasks:
-            env = ChatEnv(gym.make(cfg.env.id, **cfg.env.env_kwargs), **cfg.env.chat)
+            env = ChatEnv(gym.make(cfg.env.id, **cfg.env.env_kwargs), **cfg.env.chat.kwargs())
             prompt, info = env.reset(options={"task": spec})
             moves = [a for a in info["admissible_actions"] if a.startswith("go to ")]
             replies = collections.Counter(c.text.strip() for c in policy.generate([prompt] * args.samples, sampling))

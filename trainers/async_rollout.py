@@ -40,6 +40,7 @@ being trained (GAE without V-trace corrections); use grpo, rloo, loop or gigpo.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 import time
 from collections import Counter
@@ -57,7 +58,7 @@ DEFAULT_IS_CAP = 2.0  # TIS's truncation (Yao et al. 2025); the dual clip of Ye 
 def validate_async_config(cfg) -> None:
     """One clear line per mistake (called by trainers.config.validate_config)."""
     r, pc = cfg.rollout, cfg.ppo
-    name = cfg.estimator.get("name")
+    name = cfg.estimator.name
     if r.max_staleness < 0:
         raise ConfigError(f"rollout.max_staleness must be >= 0 (0 = synchronous rollouts), got {r.max_staleness}")
     if pc.is_cap is not None and pc.is_cap <= 0:
@@ -283,14 +284,14 @@ class AsyncRollouts:
         check_staleness(batch.trajectories + batch.dropped, iteration, self.K)
         return batch
 
-    def prepare_update(self, policy, samples) -> None:
-        """Decoupled PPO: the proximal logprobs, i.e. the weights at update start, per sample."""
+    def prepare_update(self, policy, samples: list) -> list:
+        """Decoupled PPO: the samples with their proximal logprobs (the weights at update start)."""
         if not self.cfg.ppo.decoupled or not samples:
-            return
-        from agentgym.trainers.loop import score_samples
+            return samples
+        from agentgym.trainers.loop import score_sequences
 
-        for s, (logp, _) in zip(samples, score_samples(policy, samples, self.cfg.ppo.micro_batch_size, False)):
-            s.prox_logprobs = [0.0] + logp.tolist()
+        scored = score_sequences(policy, samples, self.cfg.ppo.micro_batch_size, False)
+        return [dataclasses.replace(s, prox_logprobs=[0.0] + logp.tolist()) for s, (logp, _) in zip(samples, scored)]
 
     def finish(self, iteration: int, policy, batch: RolloutBatch, samples) -> dict:
         """After the update of `iteration`: publish version iteration + 1; the iteration's metrics."""

@@ -75,7 +75,7 @@ def train_command(
     quiet_rank = world_from_env()[0] > 0
     if quiet_rank:
         console = Console(quiet=True)  # only rank 0 prints
-    console.print(f"[bold]agentgym train[/] {cfg.name}: estimator={cfg.estimator['name']} env={cfg.env.id} "
+    console.print(f"[bold]agentgym train[/] {cfg.name}: estimator={cfg.estimator.name} env={cfg.env.id} "
                   f"run_dir={run_dir_for(cfg)}")
     with progress.session(mode="off" if quiet_rank else None), progress.bar("RL", total=cfg.iterations, unit="iterations", every=None) as bar:
 

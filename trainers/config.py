@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import inspect
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,15 +20,44 @@ from agentgym.errors import ConfigError
 PRESET_DIR = Path(__file__).parent / "presets"
 
 
+from agentgym.chat import ChatConfig  # noqa: E402  (torch-free)
 from agentgym.tasks.source import TasksConfig  # noqa: E402  (torch-free)
 from agentgym.executors_ray import RayConfig  # noqa: E402  (ray-free until used)
+from agentgym.trainers.estimators import EstimatorConfig  # noqa: E402  (numpy only)
+
+
+@dataclass
+class VLLMConfig:
+    """policy.engine=vllm: the rollout engine's settings, VLLMPolicy's arguments (None: its default).
+    vLLM's own engine arguments that agentgym does not name go to vllm.LLM through `engine_args`."""
+
+    max_model_len: int | None = None  # prompt + response tokens (VLLMPolicy's default: 2048)
+    dtype: str | None = None  # fp32 | bf16 | fp16; None: the trainer's dtype
+    gpu_memory_utilization: float | None = None  # CUDA: share of GPU memory vLLM may take
+    kv_cache_gib: float | None = None  # CPU: the KV cache's size
+    max_lora_rank: int | None = None  # None: the trainer's LoRA rank
+    enforce_eager: bool | None = None
+    enable_sleep_mode: bool | None = None
+    trust_remote_code: bool | None = None
+    engine_args: dict = field(default_factory=dict)  # passed to vllm.LLM unchanged
+
+    unknown_key_hint = " (vLLM's own engine arguments go under policy.vllm.engine_args)"
+
+    def policy_kwargs(self) -> dict:
+        """VLLMPolicy's keyword arguments: the fields that are set, then engine_args."""
+        named = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "engine_args"}
+        clash = sorted(set(self.engine_args) & set(named))
+        if clash:
+            raise ConfigError(f"policy.vllm.engine_args.{clash[0]} is a setting of its own: set "
+                              f"policy.vllm.{clash[0]} instead")
+        return {**{k: v for k, v in named.items() if v is not None}, **self.engine_args}
 
 @dataclass
 class PolicyConfig:
     model: str = ""  # local HF folder or hub id; empty with tiny.build=true builds one in the run dir
     engine: str = "hf"  # "vllm": rollouts and eval generate on an in-process vLLM engine synced after each update
     # "ray": rollouts generate on HFPolicy replicas in Ray actors (ray.policy_*), synced after each update
-    vllm: dict = field(default_factory=dict)  # VLLMPolicy kwargs (max_model_len, gpu_memory_utilization, kv_cache_gib)
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
     device: str = "cpu"
     dtype: str | None = None  # None: fp32 on CPU, bf16 on CUDA
     lora: dict | None = None  # LoraConfig kwargs; {} = defaults (r=16, all-linear)
@@ -57,7 +85,7 @@ class EnvConfig:
     task_filter: dict = field(default_factory=dict)  # params key -> value or list of allowed values
     categories: list = field(default_factory=list)  # task_space.category globs, e.g. ["*/easy"]
     max_tasks: int | None = None  # cap on the training pool (after filtering)
-    chat: dict = field(default_factory=lambda: {"history": 2})
+    chat: ChatConfig = field(default_factory=ChatConfig)  # what the model sees: prompt layout, parser, memory
     env_kwargs: dict = field(default_factory=dict)
     executor: str = "inprocess"  # inprocess | process | ray (env workers as Ray actors; settings in `ray:`)
     max_turns: int = 1000
@@ -154,7 +182,7 @@ class TrainConfig:
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    estimator: dict = field(default_factory=lambda: {"name": "gigpo"})
+    estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -227,34 +255,33 @@ def _build(cls, data: dict, prefix: str = ""):
     kwargs = {}
     for key, value in data.items():
         if key not in fields:
-            raise ConfigError(unknown_key(prefix.rstrip("."), key, list(fields)))
+            raise ConfigError(unknown_key(prefix.rstrip("."), key, list(fields)) + getattr(cls, "unknown_key_hint", ""))
         ftype = fields[key].type
         sub = _dataclass_of(ftype)
         if sub is not None:
             if not isinstance(value, dict):
                 raise ConfigError(f"config field {prefix}{key} must be a mapping, got {value!r}")
             kwargs[key] = _build(sub, value, f"{prefix}{key}.")
-        elif _is_dict_field(ftype) and isinstance(value, dict) and fields[key].default_factory is not dataclasses.MISSING:
-            # dict fields merge into their default: `estimator.omega=0.5` keeps estimator.name
-            kwargs[key] = _merge(fields[key].default_factory(), value)
         else:
             kwargs[key] = _coerce(value, ftype, f"{prefix}{key}")
-    return cls(**kwargs)
-
-
-def _is_dict_field(ftype) -> bool:
-    return (ftype if isinstance(ftype, str) else getattr(ftype, "__name__", "")) == "dict"
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:  # a section's own checks (ChatConfig's) name the field, not the section
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: {exc}") from None
 
 
 def _coerce(value: Any, ftype: Any, name: str) -> Any:
     """YAML 1.1 reads `1e-3` as a string: turn numeric strings into the field's number type."""
     type_name = ftype if isinstance(ftype, str) else getattr(ftype, "__name__", str(ftype))
-    if not isinstance(value, str) or value == "":
-        if isinstance(value, bool) and type_name.startswith(("float", "int")):
-            raise ConfigError(f"config field {name} must be a number, got {value!r}")
+    kinds = {part.strip() for part in type_name.split("|")}
+    if isinstance(value, bool) and kinds & {"float", "int"} and "bool" not in kinds:
+        raise ConfigError(f"config field {name} must be a number, got {value!r}")
+    if not isinstance(value, str) or value == "" or "str" in kinds:
         return value
     for number_type in ("float", "int"):
-        if type_name.startswith(number_type):
+        if number_type in kinds:
             try:
                 return float(value) if number_type == "float" else int(value)
             except ValueError:
@@ -264,8 +291,9 @@ def _coerce(value: Any, ftype: Any, name: str) -> Any:
 
 def _dataclass_of(ftype) -> type | None:
     name = ftype if isinstance(ftype, str) else getattr(ftype, "__name__", "")
-    return {c.__name__: c for c in (PolicyConfig, TinyModelConfig, EnvConfig, RolloutConfig, PPOConfig,
-                                     SFTConfig, EvalConfig, LogConfig, TasksConfig, RayConfig)}.get(name)
+    return {c.__name__: c for c in (PolicyConfig, TinyModelConfig, EnvConfig, RolloutConfig, PPOConfig, SFTConfig,
+                                     EvalConfig, LogConfig, TasksConfig, RayConfig, EstimatorConfig, ChatConfig,
+                                     VLLMConfig)}.get(name)
 
 
 def unknown_key(section: str, key: str, known: list[str]) -> str:
@@ -307,28 +335,18 @@ def load_config(source: str | Path | dict | None = None, overrides: list[str] | 
 
 
 def validate_config(cfg: TrainConfig) -> None:
-    from agentgym.trainers.estimators import ALIASES, ESTIMATORS
+    """The checks that span fields or sections; each section's own checks ran when it was built."""
+    from agentgym.trainers.estimators import estimator_spec
 
-    name = cfg.estimator.get("name") if isinstance(cfg.estimator, dict) else None
-    name = cfg.estimator["name"] = ALIASES.get(name, name)  # the config keeps the method's own name
-    if name not in ESTIMATORS:
-        raise ConfigError(f"unknown estimator {name!r}; choose one of {', '.join(sorted(ESTIMATORS))} "
-                          "(estimator.name=...)")
-    check_estimator_options(cfg.estimator)
-    check_keyword_section("env.chat", cfg.env.chat, "agentgym.chat", "ChatEnv", skip=("env",))
-    from agentgym.chat import ChatEnv
-
-    try:
-        ChatEnv.check_options(**{k: v for k, v in cfg.env.chat.items()
-                                 if k in ("history", "memory", "memory_max_words", "memory_style")})
-    except ValueError as exc:
-        raise ConfigError(f"env.chat: {exc}") from None
-    if cfg.env.chat.get("invalid_penalty") and cfg.estimator.get("invalid_penalty"):
+    if cfg.env.chat.invalid_penalty and cfg.estimator.invalid_penalty:
         # the env's penalty lowers the reward the estimator sees, then the estimator's is subtracted again
         raise ConfigError("env.chat.invalid_penalty and estimator.invalid_penalty would both charge an invalid "
                           "action: set only estimator.invalid_penalty (the trainer's; the env's is for other trainers)")
-    check_keyword_section("policy.vllm", cfg.policy.vllm, "agentgym.policies.vllm_engine", "VLLMPolicy",
-                          skip=("model_path",), passthrough=True)
+    from agentgym.policies.vllm_engine import DTYPES
+
+    if cfg.policy.vllm.dtype not in DTYPES:
+        raise ConfigError(f"policy.vllm.dtype={cfg.policy.vllm.dtype!r} is unknown; choose fp32, bf16 or fp16")
+    cfg.policy.vllm.policy_kwargs()  # engine_args naming one of our own settings
     check_ranges(cfg)
     from agentgym.tasks.curricula import CURRICULA
     from agentgym.tasks.source import KINDS
@@ -339,8 +357,8 @@ def validate_config(cfg: TrainConfig) -> None:
             close = difflib.get_close_matches(str(value), choices, n=1)
             hint = f"did you mean {close[0]}? " if close else ""
             raise ConfigError(f"tasks.{key}={value!r} is unknown: {hint}(choose one of {', '.join(choices)})")
-    if cfg.rollout.group_size == 1 and ESTIMATORS[name].group_relative:
-        raise ConfigError(f"estimator {name!r} compares episodes within a group: set rollout.group_size >= 2 "
+    if cfg.rollout.group_size == 1 and estimator_spec(cfg.estimator.name).group_relative:
+        raise ConfigError(f"estimator {cfg.estimator.name!r} compares episodes within a group: set rollout.group_size >= 2 "
                           "(or use estimator.name=gae)")
     if cfg.env.split != "train":
         raise ConfigError(f"env.split={cfg.env.split!r}: only the train split can be trained on; held-out splits "
@@ -365,7 +383,7 @@ def validate_config(cfg: TrainConfig) -> None:
         check_model_path(cfg.policy.model)
     if cfg.ppo.sample_mode not in ("per-step", "full"):
         raise ConfigError(f"ppo.sample_mode must be per-step or full, got {cfg.ppo.sample_mode!r}")
-    if cfg.ppo.sample_mode == "full" and cfg.env.chat.get("history") != "full":
+    if cfg.ppo.sample_mode == "full" and cfg.env.chat.history != "full":
         raise ConfigError("ppo.sample_mode=full needs one growing conversation per episode: set env.chat.history=full")
     if cfg.ppo.loss_agg not in ("token-mean", "seq-mean"):
         raise ConfigError(f"ppo.loss_agg must be token-mean or seq-mean, got {cfg.ppo.loss_agg!r}")
@@ -384,37 +402,6 @@ def validate_config(cfg: TrainConfig) -> None:
     from agentgym.trainers.async_rollout import validate_async_config
 
     validate_async_config(cfg)
-
-
-def check_estimator_options(options: dict) -> None:
-    """Build the EstimatorConfig now, so a misspelled or out-of-range estimator option fails when the
-    config loads (one line naming the key), not after the tiny-model build and SFT."""
-    from agentgym.trainers.estimators import EstimatorConfig
-
-    known = [f.name for f in dataclasses.fields(EstimatorConfig)]
-    for key in options:
-        if key not in known:
-            raise ConfigError(unknown_key("estimator", key, known))
-    EstimatorConfig(**options)  # its validate() raises ConfigError for out-of-range values
-
-
-def check_keyword_section(section: str, given: dict, module: str, cls: str, skip: tuple = (),
-                          passthrough: bool = False) -> None:
-    """A section that is the keyword arguments of a class (env.chat -> ChatEnv, policy.vllm ->
-    VLLMPolicy): its keys are that class's parameters, read from its signature so the two cannot
-    drift. With `passthrough` (VLLMPolicy hands unknown keys to vLLM's engine) only a near miss
-    of a parameter of ours is refused."""
-    if not given:
-        return
-    import importlib
-
-    params = inspect.signature(getattr(importlib.import_module(module), cls).__init__).parameters
-    known = [p for p in params if p not in ("self", *skip) and params[p].kind is not inspect.Parameter.VAR_KEYWORD]
-    for key in given:
-        if key in known:
-            continue
-        if not passthrough or difflib.get_close_matches(key, known, n=1, cutoff=0.8):
-            raise ConfigError(unknown_key(section, key, known))
 
 
 # (section.field, lowest, highest, what the value is): checked when the config loads. Bounds are
@@ -438,6 +425,8 @@ RANGES = [
     ("tiny.heads", 1, None, "attention heads"), ("log.save_trajectories_every", 0, None, "iterations (0 = never)"),
     ("tasks.seed_tasks", 1, None, "tasks"), ("tasks.new_per_round", 0, None, "tasks per iteration"),
     ("tasks.min_active", 0, None, "tasks"),
+    ("policy.vllm.max_model_len", 16, None, "tokens"), ("policy.vllm.gpu_memory_utilization", 1e-12, 1, "a share"),
+    ("policy.vllm.kv_cache_gib", 1e-12, None, "GiB"), ("policy.vllm.max_lora_rank", 1, None, "a LoRA rank"),
 ]
 
 

@@ -64,7 +64,7 @@ def check_world(cfg, world_size: int) -> None:
                           f"that divides {groups}")
     from agentgym.trainers.estimators import estimator_spec
 
-    if estimator_spec(cfg.estimator["name"]).progress_head:
+    if estimator_spec(cfg.estimator.name).progress_head:
         raise ConfigError("estimator spa fits its progress head on the whole batch, which data-parallel ranks do not "
                           "share yet: train spa on one process")
     from agentgym.trainers.async_rollout import uses_engine

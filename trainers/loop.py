@@ -8,8 +8,10 @@ A handful of plain functions, in the order they run (CleanRL style):
                                     a task file or fresh tasks
       run_iteration                 one RL iteration:
         collect                     agentgym.collect: tasks x group_size episodes
-        score_samples               (value/progress heads, recompute) one no-grad pass: values, features, logprobs
+        tokenize_trajectories       (tokenize.py) the token sequences the policy generated
+        score_sequences             (value/progress heads, recompute) one no-grad pass: values, features, logprobs
         compute_advantages          trainers.estimators
+        make_samples                (tokenize.py) sequences + advantages -> what the update trains on
         ppo_update                  minibatches x epochs of the clipped loss
       evaluate_policy               held-out success (agentgym.evaluation)
       save_checkpoint               exact resume
@@ -34,7 +36,8 @@ from agentgym.trainers.config import TrainConfig, save_config
 from agentgym.trainers.setup import (build_heads, clear_previous_run, make_optimizer, make_policy, prepare_start_model,
                                      quiet_transformers, run_dir_for)
 from agentgym.trainers.task_selection import select_train_tasks, write_eval_tasks
-from agentgym.trainers.tokenize import Sample, assign_advantages, build_samples, collate
+from agentgym.trainers.tokenize import (Sample, TokenSequence, collate, make_samples, pad_sequences,
+                                        tokenize_trajectories)
 
 
 class TrainingDiverged(AgentGymError):
@@ -45,21 +48,21 @@ class TrainingDiverged(AgentGymError):
 
 
 # --- the per-iteration pieces ---------------------------------------------------------------
-def _micro_batches(samples: list[Sample], size: int):
+def _micro_batches(samples: list, size: int):
     for start in range(0, len(samples), size):
         yield samples[start:start + size]
 
 
 @torch.no_grad()
-def score_samples(policy, samples: list[Sample], micro: int, want_hidden: bool):
-    """One no-grad pass: per sample its target logprobs and (optionally) last hidden states."""
+def score_sequences(policy, sequences: list[TokenSequence], micro: int, want_hidden: bool):
+    """One no-grad pass: per sequence its target logprobs and (optionally) last hidden states."""
     model = policy.model
     was_training = model.training
     model.eval()
     out = []
     try:
-        for chunk in _micro_batches(samples, micro):
-            batch = collate(chunk, policy.tokenizer.pad_token_id, device=policy.device)
+        for chunk in _micro_batches(sequences, micro):
+            batch = pad_sequences(chunk, policy.tokenizer.pad_token_id, device=policy.device)
             from agentgym.trainers.ppo import token_logprobs
 
             logp, hidden = token_logprobs(model, batch["input_ids"], batch["attention_mask"], want_hidden)
@@ -70,10 +73,11 @@ def score_samples(policy, samples: list[Sample], micro: int, want_hidden: bool):
     return out
 
 
-def per_step_arrays(samples: list[Sample], trajectories, fill: Callable[[Sample, int], float]) -> list[np.ndarray]:
-    """Per trajectory, one value per step gathered from the samples (0 where a step has no sample)."""
+def per_step_arrays(sequences: list[TokenSequence], trajectories,
+                    fill: Callable[[TokenSequence, int], float]) -> list[np.ndarray]:
+    """Per trajectory, one value per step gathered from the sequences (0 where a step has none)."""
     arrays = [np.zeros(len(t.steps), dtype=np.float64) for t in trajectories]
-    for s in samples:
+    for s in sequences:
         for k, (i, t) in enumerate(s.step_refs):
             arrays[i][t] = fill(s, k)
     return arrays
@@ -110,7 +114,7 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
     pc = cfg.ppo
     asym = pc.asymmetric_clip
     if asym is None:  # the estimator's declared default (LOOP's asymmetric clip)
-        asym = estimator_spec(cfg.estimator["name"]).asymmetric_clip
+        asym = estimator_spec(cfg.estimator.name).asymmetric_clip
     lo, hi = clip_range(pc.clip_eps, asym)
     model = policy.model
     model.train()
@@ -204,7 +208,7 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     from agentgym.policies.base import SamplingParams
     from agentgym.rollout import collect
     from agentgym.trainers.distributed import current
-    from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
+    from agentgym.trainers.estimators import compute_advantages
 
     dp = current()
     t0 = time.perf_counter()
@@ -225,23 +229,22 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     if hasattr(policy, "sleep"):
         policy.sleep()  # vLLM on CUDA: give its GPU memory to the update (no-op on CPU); generate wakes it
 
-    samples = build_samples(trajectories, cfg.ppo.sample_mode)
-    est_options = {k: v for k, v in cfg.estimator.items()}
-    est_cfg = EstimatorConfig(**est_options)
+    # tokens first; the heads read them; the advantages come next; samples are made from both, once
+    sequences = tokenize_trajectories(trajectories, cfg.ppo.sample_mode)
+    est_cfg = cfg.estimator
     value_head, progress_head = heads.get("value"), heads.get("progress")
-    values = progress = None
+    values = progress = recomputed = None
     if value_head is not None or progress_head is not None or cfg.ppo.recompute_old_logprobs:
-        scored = score_samples(policy, samples, cfg.ppo.micro_batch_size, want_hidden=True)
+        scored = score_sequences(policy, sequences, cfg.ppo.micro_batch_size, want_hidden=True)
         if cfg.ppo.recompute_old_logprobs:
-            for s, (logp, _) in zip(samples, scored):
-                s.old_logprobs = [0.0] + logp.tolist()
-        hidden = {id(s): h for s, (_, h) in zip(samples, scored)}
+            recomputed = [[0.0] + logp.tolist() for logp, _ in scored]
+        hidden = {id(s): h for s, (_, h) in zip(sequences, scored)}
         if value_head is not None:
             with torch.no_grad():
-                values = per_step_arrays(samples, trajectories,
+                values = per_step_arrays(sequences, trajectories,
                                          lambda s, k: float(value_head(hidden[id(s)][s.value_positions[k]][None])[0]))
         if progress_head is not None:
-            progress = fit_spa_progress(progress_head, samples, trajectories, hidden, est_cfg, cfg.seed + iteration)
+            progress = fit_spa_progress(progress_head, sequences, trajectories, hidden, est_cfg, cfg.seed + iteration)
     try:
         advantages = compute_advantages(trajectories, est_cfg, values=values, progress=progress)
     except ValueError as exc:
@@ -255,10 +258,11 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         save_iteration(cfg, iteration, all_trajectories, all_advantages, est_cfg, policy)
     source.update(all_trajectories, all_advantages)
     returns = [a + v for a, v in zip(advantages, values)] if values is not None else None
-    samples = assign_advantages(samples, advantages, cfg.ppo.drop_abs_adv_below, returns)
+    samples = make_samples(sequences, advantages, drop_abs_adv_below=cfg.ppo.drop_abs_adv_below, returns=returns,
+                           old_logprobs=recomputed)
     samples = dp.global_samples(samples)
     if rollouts is not None:
-        rollouts.prepare_update(policy, samples)  # decoupled PPO: logprobs of the weights at update start
+        samples = rollouts.prepare_update(policy, samples)  # decoupled PPO: logprobs of the weights at update start
     t1 = time.perf_counter()
     update = ppo_update(cfg, policy, optimizer, scheduler, samples, rng, iteration, value_head) if samples else {}
     t_update = time.perf_counter() - t1
@@ -280,7 +284,7 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     return metrics
 
 
-def fit_spa_progress(head, samples, trajectories, hidden: dict, est_cfg, seed: int) -> list[np.ndarray]:
+def fit_spa_progress(head, sequences, trajectories, hidden: dict, est_cfg, seed: int) -> list[np.ndarray]:
     """SPA: per-step features = the policy's last hidden state at the end of each step's response;
     the head is refit on this batch (warm-started from the previous iteration) so that its
     per-step outputs sum to each episode's outcome, then predicts the contributions c_t."""
@@ -288,7 +292,7 @@ def fit_spa_progress(head, samples, trajectories, hidden: dict, est_cfg, seed: i
 
     size = next(head.parameters()).shape[-1]
     feats = [torch.zeros((len(t.steps), size)) for t in trajectories]
-    for s in samples:
+    for s in sequences:
         for k, (i, t) in enumerate(s.step_refs):
             feats[i][t] = hidden[id(s)][s.response_ends[k]].cpu()
     live = [i for i, t in enumerate(trajectories) if not t.infra_error and t.steps]

@@ -25,7 +25,7 @@ def make_policy(cfg: TrainConfig, model_path: str | Path):
         # the trainer's HFPolicy, generating on vLLM; it re-syncs the engine whenever the weights changed
         from agentgym.policies.vllm_engine import VLLMRolloutPolicy
 
-        return VLLMRolloutPolicy(policy, model_path, **{"seed": cfg.seed, **cfg.policy.vllm})
+        return VLLMRolloutPolicy(policy, model_path, **{"seed": cfg.seed, **cfg.policy.vllm.policy_kwargs()})
     if cfg.policy.engine == "ray":  # generation on HFPolicy replicas in Ray actors, synced after each update
         from agentgym.policies.ray_policy import RayRolloutPolicy
 
@@ -78,7 +78,7 @@ def build_heads(cfg: TrainConfig, policy) -> dict:
     from agentgym.trainers.estimators import estimator_spec
 
     heads: dict = {}
-    spec = estimator_spec(cfg.estimator.get("name"))
+    spec = estimator_spec(cfg.estimator.name)
     if spec.value_head:
         from agentgym.trainers.ppo import ValueHead
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from agentgym import progress
+from agentgym.chat import ChatConfig
 from agentgym.errors import ConfigError, SplitFileError
 from agentgym.policies.base import Policy, SamplingParams
 from agentgym.tasks.spec import TaskSpec
@@ -286,7 +287,7 @@ def evaluate(
     sampling: SamplingParams | None = None,
     executor: str = "inprocess",
     num_workers: int = 2,
-    chat: dict | None = None,
+    chat: ChatConfig | dict | None = None,
     env_kwargs: dict | None = None,
     seed: int = 0,
     confidence: float = 0.95,
@@ -352,7 +353,7 @@ def evaluate(
     result.wall_seconds = wall
     result.metadata = {
         "seed": seed, "limit": limit, "tasks": len(tasks), "executor": executor,
-        "sampling": asdict(sampling) if sampling is not None else None, "chat": chat or {},
+        "sampling": asdict(sampling) if sampling is not None else None, "chat": chat.kwargs() if isinstance(chat, ChatConfig) else (chat or {}),
         "confidence": confidence, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "trajectories_path": str(trajectories_path) if trajectories_path is not None else None,
     }

@@ -20,7 +20,7 @@ from agentgym.trainers import distributed  # noqa: E402
 from agentgym.trainers.config import load_config  # noqa: E402
 from agentgym.trainers.loop import ppo_update  # noqa: E402
 from agentgym.trainers.setup import make_optimizer  # noqa: E402
-from agentgym.trainers.tokenize import assign_advantages, build_samples  # noqa: E402
+from agentgym.trainers.tokenize import build_samples  # noqa: E402
 
 model, data, out, group_size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 trajs, advs = pickle.load(open(data, "rb"))
@@ -36,7 +36,7 @@ trajs = trajs[first * group_size:(first + len(mine)) * group_size]
 advs = advs[first * group_size:(first + len(mine)) * group_size]
 policy = HFPolicy(model)
 dp.broadcast_parameters(policy, {})
-samples = dp.global_samples(assign_advantages(build_samples(trajs), advs))
+samples = dp.global_samples(build_samples(trajs, advs))
 optimizer, scheduler = make_optimizer(cfg, policy, {})
 stats = ppo_update(cfg, policy, optimizer, scheduler, samples, np.random.default_rng(0), 0)
 if dp.is_main:

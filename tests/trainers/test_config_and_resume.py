@@ -17,19 +17,19 @@ def test_overrides_are_typed_and_nested():
     cfg = load_config(None, ["estimator.name=grpo", "ppo.lr=1e-4", "tiny.build=true", "env.chat.history=full",
                              "ppo.sample_mode=full", "policy.lora={}"])
     assert cfg.ppo.lr == pytest.approx(1e-4) and isinstance(cfg.ppo.lr, float)
-    assert cfg.env.chat == {"history": "full"} and cfg.policy.lora == {}
+    assert cfg.env.chat.history == "full" and cfg.env.chat.memory == 0 and cfg.policy.lora == {}
 
 
 def test_dict_fields_merge_into_their_defaults():
     cfg = load_config(None, ["tiny.build=true", "estimator.omega=0.5"])
-    assert cfg.estimator == {"name": "gigpo", "omega": 0.5}
-    assert load_config("household-tiny", ["env.chat.history=2"]).env.chat["parser"] == "raw"
+    assert (cfg.estimator.name, cfg.estimator.omega, cfg.estimator.gamma) == ("gigpo", 0.5, 0.95)
+    assert load_config("household-tiny", ["env.chat.history=2"]).env.chat.parser == "raw"
 
 
 def test_household_tiny_preset_loads():
     assert "household-tiny" in list_presets()
     cfg = load_config("household-tiny", ["estimator.name=grpo"])
-    assert cfg.estimator["name"] == "grpo" and cfg.tiny.build and cfg.sft.enabled
+    assert cfg.estimator.name == "grpo" and cfg.tiny.build and cfg.sft.enabled
 
 
 @pytest.mark.parametrize("overrides, message", [

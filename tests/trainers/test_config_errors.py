@@ -1,10 +1,13 @@
 """Every config section refuses a misspelled key and an out-of-range value when the config loads:
 one line naming the key (and the closest valid one), before anything is built."""
 
+import dataclasses
+
 import pytest
 
 from agentgym.errors import ConfigError
 from agentgym.trainers import cli, loop
+from agentgym.trainers import config
 from agentgym.trainers.config import load_config
 
 # (override, what the one-line error must say), a misspelling and a bad value for each section
@@ -14,12 +17,17 @@ CASES = [
     ("policy.devic=cpu", "did you mean policy.device?"),
     ("policy.engine=tpu", "policy.engine='tpu' is unknown"),
     ("policy.vllm.max_model_lenn=64", "did you mean policy.vllm.max_model_len?"),
+    ("policy.vllm.kv_cache_gb=1", "did you mean policy.vllm.kv_cache_gib? (vLLM's own engine arguments go under "
+                                  "policy.vllm.engine_args)"),
+    ("policy.vllm.gpu_memory_utilization=1.5", "policy.vllm.gpu_memory_utilization=1.5 is out of range"),
+    ("policy.vllm.engine_args={max_model_len: 64}", "set policy.vllm.max_model_len instead"),
     ("tiny.hiden=8", "did you mean tiny.hidden?"),
     ("tiny.layers=0", "tiny.layers=0 is out of range"),
     ("env.fresh_task=3", "did you mean env.fresh_tasks?"),
     ("env.fresh_tasks=-2", "env.fresh_tasks must be >= 0"),
     ("env.chat.histroy=3", "unknown key env.chat.histroy: did you mean env.chat.history?"),
-    ("env.chat.memory_style=bullets", "memory_style"),
+    ("env.chat.memory_style=bullets", "env.chat: memory_style must be 'list' or 'marks'"),
+    ("env.chat.max_admissible=-1", "env.chat: max_admissible must be a non-negative int"),
     ("rollout.group_siz=4", "did you mean rollout.group_size?"),
     ("rollout.top_p=1.5", "rollout.top_p=1.5 is out of range"),
     ("rollout.executor=threads", "env.executor='threads' is unknown"),
@@ -54,21 +62,44 @@ def test_bad_key_or_value_is_one_line_before_any_build(override, message, monkey
     assert message in text and "\n" not in text, text
 
 
-def test_every_section_is_covered():
+def _sections(cls, prefix=""):
+    """The dotted names of TrainConfig's sections: every field that is itself a dataclass."""
+    yield prefix.rstrip(".")
+    for f in dataclasses.fields(cls):
+        sub = config._dataclass_of(f.type)
+        if sub is not None:
+            yield from _sections(sub, f"{prefix}{f.name}.")
+
+
+def test_every_section_is_a_dataclass_and_is_covered():
     """A section added to TrainConfig without a case here fails this test."""
-    full = load_config("household-tiny").to_dict()
-    sections = {""} | {key for key, value in full.items() if isinstance(value, dict)} | {"env.chat", "policy.vllm"}
-    sections -= {"tasks.curriculum_opts"}
+    sections = set(_sections(config.TrainConfig))
+    assert {"estimator", "env.chat", "policy.vllm"} <= sections  # typed sections, not dicts
     covered = {key.rpartition(".")[0] for key in (case.split("=")[0] for case, _ in CASES)}
     assert sections <= covered, sections - covered
 
 
 def test_alias_keys_and_print_config(capsys):
     cfg = load_config("household-tiny", ["rollout.executor=ray", "rollout.ray.num_workers=1", "estimator.name=ppo"])
-    assert (cfg.env.executor, cfg.ray.num_workers, cfg.estimator["name"]) == ("ray", 1, "gae")
+    assert (cfg.env.executor, cfg.ray.num_workers, cfg.estimator.name) == ("ray", 1, "gae")
     with pytest.raises(ConfigError, match="same setting with two values"):
         load_config("household-tiny", ["rollout.executor=ray", "env.executor=process"])
     cli.train_command("household-tiny", ["ppo.lr=3e-4"], run_dir=None, resume=False, nproc=1, imports=None,
                       print_config=True)
     out = capsys.readouterr().out
     assert "lr: 0.0003" in out and "name: gigpo" in out and "held-out" not in out
+
+
+def test_typed_sections_match_the_classes_they_configure():
+    """env.chat is ChatEnv's keyword arguments and policy.vllm VLLMPolicy's: same names, same defaults."""
+    import inspect
+
+    from agentgym.chat import ChatConfig, ChatEnv
+    from agentgym.policies.vllm_engine import VLLMPolicy
+
+    chat_params = inspect.signature(ChatEnv.__init__).parameters
+    assert {f.name: f.default for f in dataclasses.fields(ChatConfig)} == \
+        {name: p.default for name, p in chat_params.items() if name not in ("self", "env")}
+    vllm_params = inspect.signature(VLLMPolicy.__init__).parameters
+    named = {f.name for f in dataclasses.fields(config.VLLMConfig)} - {"engine_args"}
+    assert named <= set(vllm_params), named - set(vllm_params)

@@ -36,7 +36,7 @@ def test_train_command_saves_trajectories_and_logs_a_line_per_iteration(tmp_path
     assert (eval_dir(run, 0) / "report.json").is_file() and (eval_dir(run, 2) / "trajectories.jsonl").is_file()
     trajs = load_trajectories(train_path(run, 2))
     assert len(trajs) == cfg.rollout.tasks_per_iter * cfg.rollout.group_size
-    est = EstimatorConfig(**cfg.estimator)
+    est = cfg.estimator
     for traj, adv in zip(trajs, compute_advantages(trajs, est)):  # the estimator is a pure function of the episodes
         saved = traj.metadata["advantage"]
         np.testing.assert_allclose(saved["total"], adv, atol=1e-6)

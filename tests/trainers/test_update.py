@@ -15,14 +15,13 @@ PROMPT = [{"role": "user", "content": "You are in room 1. You see a key. Take th
 
 
 def _sample_for(policy, text, advantage):
-    from agentgym.trainers.tokenize import assign_advantages, build_samples
+    from agentgym.trainers.tokenize import build_samples
     from agentgym.trajectory import Trajectory
 
     prompt_ids, response_ids = policy.encode_prompt(PROMPT), policy.encode_response(text)
     traj = Trajectory(task_id="t", group_id="g", steps=[Step(observation="", anchor="a", text=text,
                                                              prompt_ids=prompt_ids, response_ids=response_ids)])
-    samples = build_samples([traj])
-    return assign_advantages(samples, [np.array([advantage])])
+    return build_samples([traj], [np.array([advantage])])
 
 
 def _logprob(policy, text):
@@ -35,10 +34,10 @@ def _logprob(policy, text):
 
 
 def _update(policy, samples, cfg, steps=3):
-    from agentgym.trainers.loop import ppo_update, score_samples
+    from agentgym.trainers.loop import ppo_update, score_sequences
     from agentgym.trainers.setup import make_optimizer
 
-    for s, (logp, _) in zip(samples, score_samples(policy, samples, 8, want_hidden=False)):
+    for s, (logp, _) in zip(samples, score_sequences(policy, samples, 8, want_hidden=False)):
         s.old_logprobs = [0.0] + logp.tolist()  # on-policy behaviour logprobs
     optimizer, scheduler = make_optimizer(cfg, policy, {})
     stats = None
@@ -172,15 +171,15 @@ def _check_spans(samples, trajs):
 def test_full_conversation_samples_mask_env_tokens(tiny_policy_factory, toy_env_id, scripted):
     from agentgym.registration import get_task_space
     from agentgym.rollout import collect
-    from agentgym.trainers.tokenize import build_samples
+    from agentgym.trainers.tokenize import tokenize_trajectories
 
     policy = tiny_policy_factory()
     space = get_task_space(toy_env_id)
     actor = _TokenizedOracle(policy, space) if scripted else policy
     trajs = collect(toy_env_id, space.split("train")[:2], actor, 2, sampling=SamplingParams(max_new_tokens=5, seed=0),
                     chat={"history": "full", "system_prompt": "Act."}, max_turns=3)
-    per_step = build_samples(trajs, "per-step")
-    full = build_samples(trajs, "full")
+    per_step = tokenize_trajectories(trajs, "per-step")
+    full = tokenize_trajectories(trajs, "full")
     assert len(per_step) == sum(len(t.steps) for t in trajs)
     _check_spans(per_step, trajs)
     _check_spans(full, trajs)

@@ -73,7 +73,7 @@ def test_policy_engine_setting_is_checked(tmp_path):
     from agentgym.errors import ConfigError
 
     cfg = _config(tmp_path, "policy.engine=vllm", "policy.vllm.max_model_len=256")
-    assert cfg.policy.engine == "vllm" and cfg.policy.vllm == {"max_model_len": 256}
+    assert cfg.policy.engine == "vllm" and cfg.policy.vllm.policy_kwargs() == {"max_model_len": 256}
     with pytest.raises(ConfigError, match="choose hf, vllm or ray"):
         _config(tmp_path, "policy.engine=sglang")
 
