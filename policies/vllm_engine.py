@@ -168,6 +168,12 @@ class VLLMPolicy:
             if enforce_eager is None or enforce_eager:
                 kwargs["enforce_eager"] = True
                 kwargs["compilation_config"] = {"mode": 0}
+            # A prompt split over two scheduler steps (chunked prefill) has its first sampled token
+            # thrown away, and vLLM 0.32 rewinds that request's seeded generator with a CUDA-only
+            # call: on CPU every request of the batch then fails ("CPU Generator does not use
+            # offset") once a turn's prompts exceed the step's token budget. Whole prompts only.
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["max_num_batched_tokens"] = max(4096, max_model_len or 0)
         if enable_lora:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
         kwargs.update(engine_kwargs)
@@ -425,6 +431,30 @@ class VLLMPolicy:
             core.shutdown()
 
 
+def engine_kwargs_for(trainer_policy, engine_kwargs: dict) -> dict:
+    """VLLMPolicy arguments for an engine that serves a trainer's HFPolicy: LoRA on when the
+    trainer trains an adapter (rank large enough for it), and the trainer's dtype, prompt limit
+    and stop strings unless `engine_kwargs` sets them."""
+    kwargs = dict(engine_kwargs)
+    if getattr(trainer_policy, "is_lora", False):
+        lora_rank = int(trainer_policy.model.peft_config["default"].r)
+        kwargs.setdefault("enable_lora", True)
+        kwargs["max_lora_rank"] = max(kwargs.get("max_lora_rank", 16), lora_rank)
+    kwargs.setdefault("dtype", {"torch.float32": "fp32", "torch.bfloat16": "bf16",
+                                "torch.float16": "fp16"}.get(str(trainer_policy.dtype), None))
+    kwargs.setdefault("max_prompt_tokens", getattr(trainer_policy, "max_prompt_tokens", None))
+    kwargs.setdefault("stop_strings", getattr(trainer_policy, "stop_strings", None))
+    return kwargs
+
+
+def adapter_files(peft_model) -> dict[str, bytes]:
+    """A PEFT model's saved adapter as {file name: bytes}: what `sync_lora` reads, in a form that
+    travels to another process or machine (a Ray replica) without a shared file system."""
+    with tempfile.TemporaryDirectory(prefix="agentgym_lora_") as tmp:
+        peft_model.save_pretrained(tmp)
+        return {f.name: f.read_bytes() for f in Path(tmp).iterdir() if f.is_file()}
+
+
 class VLLMRolloutPolicy:
     """A trainer's HFPolicy whose generation runs on a vLLM engine.
 
@@ -458,18 +488,7 @@ class VLLMRolloutPolicy:
         return sum(int(p._version) for p in self.trainer.trainable_parameters())
 
     def _start_engine(self) -> VLLMPolicy:
-        kwargs = dict(self.engine_kwargs)
-        lora_rank = 0
-        if getattr(self.trainer, "is_lora", False):
-            peft_config = self.trainer.model.peft_config["default"]
-            lora_rank = int(peft_config.r)
-            kwargs.setdefault("enable_lora", True)
-            kwargs["max_lora_rank"] = max(kwargs.get("max_lora_rank", 16), lora_rank)
-        kwargs.setdefault("dtype", {"torch.float32": "fp32", "torch.bfloat16": "bf16",
-                                    "torch.float16": "fp16"}.get(str(self.trainer.dtype), None))
-        kwargs.setdefault("max_prompt_tokens", getattr(self.trainer, "max_prompt_tokens", None))
-        kwargs.setdefault("stop_strings", getattr(self.trainer, "stop_strings", None))
-        return VLLMPolicy(self.model_path, **kwargs)
+        return VLLMPolicy(self.model_path, **engine_kwargs_for(self.trainer, self.engine_kwargs))
 
     def sync(self, force: bool = False) -> float:
         """Push the trainer's weights to the engine if they changed (or `force`); seconds spent."""

@@ -63,6 +63,20 @@ def test_same_seed_same_samples_and_batch_rows_are_independent(engine):
     assert len({tuple(c.response_ids) for c in first}) > 1
 
 
+def test_seeded_batch_larger_than_one_scheduler_step_samples_every_row(engine):
+    """A turn of many long prompts exceeds vLLM's per-step token budget (4,096). With chunked
+    prefill a prompt split over two steps made every seeded request of the batch fail on CPU
+    ("CPU Generator does not use offset"): the household main job on Ray vLLM replicas hit it."""
+    def chat(i):  # distinct from the first tokens on, so the prefix cache cannot shrink the batch
+        return [{"role": "user", "content": f"{i} take key {i}. " + "You are in room 2. " * 25}]
+
+    prompt_tokens = len(engine.encode_prompt(chat(0)))
+    rows = 4096 // prompt_tokens + 8
+    out = engine.generate([chat(i) for i in range(rows)], SamplingParams(temperature=1.0, max_new_tokens=4, seed=5))
+    assert prompt_tokens * rows > 4096 and prompt_tokens < 256 - 4
+    assert [c.error for c in out] == [None] * rows and all(c.response_ids for c in out)
+
+
 def test_greedy_tokens_are_the_transformers_argmax(engine, hf_model, hf_logprobs):
     out = engine.generate(CHATS, SamplingParams(temperature=0.0, max_new_tokens=8))
     for c in out:
