@@ -52,6 +52,7 @@ class RayConfig:
     policy_replicas: int = 1  # policy.engine=ray: rollout-policy actors
     policy_num_cpus: float = 1.0
     policy_num_gpus: float = 0.0
+    policy_engine: str = "hf"  # what each policy replica runs: "hf" (HFPolicy) or "vllm" (VLLMPolicy)
 
 
 def import_ray():
@@ -75,6 +76,8 @@ def validate_ray_config(rc: RayConfig, prefix: str = "ray.") -> None:
         raise ConfigError(f"{prefix}step_timeout_s must be > 0, got {rc.step_timeout_s}")
     if rc.policy_replicas < 1:
         raise ConfigError(f"{prefix}policy_replicas must be >= 1, got {rc.policy_replicas}")
+    if rc.policy_engine not in ("hf", "vllm"):
+        raise ConfigError(f"{prefix}policy_engine={rc.policy_engine!r} is unknown; choose hf or vllm")
 
 
 def _probe(address: str, timeout: float = 3.0) -> None:

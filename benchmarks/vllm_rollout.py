@@ -4,12 +4,18 @@ generate vs vLLM on the same model and batch, weight-sync time per update.
     python benchmarks/vllm_rollout.py --quick                  # tiny model, CPU, a minute or two
     python benchmarks/vllm_rollout.py                          # bigger tiny model and batch
     python benchmarks/vllm_rollout.py --device cuda --model Qwen/Qwen2.5-1.5B-Instruct   # a GPU box
+    python benchmarks/vllm_rollout.py --ray                    # the same, on Ray policy replicas
 
 Throughput is response tokens per second of `policy.generate` on one batch of chat prompts
 (sampling at temperature 1, no early stop difference: both stop at eos or max_new_tokens and
 only the tokens actually generated are counted), after one warm-up call. The ratio is
 vLLM / HF measured in the same run. Weight sync: full `sync_weights` of all parameters (and a
 LoRA adapter sync) timed over several updates.
+
+--ray measures the same on one Ray policy replica (`policy.engine=ray`, 1 CPU) hosting an
+HFPolicy, then a vLLM engine (`ray.policy_engine=hf|vllm`): tokens/s of the trainer's
+`generate` (the prompts and completions cross the actor boundary) and the seconds of a weight
+sync through Ray's object store after each update, full weights and LoRA.
 """
 
 from __future__ import annotations
@@ -60,6 +66,50 @@ def _logprob_agreement(hf_model, completions, device) -> float:
     return worst
 
 
+def _perturb(model, scale: float, only: str = "") -> None:
+    import torch
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if only in name:
+                p.add_(scale * torch.randn_like(p))
+
+
+def ray_replicas(model: str, dtype: str, prompts, sampling, repeats: int, syncs: int) -> None:
+    import ray
+
+    from agentgym.executors_ray import RayConfig
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.policies.ray_policy import RayRolloutPolicy
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    print(f"model: {model} ({dtype}); batch {len(prompts)} x {sampling.max_new_tokens} new tokens, {repeats} timed "
+          f"calls; one replica of 1 CPU")
+    engine_args = {"max_model_len": 1024, "kv_cache_gib": 0.5}
+    rates = {}
+    for engine in ("hf", "vllm"):
+        for lora in (None, {"r": 16}):
+            trainer = HFPolicy(model, dtype=dtype, lora=lora)
+            rc = RayConfig(policy_replicas=1, policy_num_cpus=1, policy_engine=engine)
+            t0 = time.perf_counter()
+            remote = RayRolloutPolicy(trainer, model, rc, lora=lora, vllm_kwargs=engine_args)
+            startup = time.perf_counter() - t0
+            times = []
+            for _ in range(syncs):  # each update moves the weights; the next generate syncs them
+                _perturb(trainer.model, 1e-2 if lora else 1e-3, only="lora_B" if lora else "")
+                times.append(remote.sync())
+            worst = _logprob_agreement(trainer.model, remote.generate(prompts[:4], sampling), trainer.device)
+            what = "LoRA r=16 adapter" if lora else "full weights"
+            if lora is None:
+                rates[engine], _ = _timed_generate(remote, prompts, sampling, repeats)
+                print(f"ray replica {engine}: {rates[engine]:,.0f} tok/s (actor start-up {startup:.1f}s, not counted)")
+            print(f"ray replica {engine}, {what} sync: {statistics.median(times) * 1e3:.1f} ms per update (median of "
+                  f"{syncs}); trainer logprobs after sync: max |diff| = {worst:.2e}")
+            remote.close()
+    print(f"ray replica throughput ratio vLLM/HF = {rates['vllm'] / rates['hf']:.2f}x")
+    ray.shutdown()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny model, small batch (CPU CI)")
@@ -70,6 +120,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--syncs", type=int, default=None, help="weight-sync updates to time")
     parser.add_argument("--threads", type=int, default=1, help="torch threads on CPU (1: shared 2-core box)")
+    parser.add_argument("--ray", action="store_true", help="HF vs vLLM policy replicas as Ray actors (CPU)")
     args = parser.parse_args()
     cuda = args.device == "cuda"
     batch = args.batch or (8 if args.quick else (64 if cuda else 16))
@@ -97,6 +148,10 @@ def main() -> None:
     prompts = _prompts(batch)
     sampling = SamplingParams(temperature=1.0, max_new_tokens=max_new, seed=0)
 
+    if args.ray:
+        ray_replicas(model, dtype, prompts, sampling, repeats, syncs)
+        tmp.cleanup()
+        return
     hf = HFPolicy(model, device=args.device, dtype=dtype)
     n_params = sum(p.numel() for p in hf.model.parameters())
     print(f"model: {model} ({n_params / 1e6:.2f}M params, {dtype}, {args.device}); batch {batch} x "

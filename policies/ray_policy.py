@@ -1,22 +1,26 @@
 """Rollout policies as Ray actors: generation on replicas that the trainer syncs weights into.
 
 `RayRolloutPolicy(trainer_policy, model_path, RayConfig)` is a trainer's HFPolicy whose
-`generate` runs on `policy_replicas` actors, each hosting its own HFPolicy (CPU, or one GPU per
-replica with `policy_num_gpus=1`). Everything the training loop touches (model, tokenizer,
-trainable_parameters, save, ...) stays the local HFPolicy's, as with VLLMRolloutPolicy.
+`generate` runs on `policy_replicas` actors (CPU, or one GPU per replica with
+`policy_num_gpus=1`). Each replica hosts, as `RayConfig.policy_engine` says, an HFPolicy ("hf")
+or a vLLM engine ("vllm", `VLLMPolicy` with its engine core inside the actor). Everything the
+training loop touches (model, tokenizer, trainable_parameters, save, ...) stays the local
+HFPolicy's, as with VLLMRolloutPolicy.
 
 Weight sync: before generating, when the trainer's trainable parameters changed since the last
-sync (torch bumps a tensor's `_version` on every in-place write), their current values are put
-once in Ray's object store and every replica loads them in place (`load_state_dict`, strict on
-the names sent). With LoRA only the adapter travels. `sync()` returns the seconds it took.
+sync (torch bumps a tensor's `_version` on every in-place write), the new weights are put once
+in Ray's object store and every replica loads them. `sync()` returns the seconds it took.
+- HF replicas load the trainable tensors in place (strict on the names sent; with LoRA only the
+  adapter travels).
+- vLLM replicas take the full checkpoint through `VLLMPolicy.sync_weights`, or with LoRA the
+  saved adapter's files (bytes, so no shared file system is needed) through `sync_lora`.
 
 Batches: a generate call is split into `policy_replicas` contiguous chunks, one per replica,
 and replica i samples with seed `sampling.seed + i`. One replica with the same seed gives the
 completions the local HFPolicy would (tested); with several, greedy decoding is unchanged and
 sampled completions follow other random streams.
 
-On GPUs the vLLM engine is the faster replica (`agentgym.policies.vllm_engine.VLLMPolicy`, same
-`sync_from` contract); this module runs the HF policy, the one the CPU test suite can exercise.
+On GPUs the vLLM replica is the one to use; on CPU both run (the tests exercise both).
 """
 
 from __future__ import annotations
@@ -31,21 +35,44 @@ from agentgym.policies.base import Completion, Messages, SamplingParams, TurnCon
 
 
 class PolicyWorker:
-    """The actor body: one HFPolicy."""
+    """The actor body: one HFPolicy or one VLLMPolicy."""
 
-    def __init__(self, model_path: str, policy_kwargs: dict, threads: int):
+    def __init__(self, engine: str, model_path: str, policy_kwargs: dict, threads: int):
         import torch
 
         torch.set_num_threads(max(1, threads))
-        from agentgym.policies.hf import HFPolicy
+        self.engine = engine
+        if engine == "vllm":
+            from agentgym.policies.vllm_engine import VLLMPolicy
 
-        self.policy = HFPolicy(model_path, **policy_kwargs)
+            self.policy = VLLMPolicy(model_path, **policy_kwargs)
+        else:
+            from agentgym.policies.hf import HFPolicy
+
+            self.policy = HFPolicy(model_path, **policy_kwargs)
         self.version = -1
 
     def ready(self) -> int:
         return os.getpid()
 
-    def load_weights(self, state: dict, version: int) -> int:
+    def load_weights(self, update: dict, version: int) -> int:
+        """`update` is {"tensors": {name: tensor}} or, for a vLLM replica serving LoRA,
+        {"adapter_files": {file name: bytes}}."""
+        if "adapter_files" in update:
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="agentgym_replica_lora_") as tmp:
+                for name, data in update["adapter_files"].items():
+                    Path(tmp, name).write_bytes(data)
+                self.policy.sync_lora(tmp, copy=True)
+        elif self.engine == "vllm":
+            self.policy.sync_weights(update["tensors"])
+        else:
+            self._copy_in_place(update["tensors"])
+        self.version = version
+        return version
+
+    def _copy_in_place(self, state: dict) -> None:
         import torch
 
         params = dict(self.policy.model.named_parameters())
@@ -55,28 +82,38 @@ class PolicyWorker:
         with torch.no_grad():
             for name, value in state.items():
                 params[name].copy_(value.to(params[name].device, params[name].dtype))
-        self.version = version
-        return version
 
     def generate(self, prompts: list, sampling: SamplingParams | None) -> list[Completion]:
         return self.policy.generate(prompts, sampling, None)
 
 
 class RayRolloutPolicy:
-    def __init__(self, trainer_policy, model_path: str | Path, rc, **policy_kwargs: Any):
+    def __init__(self, trainer_policy, model_path: str | Path, rc, seed: int = 0, vllm_kwargs: dict | None = None,
+                 **policy_kwargs: Any):
+        """policy_kwargs go to each HF replica (e.g. lora=, to match the trainer's parameter
+        names); vllm_kwargs to each vLLM replica (VLLMPolicy's arguments, e.g. kv_cache_gib)."""
         from agentgym.executors_ray import check_resources, connect
 
         self.trainer = trainer_policy
         self.rc = rc
+        self.engine = rc.policy_engine
         self.ray = connect(rc)
         check_resources(dataclasses.replace(rc, num_workers=0), with_policy=True)
         gpu = rc.policy_num_gpus > 0
-        kwargs = {"device": "cuda" if gpu else "cpu", "dtype": getattr(trainer_policy, "dtype", None),
-                  "max_prompt_tokens": getattr(trainer_policy, "max_prompt_tokens", None),
-                  "stop_strings": getattr(trainer_policy, "stop_strings", None), **policy_kwargs}
+        if self.engine == "vllm":
+            from agentgym.policies.vllm_engine import engine_kwargs_for
+
+            kwargs = engine_kwargs_for(trainer_policy, vllm_kwargs or {})
+        else:
+            kwargs = {"device": "cuda" if gpu else "cpu", "dtype": getattr(trainer_policy, "dtype", None),
+                      "max_prompt_tokens": getattr(trainer_policy, "max_prompt_tokens", None),
+                      "stop_strings": getattr(trainer_policy, "stop_strings", None), **policy_kwargs}
         actor = self.ray.remote(num_cpus=rc.policy_num_cpus, num_gpus=rc.policy_num_gpus)(PolicyWorker)
         threads = max(1, int(rc.policy_num_cpus))
-        self.replicas = [actor.remote(str(model_path), kwargs, threads) for _ in range(rc.policy_replicas)]
+        # replica i's own sampling stream (vLLM draws a seed per request from it)
+        per_replica = [{**kwargs, "seed": seed + i} if self.engine == "vllm" else kwargs
+                       for i in range(rc.policy_replicas)]
+        self.replicas = [actor.remote(self.engine, str(model_path), k, threads) for k in per_replica]
         self.pids = self.ray.get([r.ready.remote() for r in self.replicas])
         self._synced_version: int | None = None
         self.num_syncs = 0
@@ -96,13 +133,24 @@ class RayRolloutPolicy:
         if not force and version == self._synced_version:
             return 0.0
         t0 = time.perf_counter()
-        state = {n: p.detach().to("cpu", copy=True) for n, p in self.trainer.model.named_parameters() if p.requires_grad}
-        ref = self.ray.put(state)  # one copy in the object store, shared by the replicas of a node
+        ref = self.ray.put(self._weights_update())  # one copy in the object store, shared by the replicas of a node
         self.ray.get([r.load_weights.remote(ref, version) for r in self.replicas])
         self._synced_version = version
         self.num_syncs += 1
         self.last_sync_s = time.perf_counter() - t0
         return self.last_sync_s
+
+    def _weights_update(self) -> dict:
+        model = self.trainer.model
+        lora = getattr(self.trainer, "is_lora", False)
+        if self.engine == "vllm" and lora:
+            from agentgym.policies.vllm_engine import adapter_files
+
+            return {"adapter_files": adapter_files(model)}
+        # vLLM reloads whole checkpoints (HF names), HF replicas take just what trains
+        everything = self.engine == "vllm"
+        return {"tensors": {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters()
+                            if everything or p.requires_grad}}
 
     def generate(self, prompts: list[Messages], sampling: SamplingParams | None = None,
                  contexts: list[TurnContext] | None = None) -> list[Completion]:

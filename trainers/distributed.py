@@ -45,6 +45,15 @@ def validate_scaling(cfg) -> None:
     if cfg.env.executor not in EXECUTORS:
         raise ConfigError(f"env.executor={cfg.env.executor!r} is unknown; choose inprocess, process or ray")
     validate_ray_config(cfg.ray)
+    if cfg.ray.policy_engine != "hf":
+        if cfg.policy.engine != "ray":
+            raise ConfigError(f"ray.policy_engine={cfg.ray.policy_engine} sets what Ray policy replicas run: add "
+                              f"policy.engine=ray (policy.engine=vllm runs one engine in the trainer's process)")
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            raise ConfigError("ray.policy_engine=vllm needs vLLM, which is not installed: run "
+                              "`pip install 'agentgym[vllm]'`")
 
 
 def world_from_env() -> tuple[int, int, int]:

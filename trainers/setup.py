@@ -26,10 +26,11 @@ def make_policy(cfg: TrainConfig, model_path: str | Path):
         from agentgym.policies.vllm_engine import VLLMRolloutPolicy
 
         return VLLMRolloutPolicy(policy, model_path, **{"seed": cfg.seed, **cfg.policy.vllm.policy_kwargs()})
-    if cfg.policy.engine == "ray":  # generation on HFPolicy replicas in Ray actors, synced after each update
+    if cfg.policy.engine == "ray":  # generation on Ray replicas (HF or vLLM, ray.policy_engine), synced after each update
         from agentgym.policies.ray_policy import RayRolloutPolicy
 
-        return RayRolloutPolicy(policy, model_path, cfg.ray, lora=cfg.policy.lora)
+        return RayRolloutPolicy(policy, model_path, cfg.ray, seed=cfg.seed, lora=cfg.policy.lora,
+                                vllm_kwargs=cfg.policy.vllm.policy_kwargs())
     return policy
 
 

@@ -45,6 +45,8 @@ CASES = [
     ("tasks.curriculum=secc", "did you mean sec?"),
     ("ray.num_worker=2", "did you mean ray.num_workers?"),
     ("ray.num_workers=0", "ray.num_workers must be >= 1"),
+    ("ray.policy_engine=vlm", "ray.policy_engine='vlm' is unknown; choose hf or vllm"),
+    ("ray.policy_engine=vllm", "ray.policy_engine=vllm sets what Ray policy replicas run: add policy.engine=ray"),
 ]
 
 
