@@ -142,8 +142,9 @@ class VLLMPolicy:
 
             text_config = AutoConfig.from_pretrained(base_path, trust_remote_code=trust_remote_code).get_text_config()
             self.tied_embeddings = bool(getattr(text_config, "tie_word_embeddings", False))
+            context_len = getattr(text_config, "max_position_embeddings", None)
         except (OSError, ValueError):
-            self.tied_embeddings = False
+            self.tied_embeddings, context_len = False, None
 
         # The engine core must live in this process: weight sync hands it tensors by reference.
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -173,7 +174,7 @@ class VLLMPolicy:
             # call: on CPU every request of the batch then fails ("CPU Generator does not use
             # offset") once a turn's prompts exceed the step's token budget. Whole prompts only.
             kwargs["enable_chunked_prefill"] = False
-            kwargs["max_num_batched_tokens"] = max(4096, max_model_len or 0)
+            kwargs["max_num_batched_tokens"] = max(4096, max_model_len or context_len or 0)  # >= the longest prompt
         if enable_lora:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
         kwargs.update(engine_kwargs)
