@@ -105,3 +105,14 @@ def test_typed_sections_match_the_classes_they_configure():
     vllm_params = inspect.signature(VLLMPolicy.__init__).parameters
     named = {f.name for f in dataclasses.fields(config.VLLMConfig)} - {"engine_args"}
     assert named <= set(vllm_params), named - set(vllm_params)
+
+
+def test_vllm_replicas_without_vllm_installed_is_one_line_naming_the_extra(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else find_spec(name, *a))
+    with pytest.raises(ConfigError) as err:
+        load_config("household-tiny", ["policy.engine=ray", "ray.policy_engine=vllm"])
+    assert "pip install 'agentgym[vllm]'" in str(err.value) and "\n" not in str(err.value)
+    load_config("household-tiny", ["policy.engine=ray", "ray.policy_engine=hf"])  # HF replicas need no vLLM
