@@ -15,6 +15,15 @@ in Ray's object store and every replica loads them. `sync()` returns the seconds
 - vLLM replicas take the full checkpoint through `VLLMPolicy.sync_weights`, or with LoRA the
   saved adapter's files (bytes, so no shared file system is needed) through `sync_lora`.
 
+Faults: replicas are created with `max_restarts=-1`, so Ray starts a new process for one that
+dies. A restarted process holds the start model, not the trained weights: every generate call
+names the weights version it expects and a replica holding another one answers None. Either
+way (died, or found restarted) the trainer waits for the new process (up to `step_timeout_s`),
+loads the last weights into it and asks once more, so a replica never serves stale weights.
+Only a replica that fails twice in one call, or does not answer within `step_timeout_s`
+(killed, then restarted), returns error completions: those episodes end `infra_error` and the
+rollout goes on.
+
 Batches: a generate call is split into `policy_replicas` contiguous chunks, one per replica,
 and replica i samples with seed `sampling.seed + i`. One replica with the same seed gives the
 completions the local HFPolicy would (tested); with several, greedy decoding is unchanged and
@@ -31,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentgym.errors import AgentGymError
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
 
 
@@ -83,7 +93,10 @@ class PolicyWorker:
             for name, value in state.items():
                 params[name].copy_(value.to(params[name].device, params[name].dtype))
 
-    def generate(self, prompts: list, sampling: SamplingParams | None) -> list[Completion]:
+    def generate(self, prompts: list, sampling: SamplingParams | None, version: int) -> list[Completion] | None:
+        """None when this process does not hold weights `version` (Ray restarted it)."""
+        if version != self.version:
+            return None
         return self.policy.generate(prompts, sampling, None)
 
 
@@ -108,7 +121,8 @@ class RayRolloutPolicy:
             kwargs = {"device": "cuda" if gpu else "cpu", "dtype": getattr(trainer_policy, "dtype", None),
                       "max_prompt_tokens": getattr(trainer_policy, "max_prompt_tokens", None),
                       "stop_strings": getattr(trainer_policy, "stop_strings", None), **policy_kwargs}
-        actor = self.ray.remote(num_cpus=rc.policy_num_cpus, num_gpus=rc.policy_num_gpus)(PolicyWorker)
+        actor = self.ray.remote(num_cpus=rc.policy_num_cpus, num_gpus=rc.policy_num_gpus, max_restarts=-1,
+                                max_task_retries=0)(PolicyWorker)
         threads = max(1, int(rc.policy_num_cpus))
         # replica i's own sampling stream (vLLM draws a seed per request from it)
         per_replica = [{**kwargs, "seed": seed + i} if self.engine == "vllm" else kwargs
@@ -116,8 +130,10 @@ class RayRolloutPolicy:
         self.replicas = [actor.remote(self.engine, str(model_path), k, threads) for k in per_replica]
         self.pids = self.ray.get([r.ready.remote() for r in self.replicas])
         self._synced_version: int | None = None
+        self._weights_ref = None  # the last weights sent, for a replica Ray restarted since
         self.num_syncs = 0
         self.last_sync_s = 0.0
+        self.restarts = 0
 
     def __getattr__(self, name: str):  # only called for attributes this class does not have
         if name in ("trainer", "replicas"):
@@ -133,8 +149,13 @@ class RayRolloutPolicy:
         if not force and version == self._synced_version:
             return 0.0
         t0 = time.perf_counter()
-        ref = self.ray.put(self._weights_update())  # one copy in the object store, shared by the replicas of a node
-        self.ray.get([r.load_weights.remote(ref, version) for r in self.replicas])
+        self._weights_ref = self.ray.put(self._weights_update())  # one copy, shared by the replicas of a node
+        refs = [r.load_weights.remote(self._weights_ref, version) for r in self.replicas]
+        for i, ref in enumerate(refs):
+            try:
+                self.ray.get(ref, timeout=self.rc.step_timeout_s)
+            except self.ray.exceptions.RayError:  # died (or restarting): wait for its new process, load again
+                self._reload(i, version)
         self._synced_version = version
         self.num_syncs += 1
         self.last_sync_s = time.perf_counter() - t0
@@ -167,8 +188,60 @@ class RayRolloutPolicy:
             s = sampling
             if sampling is not None and sampling.seed is not None and i:
                 s = dataclasses.replace(sampling, seed=sampling.seed + i)
-            refs.append(self.replicas[i].generate.remote(chunk, s))
-        return [c for part in self.ray.get(refs) for c in part]
+            refs.append((i, chunk, s, self.replicas[i].generate.remote(chunk, s, self._synced_version)))
+        return [c for i, chunk, s, ref in refs for c in self._answer(i, chunk, s, ref)]
+
+    def _answer(self, i: int, chunk: list, sampling: SamplingParams | None, ref) -> list[Completion]:
+        """Replica i's completions for `chunk`. A replica that died or restarted is waited for,
+        given the weights again and asked once more; only if that fails too are its prompts
+        error completions. One that does not answer in time is killed (Ray restarts it)."""
+        ray, timeout, version = self.ray, self.rc.step_timeout_s, self._synced_version
+        for attempt in range(2):
+            try:
+                out = ray.get(ref, timeout=timeout)
+            except ray.exceptions.GetTimeoutError:
+                self.restarts += 1
+                ray.kill(self.replicas[i], no_restart=False)
+                return self._failed(chunk, f"policy replica {i} did not answer within {timeout:g}s (restarted)")
+            except ray.exceptions.RayError as exc:  # ActorDiedError, ActorUnavailableError, ...
+                out, what = None, f"died ({type(exc).__name__})"
+            else:
+                if out is not None:
+                    return out
+                what = "was restarted"  # a new process with the start model's weights
+            self.restarts += 1
+            if attempt == 1:
+                break
+            try:
+                self._reload(i, version)
+            except (AgentGymError, ray.exceptions.RayError) as exc:
+                return self._failed(chunk, f"policy replica {i} {what} and did not take the weights back: "
+                                           f"{type(exc).__name__}")
+            ref = self.replicas[i].generate.remote(chunk, sampling, version)
+        return self._failed(chunk, f"policy replica {i} {what} twice in one call")
+
+    @staticmethod
+    def _failed(chunk: list, message: str) -> list[Completion]:
+        return [Completion("", finish_reason="error", error=message) for _ in chunk]
+
+    def _reload(self, i: int, version: int) -> None:
+        """Wait (up to step_timeout_s) until replica i answers from its new process, then load the
+        last weights into it."""
+        ray, deadline = self.ray, time.monotonic() + self.rc.step_timeout_s
+        while True:
+            try:
+                self.pids[i] = ray.get(self.replicas[i].ready.remote(), timeout=max(deadline - time.monotonic(), 0.001))
+                break
+            except ray.exceptions.GetTimeoutError:
+                raise AgentGymError(f"policy replica {i} did not come back within {self.rc.step_timeout_s:g}s "
+                                    "after it died") from None
+            except ray.exceptions.RayError:
+                if time.monotonic() > deadline:
+                    raise AgentGymError(f"policy replica {i} did not come back within {self.rc.step_timeout_s:g}s "
+                                        "after it died") from None
+                time.sleep(0.1)
+        ray.get(self.replicas[i].load_weights.remote(self._weights_ref, version),
+                timeout=max(deadline - time.monotonic(), 1.0))
 
     def close(self) -> None:
         for r in getattr(self, "replicas", []):

@@ -82,3 +82,29 @@ def test_trainer_runs_with_ray_env_workers_and_ray_policy(toy_config, tiny_model
     from agentgym.executors_ray import _DEFAULT
 
     assert _DEFAULT["pool"] is None  # the run's env workers are gone with the run
+
+
+def test_a_killed_replica_is_restarted_and_never_serves_stale_weights(tiny_policy_factory, make_remote):
+    """SIGKILL a replica after an update: the next call waits for Ray's new process, loads the
+    trainer's current weights into it (not the start model it was rebuilt from) and completes
+    every prompt."""
+    import os
+    import signal
+
+    trainer, reference = tiny_policy_factory(), tiny_policy_factory()
+    remote = make_remote(trainer, replicas=2)
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=6)
+    start = _ids(remote.generate(PROMPTS, greedy))
+    with torch.no_grad():
+        for (_, p), (_, q) in zip(trainer.model.named_parameters(), reference.model.named_parameters()):
+            noise = torch.randn_like(p) * 0.5
+            p.add_(noise)
+            q.add_(noise)
+    expected = _ids(reference.generate(PROMPTS, greedy))
+    assert _ids(remote.generate(PROMPTS, greedy)) == expected != start
+    old_pid = remote.pids[1]
+    os.kill(old_pid, signal.SIGKILL)
+    out = remote.generate(PROMPTS, greedy)
+    assert [c.error for c in out] == [None] * len(PROMPTS)
+    assert _ids(out) == expected  # the restarted replica serves the trained weights
+    assert remote.pids[1] != old_pid and remote.restarts == 1 and remote.num_syncs == 2
