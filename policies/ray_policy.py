@@ -154,7 +154,7 @@ class RayRolloutPolicy:
         for i, ref in enumerate(refs):
             try:
                 self.ray.get(ref, timeout=self.rc.step_timeout_s)
-            except self.ray.exceptions.RayError:  # died (or restarting): wait for its new process, load again
+            except self.ray.exceptions.RayActorError:  # died (or restarting): wait for its new process, load again
                 self._reload(i, version)
         self._synced_version = version
         self.num_syncs += 1
@@ -203,8 +203,11 @@ class RayRolloutPolicy:
                 self.restarts += 1
                 ray.kill(self.replicas[i], no_restart=False)
                 return self._failed(chunk, f"policy replica {i} did not answer within {timeout:g}s (restarted)")
-            except ray.exceptions.RayError as exc:  # ActorDiedError, ActorUnavailableError, ...
+            except ray.exceptions.RayActorError as exc:  # ActorDiedError, ActorUnavailableError
                 out, what = None, f"died ({type(exc).__name__})"
+            except ray.exceptions.RayTaskError as exc:  # the replica's own policy raised: an infra error, not a death
+                cause = str(exc.cause if getattr(exc, "cause", None) is not None else exc).splitlines()
+                return self._failed(chunk, f"policy replica {i} failed: {cause[0] if cause else type(exc).__name__}")
             else:
                 if out is not None:
                     return out
@@ -235,7 +238,7 @@ class RayRolloutPolicy:
             except ray.exceptions.GetTimeoutError:
                 raise AgentGymError(f"policy replica {i} did not come back within {self.rc.step_timeout_s:g}s "
                                     "after it died") from None
-            except ray.exceptions.RayError:
+            except ray.exceptions.RayActorError:
                 if time.monotonic() > deadline:
                     raise AgentGymError(f"policy replica {i} did not come back within {self.rc.step_timeout_s:g}s "
                                         "after it died") from None

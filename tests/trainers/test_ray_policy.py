@@ -108,3 +108,16 @@ def test_a_killed_replica_is_restarted_and_never_serves_stale_weights(tiny_polic
     assert [c.error for c in out] == [None] * len(PROMPTS)
     assert _ids(out) == expected  # the restarted replica serves the trained weights
     assert remote.pids[1] != old_pid and remote.restarts == 1 and remote.num_syncs == 2
+
+
+def test_a_replica_whose_policy_raises_fails_its_prompts_and_is_not_restarted(tiny_policy_factory, make_remote):
+    """An exception inside the replica (here a malformed prompt) is an infra error for that call's
+    prompts, named in one line; the replica is not a death: same process, next call served."""
+    remote = make_remote(tiny_policy_factory())
+    pid = remote.pids[0]
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=4)
+    out = remote.generate([[{"text": "no role or content"}]], greedy)
+    assert out[0].finish_reason == "error" and out[0].error.startswith("policy replica 0 failed: ")
+    assert "\n" not in out[0].error
+    assert remote.restarts == 0 and remote.pids[0] == pid
+    assert [c.error for c in remote.generate(PROMPTS, greedy)] == [None] * len(PROMPTS)
