@@ -7,7 +7,8 @@ reset/step sends one call per worker and waits for all of them, so workers step 
 Faults: a worker whose process dies (killed, OOM, segfault) or that does not answer within
 `step_timeout_s` fails only its own slots: their episodes end as `infra_error` and the rollout
 goes on. The actor is created with `max_restarts=-1`, so Ray starts a fresh process for it;
-the next reset sent to it waits for that process (up to `step_timeout_s`) and rebuilds its envs
+the next reset sent to it waits for that process (up to max(step_timeout_s, 60 s), what a first
+start is allowed; also after a silent worker was killed) and rebuilds its envs
 lazily (a step sent to a slot whose env was lost answers with an error instead of silently
 playing a fresh env).
 
@@ -224,6 +225,7 @@ class RayExecutor:
             raise ConfigError(f"{self.num_workers} env workers did not start within {max(rc.step_timeout_s, 60):g}s: "
                               "the cluster's CPUs are probably held by other actors (lower ray.num_cpus_per_worker)") from None
         self.restarts = 0
+        self.recycled: set[int] = set()  # workers killed for silence whose new process has not answered yet
 
     def resize(self, num_envs: int) -> None:
         """Serve a rollout of `num_envs` slots with the existing workers (persistent pool)."""
@@ -241,6 +243,9 @@ class RayExecutor:
         by_worker: dict[int, list[int]] = {}
         for k, req in enumerate(requests):
             by_worker.setdefault(self.worker_of(req[0]), []).append(k)
+        for w in self.recycled & set(by_worker):  # new episodes on a recycled worker: wait for its new process
+            if method == "reset" and self._wait_for_restart(w, count=False):
+                self.recycled.discard(w)
         refs = {w: getattr(self.workers[w], method).remote([requests[k] for k in ks]) for w, ks in by_worker.items()}
         results: list[EnvResult | None] = [None] * len(requests)
         deadline = time.monotonic() + self.rc.step_timeout_s
@@ -267,14 +272,15 @@ class RayExecutor:
                 results[k] = ans
         return results  # type: ignore[return-value]
 
-    def _wait_for_restart(self, w: int) -> bool:
-        """Poll a dead or restarting worker until Ray has a new process for it (or time runs out)."""
+    def _wait_for_restart(self, w: int, count: bool = True) -> bool:
+        """Poll a dead or restarting worker until Ray has a new process for it (or time runs out:
+        a process start is allowed what the first start was, not just one step's time)."""
         ray = self.ray
-        deadline = time.monotonic() + self.rc.step_timeout_s
+        deadline = time.monotonic() + max(self.rc.step_timeout_s, 60)
         while time.monotonic() < deadline:
             try:
                 self.pids[w] = ray.get(self.workers[w].ready.remote(), timeout=max(deadline - time.monotonic(), 0.001))
-                self.restarts += 1
+                self.restarts += count
                 return True
             except ray.exceptions.GetTimeoutError:
                 return False
@@ -285,6 +291,7 @@ class RayExecutor:
     def _recycle(self, w: int) -> None:
         """A hung worker: kill it and let Ray start a fresh process in its place."""
         self.restarts += 1
+        self.recycled.add(w)
         try:
             self.ray.kill(self.workers[w], no_restart=False)
         except Exception:

@@ -86,6 +86,45 @@ def test_a_killed_worker_fails_only_its_episodes_is_restarted_and_the_rollout_go
         pool.shutdown()
 
 
+class FreezingPolicy(KillingPolicy):
+    """The oracle, SIGSTOPping env worker 0's process before turn `at`: a worker that hangs
+    (alive, silent) rather than dies."""
+
+    def generate(self, prompts, sampling=None, contexts=None):
+        self.turn += 1
+        if self.turn == self.at:
+            self.killed = self.pool._executor.pids[0]
+            os.kill(self.killed, signal.SIGSTOP)
+        return self.inner.generate(prompts, sampling, contexts)
+
+
+def test_a_silent_worker_times_out_fails_only_its_episodes_and_is_replaced(ray_local):
+    tasks = _tasks(4)
+    ref = agentgym.collect(HOUSEHOLD, tasks, _oracle(), group_size=2, seed=1)
+    # 3 s: shorter than an actor restart here (2-4 s), so the next reset must wait for the new
+    # process rather than time it out and kill it again
+    pool = RayEnvPool(RayConfig(**HALF, step_timeout_s=3.0))
+    policy = FreezingPolicy(pool, at=3)
+    try:
+        t0 = time.monotonic()
+        got = agentgym.collect(HOUSEHOLD, tasks, policy, group_size=2, seed=1, executor=pool)
+        assert policy.killed is not None and time.monotonic() - t0 < 60
+        still_running = [t for t, r in zip(got[0::2], ref[0::2]) if len(r.steps) >= 3]
+        assert still_running and all(t.infra_error and "did not answer within 3s" in t.error for t in still_running)
+        assert _dicts(got[1::2]) == _dicts(ref[1::2])  # the other worker's episodes are untouched
+        assert pool._executor.restarts >= 1
+        again = agentgym.collect(HOUSEHOLD, tasks, _oracle(), group_size=2, seed=1, executor=pool)
+        assert _dicts(again) == _dicts(ref)  # a fresh process took the frozen one's place
+        assert ray_local.get(pool._executor.workers[0].ready.remote()) != policy.killed
+    finally:
+        if policy.killed is not None:
+            try:
+                os.kill(policy.killed, signal.SIGKILL)  # if Ray has not reaped it already
+            except ProcessLookupError:
+                pass
+        pool.shutdown()
+
+
 def test_the_persistent_pool_reuses_its_workers(ray_local):
     pool = RayEnvPool(RayConfig(**HALF))
     try:
