@@ -147,7 +147,7 @@ def make_ddp_batch(work: Path, groups: int) -> tuple[Path, Path]:
     return Path(model), batch
 
 
-def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups: int) -> None:
+def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups: int, data_parallel: str) -> None:
     """One rank (or the only process): time ppo_update on its share of the batch."""
     import numpy as np
     import torch
@@ -161,11 +161,13 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
     from agentgym.trainers.tokenize import build_samples
 
     trajs, advs = pickle.loads(Path(batch).read_bytes())
-    cfg = load_config({}, [f"policy.model={model}", f"rollout.tasks_per_iter={groups}", *DDP_OVERRIDES])
+    cfg = load_config({}, [f"policy.model={model}", f"rollout.tasks_per_iter={groups}", f"data_parallel={data_parallel}",
+                           *DDP_OVERRIDES])
     dp = distributed.setup(cfg)
     mine, first = dp.shard(list(range(groups)))
     trajs, advs = trajs[first * 6:(first + len(mine)) * 6], advs[first * 6:(first + len(mine)) * 6]
     policy = HFPolicy(model)
+    dp.shard_model(policy)  # data_parallel=fsdp only
     optimizer, scheduler = make_optimizer(cfg, policy, {})
     times = []
     for r in range(reps + 1):
@@ -176,6 +178,13 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
         dp.barrier()
         times.append(time.perf_counter() - t0)
     tokens = sum(len(s) for s in samples)
+    def mine(t):  # this rank's part of a (possibly sharded) tensor
+        return t.to_local() if hasattr(t, "to_local") else t
+
+    params = list(policy.model.parameters())
+    held = ([mine(p) for p in params] + [mine(p.grad) for p in params if p.grad is not None]
+            + [mine(v) for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0])
+    held_mb = sum(t.numel() * t.element_size() for t in held) / 2**20
     # gloo all-reduce bandwidth on a 64 MB buffer (what a gradient sync of a 16M-parameter model moves)
     bw = None
     if dp.enabled:
@@ -189,7 +198,7 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
         bw = 3 * buf.numel() * 4 / (time.perf_counter() - t0) / 1e9
     if dp.is_main:
         Path(out).write_text(repr({"times": times[1:], "samples": len(samples), "tokens": tokens, "allreduce_GBps": bw,
-                                   "params": sum(p.numel() for p in policy.model.parameters())}))
+                                   "params": sum(p.numel() for p in policy.model.parameters()), "held_mb": held_mb}))
     distributed.teardown()
 
 
@@ -200,10 +209,12 @@ def bench_ddp(quick: bool, groups: int) -> dict:
         model, batch = make_ddp_batch(work, groups)
         env = dict(os.environ, OMP_NUM_THREADS="1")
         results = {}
-        for name, nproc, threads in (("1 process x 1 thread", 1, 1), ("1 process x 2 threads", 1, 2),
-                                     ("2 processes x 1 thread (gloo)", 2, 1)):
-            out = work / f"{nproc}_{threads}.txt"
-            args = [__file__, "--ddp-worker", str(model), str(batch), str(out), str(threads), str(reps), str(groups)]
+        for name, nproc, threads, data_parallel in (
+                ("1 process x 1 thread", 1, 1, "ddp"), ("1 process x 2 threads", 1, 2, "ddp"),
+                ("2 processes x 1 thread (gloo, ddp)", 2, 1, "ddp"), ("2 processes x 1 thread (gloo, fsdp)", 2, 1, "fsdp")):
+            out = work / f"{nproc}_{threads}_{data_parallel}.txt"
+            args = [__file__, "--ddp-worker", str(model), str(batch), str(out), str(threads), str(reps), str(groups),
+                    data_parallel]
             cmd = [sys.executable] + (["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
                                       if nproc > 1 else []) + args
             subprocess.run(cmd, env=env, check=True, capture_output=True)
@@ -217,11 +228,11 @@ def main() -> None:
     ap.add_argument("--skip-ddp", action="store_true")
     ap.add_argument("--ddp-only", action="store_true")
     ap.add_argument("--ddp-groups", type=int, default=8, help="groups of 6 episodes in the update batch (even)")
-    ap.add_argument("--ddp-worker", nargs=6, metavar=("MODEL", "BATCH", "OUT", "THREADS", "REPS", "GROUPS"))
+    ap.add_argument("--ddp-worker", nargs=7, metavar=("MODEL", "BATCH", "OUT", "THREADS", "REPS", "GROUPS", "DP"))
     args = ap.parse_args()
     if args.ddp_worker:
-        m, b, o, t, r, g = args.ddp_worker
-        ddp_worker(m, b, o, int(t), int(r), int(g))
+        m, b, o, t, r, g, d = args.ddp_worker
+        ddp_worker(m, b, o, int(t), int(r), int(g), d)
         return
     load = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f} at start (wall-clock figures; other processes "
@@ -253,12 +264,12 @@ def print_ddp(d: dict) -> None:
     first = next(iter(d.values()))
     print(f"\ndata-parallel PPO update: {first['params'] / 1e6:.2f}M-parameter model, {first['samples']} samples, "
           f"{first['tokens']:,} tokens per update; median of runs")
-    print("| setting | s per update | speed-up |\n|---|---:|---:|")
+    print("| setting | s per update | speed-up | weights + grads + AdamW state held by rank 0 |\n|---|---:|---:|---:|")
     base = statistics.median(first["times"])
     for name, res in d.items():
         t = statistics.median(res["times"])
-        print(f"| {name} | {t:.2f} | {base / t:.2f}x |")
-    bw = d["2 processes x 1 thread (gloo)"]["allreduce_GBps"]
+        print(f"| {name} | {t:.2f} | {base / t:.2f}x | {res['held_mb']:.1f} MB |")
+    bw = d["2 processes x 1 thread (gloo, ddp)"]["allreduce_GBps"]
     print(f"gloo all-reduce of 64 MB between 2 local processes: {bw:.2f} GB/s")
 
 

@@ -240,11 +240,12 @@ class HFPolicy:
     def hidden_size(self) -> int:
         return int(self.model.config.hidden_size)
 
-    def save(self, out_dir: str | Path) -> None:
-        """Full model, or only the LoRA adapter (PEFT's adapter_config.json + adapter_model.safetensors)."""
+    def save(self, out_dir: str | Path, state_dict: dict | None = None) -> None:
+        """Full model, or only the LoRA adapter (PEFT's adapter_config.json + adapter_model.safetensors).
+        state_dict: the weights to write instead of the model's own (the trainer's FSDP shards gathered)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(out)
+        self.model.save_pretrained(out, state_dict=state_dict)
         self.tokenizer.save_pretrained(out)
 
     def load_weights(self, model_dir: str | Path) -> None:

@@ -29,16 +29,23 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(run_dir: str | Path, iteration: int, policy, optimizer, scheduler, heads: dict, state: dict,
-                    keep: int = 2) -> Path:
+                    keep: int = 2, model_state: dict | None = None, optimizer_shards: list[Path] | None = None) -> Path:
+    """model_state: the weights to save when the policy's own are sharded; optimizer_shards:
+    per-rank optimizer files (FSDP), moved in instead of the optimizer's state."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"iter_{iteration:06d}"
     tmp = root / f".tmp_iter_{iteration:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    policy.save(tmp / "model")
+    if model_state is None:
+        policy.save(tmp / "model")
+    else:
+        policy.save(tmp / "model", state_dict=model_state)
+    for shard in optimizer_shards or []:
+        shutil.move(str(shard), tmp / shard.name)
     torch.save({
-        "optimizer": optimizer.state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer_shards is None else None,
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "heads": {name: head.state_dict() for name, head in heads.items() if head is not None},
         "rng": rng_state(),
@@ -63,12 +70,16 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return path if path.is_dir() else None
 
 
-def load_checkpoint(path: str | Path, policy, optimizer, scheduler, heads: dict) -> dict:
-    """Restore everything in place; returns the trainer state dict."""
+def load_checkpoint(path: str | Path, policy, optimizer, scheduler, heads: dict, weights: bool = True) -> dict:
+    """Restore everything in place; returns the trainer state dict. weights=False: the policy's
+    weights were loaded already (before FSDP sharded them); a sharded optimizer state (None
+    here) is loaded per rank by trainers.distributed."""
     path = Path(path)
-    policy.load_weights(path / "model")
+    if weights:
+        policy.load_weights(path / "model")
     blob = torch.load(path / "trainer.pt", weights_only=False)
-    optimizer.load_state_dict(blob["optimizer"])
+    if blob["optimizer"] is not None:
+        optimizer.load_state_dict(blob["optimizer"])
     if scheduler is not None and blob["scheduler"] is not None:
         scheduler.load_state_dict(blob["scheduler"])
     for name, head in heads.items():

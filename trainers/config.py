@@ -178,6 +178,7 @@ class TrainConfig:
     checkpoint_every: int = 5
     time_budget_s: float | None = None  # stop RL early (and still evaluate) past this wall time
     torch_threads: int | None = None  # None: torch's default; 1 is much faster on an oversubscribed CPU
+    data_parallel: str = "ddp"  # with --nproc/torchrun: ddp (a model replica per rank) | fsdp (sharded, FSDP2)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
     env: EnvConfig = field(default_factory=EnvConfig)

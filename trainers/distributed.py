@@ -20,6 +20,9 @@ Data parallel (`torchrun --nproc-per-node N -m agentgym.trainers.cli train CONFI
   for the same world size. The trajectories of all ranks are gathered for the task source's
   update (curricula) and the logged rollout metrics.
 
+With `data_parallel: fsdp` the ranks hold shards of the model instead of replicas
+(trainers/fsdp.py); everything above stays true.
+
 torch and ray are imported lazily: trainers.config imports this module for its checks.
 """
 
@@ -29,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -36,6 +40,7 @@ from typing import Any, Callable
 from agentgym.errors import ConfigError
 
 EXECUTORS = ("inprocess", "process", "ray")
+DATA_PARALLEL = ("ddp", "fsdp")
 
 
 # --- config checks (torch-free, called by validate_config) ------------------------------------
@@ -45,6 +50,12 @@ def validate_scaling(cfg) -> None:
     if cfg.env.executor not in EXECUTORS:
         raise ConfigError(f"env.executor={cfg.env.executor!r} is unknown; choose inprocess, process or ray")
     validate_ray_config(cfg.ray)
+    if cfg.data_parallel not in DATA_PARALLEL:
+        raise ConfigError(f"data_parallel={cfg.data_parallel!r} is unknown; choose ddp (a model replica per rank) or "
+                          "fsdp (the model sharded over the ranks)")
+    if cfg.data_parallel == "fsdp" and cfg.policy.engine != "hf":
+        raise ConfigError(f"data_parallel=fsdp shards the trainer's own model, but policy.engine={cfg.policy.engine} "
+                          "generates with another copy: use policy.engine=hf, or data_parallel=ddp")
     if cfg.ray.policy_engine != "hf":
         if cfg.policy.engine != "ray":
             raise ConfigError(f"ray.policy_engine={cfg.ray.policy_engine} sets what Ray policy replicas run: add "
@@ -99,11 +110,27 @@ class Ghost:
 class DataParallel:
     """What the loop asks of data parallelism; with world_size 1 every method is a no-op."""
 
-    def __init__(self, rank: int = 0, world_size: int = 1, local_rank: int = 0):
+    def __init__(self, rank: int = 0, world_size: int = 1, local_rank: int = 0, sharded: bool = False):
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
         self.enabled = world_size > 1
+        self.sharded = sharded and self.enabled  # data_parallel=fsdp (trainers/fsdp.py)
         self.is_main = rank == 0
         self.first_group = 0
+
+    # FSDP: the model in shards; rollouts, scoring and evaluation on the gathered weights
+    def shard_model(self, policy) -> None:
+        if self.sharded:
+            from agentgym.trainers.fsdp import shard_model
+
+            shard_model(policy.model)
+
+    def full_weights(self, policy):
+        """A `with` block run on the full weights; every rank must enter it (no-op without FSDP)."""
+        if not self.sharded:
+            return nullcontext()
+        from agentgym.trainers.fsdp import full_weights
+
+        return full_weights(policy.model)
 
     # rollouts
     def shard(self, tasks: list) -> tuple[list, int]:
@@ -153,12 +180,35 @@ class DataParallel:
     def local(self, minibatch: list) -> list:
         return [s for s in minibatch if not isinstance(s, Ghost)] if self.enabled else minibatch
 
+    def keep_step(self, policy, micro_batches: int, want_entropy: bool, use_kl: bool) -> None:
+        """FSDP, before this rank's `micro_batches` passes of a minibatch: run empty ones so that
+        it runs as many passes as the rank with the most (FSDP's collectives must pair up)."""
+        if not self.sharded:
+            return
+        import torch
+        import torch.distributed as dist
+
+        from agentgym.trainers.fsdp import filler_pass
+
+        most = torch.tensor([micro_batches])
+        dist.all_reduce(most, op=dist.ReduceOp.MAX)
+        for _ in range(int(most[0]) - micro_batches):
+            filler_pass(policy, want_entropy, use_kl)
+
     def sync_gradients(self, params: list) -> None:
-        """Sum the gradients over ranks (missing ones count as zeros): one flat all-reduce."""
+        """Sum the gradients over ranks (missing ones count as zeros): one flat all-reduce. Under
+        FSDP only the plain parameters (heads): the sharded ones were reduced in backward."""
         if not self.enabled:
             return
         import torch
         import torch.distributed as dist
+
+        if self.sharded:
+            from agentgym.trainers.fsdp import split_by_kind
+
+            params = split_by_kind(params)[1]
+            if not params:
+                return
 
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         flat = torch.cat([g.detach().reshape(-1).float() for g in grads])
@@ -168,6 +218,15 @@ class DataParallel:
             n = g.numel()
             p.grad = flat[offset:offset + n].view_as(g).to(g.dtype).clone()
             offset += n
+
+    def clip_grad_norm(self, params: list, max_norm: float):
+        if self.sharded:
+            from agentgym.trainers.fsdp import clip_grad_norm
+
+            return clip_grad_norm(params, max_norm)
+        import torch
+
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
 
     def reduce_stats(self, totals: dict, n_micro: int, ratio_max: float) -> tuple[dict, int, float]:
         """Sum the per-rank partial loss statistics (each is a share of the global loss)."""
@@ -232,8 +291,10 @@ class DataParallel:
 
     def save_checkpoint(self, save_fn: Callable, run_dir, iteration: int, policy, optimizer, scheduler, heads: dict,
                         state: dict) -> None:
-        """Rank 0 writes the checkpoint (parameters and optimizer are equal on all ranks) plus
-        every rank's RNG state (ranks.pt)."""
+        """Rank 0 writes the checkpoint plus every rank's RNG state (ranks.pt). With ddp the
+        parameters and optimizer are equal on all ranks; with fsdp rank 0 writes the gathered
+        full weights and each rank its optimizer shard (through a staging folder, so that the
+        checkpoint appears whole or not at all)."""
         if not self.enabled:
             save_fn(run_dir, iteration, policy, optimizer, scheduler, heads, state)
             return
@@ -242,18 +303,63 @@ class DataParallel:
 
         states: list = [None] * self.world_size
         dist.all_gather_object(states, self._rng_state(policy))
+        model_state = shards = staging = None
+        if self.sharded:
+            from agentgym.trainers.fsdp import full_state_dict, save_optimizer_shard
+
+            model_state = full_state_dict(policy.model)
+            staging = Path(run_dir) / "checkpoints" / f".shards_iter_{iteration:06d}"
+            staging.mkdir(parents=True, exist_ok=True)
+            save_optimizer_shard(optimizer, staging / f"optimizer_rank{self.rank}.pt")
+            self.barrier()
+            shards = sorted(staging.glob("optimizer_rank*.pt"))
         if self.is_main:
-            path = save_fn(run_dir, iteration, policy, optimizer, scheduler, heads, state)
-            torch.save({"world_size": self.world_size, "ranks": states}, Path(path) / "ranks.pt")
+            path = save_fn(run_dir, iteration, policy, optimizer, scheduler, heads, state, model_state=model_state,
+                           optimizer_shards=shards)
+            torch.save({"world_size": self.world_size, "ranks": states, "sharded": self.sharded},
+                       Path(path) / "ranks.pt")
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
         self.barrier()
 
-    def restore_rank_state(self, checkpoint, policy, log: Callable[[str], None]) -> None:
+    def save_policy(self, policy, out_dir) -> None:
+        """Rank 0 saves the policy as an HF folder (FSDP: the weights gathered from every rank)."""
+        if self.sharded:
+            from agentgym.trainers.fsdp import full_state_dict
+
+            state = full_state_dict(policy.model)
+            if self.is_main:
+                policy.save(out_dir, state_dict=state)
+            self.barrier()
+        elif self.is_main:
+            policy.save(out_dir)
+
+    def check_checkpoint(self, checkpoint) -> None:
+        """Before any work: a checkpoint whose optimizer is sharded resumes only as it was saved."""
+        if checkpoint is None:
+            return
+        import torch
+
+        path = Path(checkpoint) / "ranks.pt"
+        saved = torch.load(path, weights_only=False) if path.is_file() else {"world_size": 1, "sharded": False}
+        was = saved.get("sharded", False)
+        if was != self.sharded or (was and saved["world_size"] != self.world_size):
+            then = f"data_parallel=fsdp on {saved['world_size']} ranks" if was else "a full optimizer state"
+            now = f"data_parallel=fsdp on {self.world_size} ranks" if self.sharded else "one optimizer state per rank"
+            raise ConfigError(f"{checkpoint} was saved with {then} and cannot resume with {now}: resume with "
+                              + (f"data_parallel=fsdp --nproc {saved['world_size']}" if was else "data_parallel=ddp"))
+
+    def restore_rank_state(self, checkpoint, policy, log: Callable[[str], None], optimizer=None) -> None:
         if not self.enabled:
             return
         import torch
 
         from agentgym.trainers.checkpoint import set_rng_state
 
+        if self.sharded:
+            from agentgym.trainers.fsdp import load_optimizer_shard
+
+            load_optimizer_shard(optimizer, Path(checkpoint) / f"optimizer_rank{self.rank}.pt")
         path = Path(checkpoint) / "ranks.pt"
         if not path.is_file():
             log(f"{checkpoint} has no per-rank RNG states (saved by one process): ranks continue from rank 0's")
@@ -292,7 +398,7 @@ def setup(cfg, log: Callable[[str], None] = print) -> DataParallel:
         configure(cfg.ray)
         if rank == 0:
             log(f"ray: {info['cpus']:g} CPUs in the cluster, {info['cpus_requested']:g} requested")
-    dp = DataParallel(rank, world, local_rank)
+    dp = DataParallel(rank, world, local_rank, sharded=cfg.data_parallel == "fsdp")
     if dp.enabled:
         import torch
         import torch.distributed as dist
@@ -308,8 +414,8 @@ def setup(cfg, log: Callable[[str], None] = print) -> DataParallel:
             dist.init_process_group(backend="nccl" if cuda else "gloo", timeout=timedelta(hours=2))
         if rank == 0:
             per = cfg.rollout.tasks_per_iter // world
-            log(f"data parallel: {world} ranks ({dist.get_backend()}), {per} groups of {cfg.rollout.group_size} "
-                "episodes per rank per iteration")
+            log(f"data parallel: {world} ranks ({dist.get_backend()}, {cfg.data_parallel}), {per} groups of "
+                f"{cfg.rollout.group_size} episodes per rank per iteration")
     _CURRENT = dp
     return dp
 

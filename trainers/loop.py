@@ -133,7 +133,9 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
             denom = float(sum(s.num_loss_tokens for s in minibatch)) if pc.loss_agg == "token-mean" else float(len(minibatch))
             n_values = sum(len(s.value_targets) for s in minibatch)
             optimizer.zero_grad(set_to_none=True)
-            for micro in _micro_batches(dp.local(minibatch), pc.micro_batch_size):
+            micro_batches = list(_micro_batches(dp.local(minibatch), pc.micro_batch_size))
+            dp.keep_step(policy, len(micro_batches), pc.entropy_coef > 0, use_kl)  # FSDP: passes pair up over ranks
+            for micro in micro_batches:
                 batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
                 entropy = None
                 if pc.entropy_coef > 0:
@@ -169,7 +171,7 @@ def ppo_update(cfg: TrainConfig, policy, optimizer, scheduler, samples: list[Sam
             ratio_max = max(ratio_max, step_ratio_max)
             minibatch_ratio_max.append(step_ratio_max)
             dp.sync_gradients(params)
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, pc.max_grad_norm)
+            grad_norm = dp.clip_grad_norm(params, pc.max_grad_norm)
             _check_finite("gradient norm", grad_norm, iteration)
             optimizer.step()
             scheduler.step()
@@ -218,10 +220,11 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         tasks, first_group = dp.shard(tasks)  # data parallel: this rank's block of whole groups
         sampling = dp.sampling(SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                                               max_new_tokens=cfg.rollout.max_new_tokens, seed=int(rng.integers(2**31))))
-        trajectories = collect(cfg.env.id, tasks, policy, cfg.rollout.group_size,
-                               seed=int(rng.integers(2**31)) + first_group, sampling=sampling,
-                               executor=cfg.env.executor, env_kwargs=cfg.env.env_kwargs, chat=cfg.env.chat,
-                               max_turns=cfg.env.max_turns)
+        with dp.full_weights(policy):  # FSDP: gathered once for the whole rollout
+            trajectories = collect(cfg.env.id, tasks, policy, cfg.rollout.group_size,
+                                   seed=int(rng.integers(2**31)) + first_group, sampling=sampling,
+                                   executor=cfg.env.executor, env_kwargs=cfg.env.env_kwargs, chat=cfg.env.chat,
+                                   max_turns=cfg.env.max_turns)
     else:  # made ahead under the staleness bound and/or with long-tail control (trainers/async_rollout.py)
         batch = rollouts.get(iteration)
         rng, trajectories = batch.rng, batch.trajectories
@@ -235,7 +238,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     value_head, progress_head = heads.get("value"), heads.get("progress")
     values = progress = recomputed = None
     if value_head is not None or progress_head is not None or cfg.ppo.recompute_old_logprobs:
-        scored = score_sequences(policy, sequences, cfg.ppo.micro_batch_size, want_hidden=True)
+        with dp.full_weights(policy):
+            scored = score_sequences(policy, sequences, cfg.ppo.micro_batch_size, want_hidden=True)
         if cfg.ppo.recompute_old_logprobs:
             recomputed = [[0.0] + logp.tolist() for logp, _ in scored]
         hidden = {id(s): h for s, (_, h) in zip(sequences, scored)}
@@ -347,6 +351,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     log = distributed.main_log(log)
     run_dir = run_dir_for(cfg)
     checkpoint = latest_checkpoint(run_dir) if resume else None
+    dp.check_checkpoint(checkpoint)
     if resume and checkpoint is None:
         log(f"no checkpoint in {run_dir}: starting from scratch")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -370,12 +375,15 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     start_model, setup_info = dp.main_first(lambda: prepare_start_model(cfg, run_dir, log))
     policy = make_policy(cfg, start_model)
     heads = build_heads(cfg, policy)
+    if checkpoint is not None:
+        policy.load_weights(checkpoint / "model")  # before FSDP shards them
     dp.broadcast_parameters(policy, heads)
+    dp.shard_model(policy)  # data_parallel=fsdp: from here each rank holds a shard (trainers/fsdp.py)
     optimizer, scheduler = make_optimizer(cfg, policy, heads)
     state = {"iteration": 0, "evals": [], "setup": setup_info}
     if checkpoint is not None:
-        state = load_checkpoint(checkpoint, policy, optimizer, scheduler, heads)
-        dp.restore_rank_state(checkpoint, policy, log)
+        state = load_checkpoint(checkpoint, policy, optimizer, scheduler, heads, weights=False)
+        dp.restore_rank_state(checkpoint, policy, log, optimizer)
         if "task_source" in state:
             source.load_state_dict(state["task_source"])
         log(f"resumed from {checkpoint} at iteration {state['iteration']}")
@@ -385,11 +393,13 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                            ) if dp.is_main else distributed.NullLogger()
     rollouts = None
     try:
-        if dp.is_main and not state["evals"]:
-            ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=0)
-            state["evals"].append({"iteration": 0, **ev})
-            logger.log({"eval": ev}, step=0)
-            log(f"held-out success before RL: {ev['success_rate']:.3f}")
+        if not state["evals"]:
+            with dp.full_weights(policy):  # every rank enters; rank 0 evaluates
+                if dp.is_main:
+                    ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=0)
+                    state["evals"].append({"iteration": 0, **ev})
+                    logger.log({"eval": ev}, step=0)
+                    log(f"held-out success before RL: {ev['success_rate']:.3f}")
         from agentgym.trainers.async_rollout import uses_engine
 
         if uses_engine(cfg):  # async rollouts / long-tail control; otherwise the synchronous loop, unchanged
@@ -409,22 +419,26 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             state["rl_seconds"] = state.get("rl_seconds", 0.0) + metrics["time"]["iteration_s"]
             state["task_source"] = source.state_dict()
             state["iteration"] = it + 1
-            if dp.is_main and cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
-                ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=state["iteration"])
-                state["evals"].append({"iteration": state["iteration"], **ev})
-                metrics["eval"] = ev
+            if cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
+                with dp.full_weights(policy):
+                    if dp.is_main:
+                        ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=state["iteration"])
+                        state["evals"].append({"iteration": state["iteration"], **ev})
+                        metrics["eval"] = ev
             logger.log(metrics, step=state["iteration"])
             if on_iteration is not None:
                 on_iteration(metrics)
             if cfg.checkpoint_every and state["iteration"] % cfg.checkpoint_every == 0:
                 dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
-        if dp.is_main and state["evals"][-1]["iteration"] != state["iteration"]:
-            ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=state["iteration"])
-            state["evals"].append({"iteration": state["iteration"], **ev})
-            logger.log({"eval": ev}, step=state["iteration"])
+        # rank 0 holds the evaluations; every rank must enter full_weights together
+        if dp.agree(dp.is_main and state["evals"][-1]["iteration"] != state["iteration"]):
+            with dp.full_weights(policy):
+                if dp.is_main:
+                    ev = evaluate_policy(cfg, policy, eval_path, cfg.seed, iteration=state["iteration"])
+                    state["evals"].append({"iteration": state["iteration"], **ev})
+                    logger.log({"eval": ev}, step=state["iteration"])
         dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
-        if dp.is_main:
-            policy.save(run_dir / "final_model")
+        dp.save_policy(policy, run_dir / "final_model")
     finally:
         if rollouts is not None:
             rollouts.close()

@@ -1,7 +1,7 @@
 """One PPO update on a fixed batch, in one process or as a torchrun rank (tests/trainers/test_data_parallel.py).
 
-    python dp_worker.py MODEL_DIR BATCH.pkl OUT.pt GROUP_SIZE [NUM_GROUPS]
-    torchrun --standalone --nproc-per-node 2 dp_worker.py MODEL_DIR BATCH.pkl OUT.pt GROUP_SIZE
+    python dp_worker.py MODEL_DIR BATCH.pkl OUT.pt GROUP_SIZE [NUM_GROUPS] [--fsdp] [--lora] [--value-head]
+    torchrun --standalone --nproc-per-node 2 dp_worker.py MODEL_DIR BATCH.pkl OUT.pt GROUP_SIZE [--fsdp] [--lora] [--value-head]
 
 BATCH.pkl holds (trajectories, advantages) of whole groups in order. Each rank takes its block of
 groups (trainers.distributed.DataParallel.shard); rank 0 writes the parameters after the update.
@@ -19,27 +19,42 @@ from agentgym.policies.hf import HFPolicy  # noqa: E402
 from agentgym.trainers import distributed  # noqa: E402
 from agentgym.trainers.config import load_config  # noqa: E402
 from agentgym.trainers.loop import ppo_update  # noqa: E402
-from agentgym.trainers.setup import make_optimizer  # noqa: E402
+from agentgym.trainers.setup import build_heads, make_optimizer  # noqa: E402
 from agentgym.trainers.tokenize import build_samples  # noqa: E402
 
-model, data, out, group_size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+flags = {a for a in sys.argv[1:] if a.startswith("--")}
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+model, data, out, group_size = args[0], args[1], args[2], int(args[3])
 trajs, advs = pickle.load(open(data, "rb"))
-if len(sys.argv) > 5:  # a smaller batch, for the test's sensitivity check
-    trajs, advs = trajs[: int(sys.argv[5]) * group_size], advs[: int(sys.argv[5]) * group_size]
+if len(args) > 4:  # a smaller batch, for the test's sensitivity check
+    trajs, advs = trajs[: int(args[4]) * group_size], advs[: int(args[4]) * group_size]
 groups = len(trajs) // group_size
-cfg = load_config({}, [f"policy.model={model}", "estimator.name=grpo", f"rollout.tasks_per_iter={groups}",
+estimator = "gae" if "--value-head" in flags else "grpo"
+cfg = load_config({}, [f"policy.model={model}", f"estimator.name={estimator}", f"rollout.tasks_per_iter={groups}",
                        f"rollout.group_size={group_size}", "ppo.minibatch_size=8", "ppo.micro_batch_size=3",
-                       "ppo.epochs=2", "ppo.lr=1e-3"])
+                       "ppo.epochs=2", "ppo.lr=1e-3", "data_parallel=" + ("fsdp" if "--fsdp" in flags else "ddp")])
 dp = distributed.setup(cfg)
 mine, first = dp.shard(list(range(groups)))
 trajs = trajs[first * group_size:(first + len(mine)) * group_size]
 advs = advs[first * group_size:(first + len(mine)) * group_size]
-policy = HFPolicy(model)
-dp.broadcast_parameters(policy, {})
-samples = dp.global_samples(build_samples(trajs, advs))
-optimizer, scheduler = make_optimizer(cfg, policy, {})
-stats = ppo_update(cfg, policy, optimizer, scheduler, samples, np.random.default_rng(0), 0)
+torch.manual_seed(0)  # the same fresh LoRA adapter in every run
+policy = HFPolicy(model, lora={"r": 4} if "--lora" in flags else None)
+heads = build_heads(cfg, policy)  # a value head with --value-head
+dp.broadcast_parameters(policy, heads)
+dp.shard_model(policy)
+returns = [a + 0.5 for a in advs] if heads else None  # made-up value targets
+samples = dp.global_samples(build_samples(trajs, advs, returns=returns))
+optimizer, scheduler = make_optimizer(cfg, policy, heads)
+stats = ppo_update(cfg, policy, optimizer, scheduler, samples, np.random.default_rng(0), 0, heads.get("value"))
+held = sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in policy.model.parameters())
+if dp.sharded:
+    from agentgym.trainers.fsdp import full_state_dict
+
+    params = full_state_dict(policy.model)  # every rank takes part in the gather
+else:
+    params = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
+params.update({f"value_head.{n}": p.detach().clone() for n, p in (heads["value"].named_parameters() if heads else [])})
 if dp.is_main:
-    torch.save({"params": {n: p.detach().clone() for n, p in policy.model.named_parameters()}, "stats": stats,
-                "local_samples": len(dp.local(samples)), "world_size": dp.world_size}, out)
+    torch.save({"params": params, "stats": stats,
+                "local_samples": len(dp.local(samples)), "world_size": dp.world_size, "numel_held": held}, out)
 distributed.teardown()

@@ -47,6 +47,8 @@ CASES = [
     ("ray.num_workers=0", "ray.num_workers must be >= 1"),
     ("ray.policy_engine=vlm", "ray.policy_engine='vlm' is unknown; choose hf or vllm"),
     ("ray.policy_engine=vllm", "ray.policy_engine=vllm sets what Ray policy replicas run: add policy.engine=ray"),
+    ("data_paralel=fsdp", "unknown key data_paralel: did you mean data_parallel?"),
+    ("data_parallel=zero3", "data_parallel='zero3' is unknown; choose ddp"),
 ]
 
 

@@ -76,6 +76,51 @@ def test_two_gloo_ranks_equal_one_process_on_the_combined_batch(batch, tiny_mode
     assert abs(a["stats"]["grad_norm"] - b["stats"]["grad_norm"]) < 1e-4 * max(1.0, a["stats"]["grad_norm"])
 
 
+@pytest.mark.parametrize("variant", ["full", "lora", "value-head"])
+def test_two_fsdp_ranks_equal_one_process_on_the_combined_batch(batch, tiny_model_dir, tmp_path, variant):
+    """data_parallel=fsdp: each rank holds half of every layer's parameters, gradients and AdamW
+    moments; after the same update the gathered weights are one process's, to the ddp tolerance.
+    The ranks' micro-batch counts differ (3 vs 2 samples per rank in some minibatches), so the
+    filler passes are exercised; with a value head (gae) the replicated head and the sharded
+    model share one clipping norm."""
+    lora = variant == "lora"
+    extra = {"full": [], "lora": ["--lora"], "value-head": ["--value-head"]}[variant]
+    one, two = tmp_path / "one.pt", tmp_path / "two.pt"
+    _run([str(WORKER), str(tiny_model_dir), str(batch), str(one), str(GROUP), *extra])
+    _run([str(WORKER), str(tiny_model_dir), str(batch), str(two), str(GROUP), "--fsdp", *extra], nproc=2)
+    a, b = (torch.load(p, weights_only=False) for p in (one, two))
+    assert b["world_size"] == 2 and a["stats"]["optimizer_steps"] == b["stats"]["optimizer_steps"] >= 4
+    assert b["numel_held"] <= 0.51 * a["numel_held"]  # rank 0 holds half of the weights
+    trained = [k for k in a["params"] if "lora_" in k] if lora else list(a["params"])
+    assert trained and (variant != "value-head" or any(k.startswith("value_head.") for k in trained))
+    diff = max(float((a["params"][k] - b["params"][k]).abs().max()) for k in trained)
+    assert diff < ATOL, f"max |param diff| 1 process vs 2 FSDP ranks: {diff:.2e}"
+    assert abs(a["stats"]["pg_loss"] - b["stats"]["pg_loss"]) < 1e-5
+    assert abs(a["stats"]["grad_norm"] - b["stats"]["grad_norm"]) < 1e-4 * max(1.0, a["stats"]["grad_norm"])
+
+
+def test_fsdp_with_another_rollout_engine_is_refused_in_one_line():
+    from agentgym.trainers.config import load_config
+
+    with pytest.raises(ConfigError, match="data_parallel=fsdp shards the trainer's own model, but policy.engine=ray"):
+        load_config("household-tiny", ["data_parallel=fsdp", "policy.engine=ray"])
+
+
+@pytest.mark.parametrize("saved,now,hint", [
+    ({"world_size": 2, "ranks": [], "sharded": True}, (2, False), "resume with data_parallel=fsdp --nproc 2"),
+    ({"world_size": 2, "ranks": [], "sharded": True}, (4, True), "resume with data_parallel=fsdp --nproc 2"),
+    ({"world_size": 2, "ranks": []}, (2, True), "resume with data_parallel=ddp"),  # saved before fsdp existed
+])
+def test_a_checkpoint_resumes_only_with_the_optimizer_layout_it_was_saved_with(tmp_path, saved, now, hint):
+    from agentgym.trainers.distributed import DataParallel
+
+    torch.save(saved, tmp_path / "ranks.pt")
+    with pytest.raises(ConfigError, match=hint) as err:
+        DataParallel(0, now[0], sharded=now[1]).check_checkpoint(tmp_path)
+    assert "\n" not in str(err.value)
+    DataParallel(0, saved["world_size"], sharded=saved.get("sharded", False)).check_checkpoint(tmp_path)  # as saved: fine
+
+
 def test_shards_are_contiguous_whole_groups():
     from agentgym.trainers.distributed import DataParallel
 
@@ -125,10 +170,12 @@ def _final_params(run_dir: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_torchrun_training_runs_and_resumes_exactly_for_the_same_world_size(tmp_path):
+@pytest.mark.parametrize("data_parallel", ["ddp", "fsdp"])
+def test_torchrun_training_runs_and_resumes_exactly_for_the_same_world_size(tmp_path, data_parallel):
     """`agentgym train --nproc 2` (2 gloo ranks) runs 2 iterations; a second run resumed from the
     first run's iteration-1 checkpoint under `torchrun -m agentgym.trainers.cli` ends bit for bit
-    at the same parameters and logs the same second iteration."""
+    at the same parameters and logs the same second iteration. With fsdp the checkpoint holds the
+    gathered weights and one optimizer shard per rank."""
     import json
     import shutil
 
@@ -136,12 +183,15 @@ def test_torchrun_training_runs_and_resumes_exactly_for_the_same_world_size(tmp_
 
     full = tmp_path / "full"
     proc = subprocess.run([sys.executable, "-m", "agentgym.cli", "train", "household-tiny", *TINY_HOUSEHOLD,
-                           f"run_dir={full}", "--nproc", "2"], env=_env(), capture_output=True, text=True, timeout=300)
+                           f"run_dir={full}", f"data_parallel={data_parallel}", "--nproc", "2"],
+                          env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "data parallel: 2 ranks (gloo), 1 groups of 2 episodes per rank" in proc.stdout
+    assert f"data parallel: 2 ranks (gloo, {data_parallel}), 1 groups of 2 episodes per rank" in proc.stdout
     assert proc.stdout.count("RL 1/2 iterations") == 1  # only rank 0 prints its iteration lines
     ranks = torch.load(full / "checkpoints" / "iter_000002" / "ranks.pt", weights_only=False)
     assert ranks["world_size"] == 2 and len(ranks["ranks"]) == 2
+    shards = sorted(p.name for p in (full / "checkpoints" / "iter_000002").glob("optimizer_rank*.pt"))
+    assert shards == (["optimizer_rank0.pt", "optimizer_rank1.pt"] if data_parallel == "fsdp" else [])
     metrics = [json.loads(ln) for ln in (full / "metrics.jsonl").read_text().splitlines()]
     it2 = [m for m in metrics if m.get("iteration") == 2][0]
     assert it2["rollout/episodes"] + it2["rollout/infra_errors"] == 4  # both ranks' episodes are logged
@@ -152,7 +202,8 @@ def test_torchrun_training_runs_and_resumes_exactly_for_the_same_world_size(tmp_
     (resumed / "checkpoints" / "latest").write_text("iter_000001")
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
                            "agentgym.trainers.cli", "train", "household-tiny", *TINY_HOUSEHOLD, f"run_dir={resumed}",
-                           "--resume"], env=_env(), capture_output=True, text=True, timeout=300)
+                           f"data_parallel={data_parallel}", "--resume"],
+                          env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "resumed from" in proc.stdout
     a, b = _final_params(full), _final_params(resumed)
