@@ -22,7 +22,8 @@ way (died, or found restarted) the trainer waits for the new process (up to `ste
 loads the last weights into it and asks once more, so a replica never serves stale weights.
 Only a replica that fails twice in one call, or does not answer within `step_timeout_s`
 (killed, then restarted), returns error completions: those episodes end `infra_error` and the
-rollout goes on.
+rollout goes on. An exception raised inside a replica's policy fails that call's prompts the
+same way, naming its cause; the replica is not restarted.
 
 Batches: a generate call is split into `policy_replicas` contiguous chunks, one per replica,
 and replica i samples with seed `sampling.seed + i`. One replica with the same seed gives the

@@ -45,17 +45,18 @@ def test_ray_executor_gives_the_same_trajectories_as_inprocess(ray_local):
 
 
 class KillingPolicy:
-    """The oracle (each episode's actions independent of the others'), SIGKILLing env worker 0's
-    process before turn `at` is stepped."""
+    """The oracle (each episode's actions independent of the others'), sending `sig` to env
+    worker 0's process before turn `at` is stepped: SIGKILL for a death, SIGSTOP for a worker
+    that hangs (alive and silent)."""
 
-    def __init__(self, pool: RayEnvPool, at: int):
-        self.inner, self.pool, self.at, self.turn, self.killed = _oracle(), pool, at, 0, None
+    def __init__(self, pool: RayEnvPool, at: int, sig: int = signal.SIGKILL):
+        self.inner, self.pool, self.at, self.sig, self.turn, self.killed = _oracle(), pool, at, sig, 0, None
 
     def generate(self, prompts, sampling=None, contexts=None):
         self.turn += 1
         if self.turn == self.at:
             self.killed = self.pool._executor.pids[0]
-            os.kill(self.killed, signal.SIGKILL)
+            os.kill(self.killed, self.sig)
         return self.inner.generate(prompts, sampling, contexts)
 
 
@@ -86,25 +87,13 @@ def test_a_killed_worker_fails_only_its_episodes_is_restarted_and_the_rollout_go
         pool.shutdown()
 
 
-class FreezingPolicy(KillingPolicy):
-    """The oracle, SIGSTOPping env worker 0's process before turn `at`: a worker that hangs
-    (alive, silent) rather than dies."""
-
-    def generate(self, prompts, sampling=None, contexts=None):
-        self.turn += 1
-        if self.turn == self.at:
-            self.killed = self.pool._executor.pids[0]
-            os.kill(self.killed, signal.SIGSTOP)
-        return self.inner.generate(prompts, sampling, contexts)
-
-
 def test_a_silent_worker_times_out_fails_only_its_episodes_and_is_replaced(ray_local):
     tasks = _tasks(4)
     ref = agentgym.collect(HOUSEHOLD, tasks, _oracle(), group_size=2, seed=1)
     # 3 s: shorter than an actor restart here (2-4 s), so the next reset must wait for the new
     # process rather than time it out and kill it again
     pool = RayEnvPool(RayConfig(**HALF, step_timeout_s=3.0))
-    policy = FreezingPolicy(pool, at=3)
+    policy = KillingPolicy(pool, at=3, sig=signal.SIGSTOP)
     try:
         t0 = time.monotonic()
         got = agentgym.collect(HOUSEHOLD, tasks, policy, group_size=2, seed=1, executor=pool)
