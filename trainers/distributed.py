@@ -345,7 +345,8 @@ class DataParallel:
         was = saved.get("sharded", False)
         if was != self.sharded or (was and saved["world_size"] != self.world_size):
             then = f"data_parallel=fsdp on {saved['world_size']} ranks" if was else "a full optimizer state"
-            now = f"data_parallel=fsdp on {self.world_size} ranks" if self.sharded else "one optimizer state per rank"
+            now = (f"data_parallel=fsdp on {self.world_size} ranks" if self.sharded
+                   else "data_parallel=ddp" if self.enabled else "one process")
             raise ConfigError(f"{checkpoint} was saved with {then} and cannot resume with {now}: resume with "
                               + (f"data_parallel=fsdp --nproc {saved['world_size']}" if was else "data_parallel=ddp"))
 
