@@ -101,4 +101,7 @@ def test_ppo_is_an_alias_of_gae_and_each_method_declares_what_it_needs():
              for name, s in ESTIMATORS.items() if name != "constant_test"}
     assert needs == {"grpo": (True, False, False, False), "rloo": (True, False, False, False),
                      "loop": (True, False, False, True), "gigpo": (True, False, False, False),
-                     "gae": (False, True, False, False), "spa": (False, False, True, False)}
+                     "gae": (False, True, False, False), "spa": (False, False, True, False),
+                     "dapo": (True, False, False, False), "dr_grpo": (True, False, False, False),
+                     "gspo": (True, False, False, False), "cispo": (True, False, False, False),
+                     "reinforce_pp": (False, False, False, False)}

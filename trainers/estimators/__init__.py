@@ -16,6 +16,14 @@ declaration (`SPECS`: an EstimatorSpec saying what the trainer must give it):
 | gigpo | gigpo.py | episode advantage + omega * step advantage within anchor-state groups | a group |
 | gae   | gae.py   | GAE from per-step values of a value head (`ppo` is an alias) | a value head |
 | spa   | spa.py   | GAE (with values) or group-baselined returns of c_t + grounding bonus | a progress head |
+| dapo  | dapo.py  | GRPO's, outcome + overlong penalty; clip-higher token-level loss, all-equal groups dropped | a group |
+| dr_grpo | dr_grpo.py | R_i - mean (no std); token losses summed / a constant | a group |
+| gspo  | gspo.py  | GRPO's; sequence-level importance ratio in the loss | a group |
+| reinforce_pp | reinforce_pp.py | discounted returns normalized over the whole batch; KL as a token reward | nothing |
+| cispo | cispo.py | GRPO's; clipped IS weight times log pi in the loss | a group |
+
+Each spec names its policy loss (trainers/policy_losses.py) and declares its own options with their
+defaults (`estimator.options.<name>=value`, see options.py).
 
 Shared rules (common.py): groups are trajectories with equal group_id; infra_error
 trajectories are left out of every statistic and get all-zero advantages; std is unbiased
@@ -31,15 +39,16 @@ or as a decorator `@register_estimator("name")`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from agentgym.errors import ConfigError
 from agentgym.trajectory import Trajectory
-from agentgym.trainers.estimators import gae, gigpo, grpo, rloo, spa
+from agentgym.trainers.estimators import cispo, dapo, dr_grpo, gae, gigpo, grpo, gspo, reinforce_pp, rloo, spa
 from agentgym.trainers.estimators.common import EstimatorSpec, FlatBatch
+from agentgym.trainers.estimators.options import resolve_options
 
 Estimator = Callable[..., Any]
 
@@ -73,7 +82,7 @@ def estimator_spec(name: str) -> EstimatorSpec:
     return ESTIMATORS[name]
 
 
-for _module in (grpo, rloo, gigpo, gae, spa):
+for _module in (grpo, rloo, gigpo, gae, spa, dapo, dr_grpo, gspo, reinforce_pp, cispo):
     for _spec in _module.SPECS:
         ESTIMATORS[_spec.name] = _spec
 
@@ -98,6 +107,8 @@ class EstimatorConfig:
     # "advantage": subtracted from the invalid step's final advantage only, after every estimator
     # statistic (verl-agent's placement): the penalty stays on the step that earned it.
     penalty_placement: str = "reward"
+    # overrides of the method's declared options (EstimatorSpec.options), e.g. {"clip_high": 0.3} for dapo
+    options: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.name = ALIASES.get(self.name, self.name)
@@ -124,6 +135,7 @@ class EstimatorConfig:
                               f"{', '.join(PENALTY_PLACEMENTS)}")
         if self.outcome not in OUTCOMES:
             raise ConfigError(f"estimator option outcome={self.outcome!r} is unknown: use one of {', '.join(OUTCOMES)}")
+        resolve_options(ESTIMATORS[self.name], self.options)
 
 
 def compute_advantages(

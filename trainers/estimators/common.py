@@ -15,7 +15,7 @@ Conventions shared by all estimators (documented once here):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -42,6 +42,10 @@ class EstimatorSpec:
         (ppo.asymmetric_clip overrides it).
     parts: optional `parts(batch, cfg)` -> {"episode": flat array, "step": ...}, the additive parts
         of the advantage, kept with saved trajectories so the viewer can show them.
+    policy_loss: the name of the loss in trainers/policy_losses.py:POLICY_LOSSES the update uses.
+    loss_agg: how token losses are aggregated ("token-mean", "seq-mean", "token-sum"); None: ppo.loss_agg.
+    options: the method's own options and their defaults (set with estimator.options.<name>=value).
+    dynamic_sampling: groups whose outcomes are all equal are left out of the update (DAPO).
     """
 
     name: str
@@ -51,11 +55,21 @@ class EstimatorSpec:
     progress_head: bool = False
     asymmetric_clip: bool = False
     parts: Any = None
+    policy_loss: str = "ppo"
+    loss_agg: str | None = None
+    options: Any = field(default_factory=dict)
+    dynamic_sampling: bool = False
 
     @property
     def fits_heads(self) -> bool:
         """The method trains a head on the hidden states of the weights that generated the batch."""
         return self.value_head or self.progress_head
+
+
+def no_verdict(traj: Trajectory) -> bool:
+    """A judged reward gave this episode no verdict (agentgym.rewards): its outcome is unknown, not 0,
+    so it is left out of every statistic and gets zero advantages, like an infra_error episode."""
+    return bool(traj.metadata.get("no_verdict")) if traj.metadata else False
 
 
 def describe_trajectory(index: int, traj: Trajectory) -> str:
@@ -126,7 +140,7 @@ class FlatBatch:
         traj_group = np.fromiter(
             (group_index.setdefault(t.group_id, len(group_index)) for t in trajectories), dtype=np.int64, count=n
         )
-        traj_live = np.fromiter((not t.infra_error for t in trajectories), dtype=bool, count=n)
+        traj_live = np.fromiter((not t.infra_error and not no_verdict(t) for t in trajectories), dtype=bool, count=n)
         if cfg.outcome == "score":
             outcome = np.fromiter((t.score for t in trajectories), dtype=np.float64, count=n)
         elif cfg.outcome == "success":
