@@ -38,11 +38,21 @@ def collect_env_texts(env_id: str, num_tasks: int = 64, seed: int = 0, chat: dic
     from agentgym.policies.scripted import OraclePolicy, RandomPolicy
     from agentgym.registration import get_task_space
     from agentgym.rollout import collect
+    from agentgym.tasks.space import TaskSpace
 
     space = get_task_space(env_id)
     tasks = space.split(split)[:num_tasks]
+    if not tasks and type(space).sample is not TaskSpace.sample:  # a generator and no split: fresh tasks
+        tasks = space.fresh_tasks(num_tasks, seed=seed)
+    if not tasks:
+        from agentgym.errors import ConfigError
+
+        raise ConfigError(f"{env_id} has no {split} tasks to learn a tokenizer from: give its TaskSpace a "
+                          f"{split!r} split, or pass policy.model=PATH_OR_HUB_ID instead of building a tiny model")
     texts: list[str] = []
-    for policy in (OraclePolicy(space), RandomPolicy(seed)):
+    # the oracle only when the env has one (it shows the replies that solve tasks); random play always
+    has_oracle = type(space).solve is not TaskSpace.solve
+    for policy in ((OraclePolicy(space),) if has_oracle else ()) + (RandomPolicy(seed),):
         for traj in collect(env_id, tasks, policy, group_size=1, seed=seed, chat=chat):
             for step in traj.steps:
                 texts.extend(m["content"] for m in (step.messages or []))

@@ -5,31 +5,82 @@ No torch import at module level: `agentgym --help` stays fast and works without 
 
 from __future__ import annotations
 
+import shlex
+import signal
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from agentgym.errors import ConfigError
+
 console = Console()
 
-CONFIG_HELP = "a preset name (e.g. household-tiny) or a YAML config file"
+CONFIG_HELP = "a preset name (e.g. household-tiny, generic) or a YAML config file; optional with --env"
 OVERRIDES_HELP = "dotted key=value overrides, e.g. estimator.name=grpo ppo.lr=1e-4 rollout.group_size=4"
 
 
-def _load(config: str, overrides: Optional[List[str]], run_dir: Optional[str], imports: Optional[List[str]] = None):
+def _load(config: Optional[str], overrides: Optional[List[str]], run_dir: Optional[str],
+          imports: Optional[List[str]] = None, env: Optional[str] = None, log=None):
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.features import import_modules
+    from agentgym.trainers.features import config_for_env, import_modules
 
     import_modules(imports)  # before the config is read: its env.id may be registered by them
     extra = list(overrides or [])
     if run_dir:
         extra.append(f"run_dir={run_dir}")
-    cfg = load_config(config, extra)
+    if env:
+        cfg = config_for_env(env, config or "generic", extra, log=log or _note)
+    elif config is None:
+        raise ConfigError("name a preset or config file (e.g. household-tiny), or an env to train with "
+                          "--env ENV_ID (e.g. --env agentgym/Household-v0)")
+    else:
+        cfg = load_config(config, extra)
     cfg.imports = list(dict.fromkeys([*cfg.imports, *(imports or [])]))
     import_modules(cfg.imports)
     return cfg
+
+
+def _note(line: str) -> None:
+    """A line about how the config was made: on stderr, so --print-config's YAML stays clean."""
+    Console(stderr=True, soft_wrap=True).print(line, markup=False, highlight=False)
+
+
+def _split_config(config: Optional[str], overrides: Optional[List[str]]) -> tuple[Optional[str], list[str]]:
+    """`agentgym train --env X iterations=2`: the first override lands in CONFIG's slot."""
+    overrides = list(overrides or [])
+    if config is not None and "=" in config and not Path(config).exists():
+        return None, [config, *overrides]
+    return config, overrides
+
+
+def check_before_building(cfg) -> None:
+    """The device and the given model, in one line each, before any env, model or process starts."""
+    from agentgym.policies.model_files import check_device, check_model_path
+
+    check_device(cfg.policy.device)
+    if cfg.policy.model:
+        check_model_path(cfg.policy.model, what="policy.model")
+
+
+def resume_hint(cfg, argv: list[str]) -> str:
+    """The line a stopped run ends with: its last checkpoint and the command that continues it."""
+    from agentgym.trainers.checkpoint import latest_checkpoint
+    from agentgym.trainers.setup import run_dir_for
+
+    run_dir = run_dir_for(cfg)
+    args = [a for a in argv if a != "--resume"]
+    if "--run-dir" not in args:
+        args += ["--run-dir", str(run_dir)]
+    command = shlex.join(["agentgym", "train", *args, "--resume"])
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        return (f"interrupted before the first checkpoint (checkpoint_every={cfg.checkpoint_every}); "
+                f"`{shlex.join(['agentgym', 'train', *args])}` starts again")
+    return f"interrupted; last checkpoint {checkpoint}; continue with: {command}"
 
 
 def _summary_table(summary: dict) -> Table:
@@ -42,7 +93,7 @@ def _summary_table(summary: dict) -> Table:
 
 
 def train_command(
-    config: str = typer.Argument(..., help=CONFIG_HELP),
+    config: Optional[str] = typer.Argument(None, help=CONFIG_HELP),
     overrides: Optional[List[str]] = typer.Argument(None, help=OVERRIDES_HELP),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help="where checkpoints and metrics go (default runs/<name>)"),
     resume: bool = typer.Option(False, "--resume", help="continue from the run dir's latest checkpoint"),
@@ -50,9 +101,14 @@ def train_command(
                               "gloo on CPU, nccl on CUDA); see docs/scaling.md"),
     imports: Optional[List[str]] = typer.Option(None, "--import", help="a module to import first (it registers your env); repeatable"),
     print_config: bool = typer.Option(False, "--print-config", help="print the resolved config (YAML) and exit"),
+    env: Optional[str] = typer.Option(None, "--env", help="train this registered env (yours too, with --import): "
+                                      "the generic preset (or CONFIG) fitted to what its task space provides"),
 ):
     """Train an LLM agent with RL (GiGPO, SPA, LOOP, GRPO, RLOO, PPO): collect, advantages, PPO-clip
-    update, held-out eval, checkpoints. `agentgym train household-tiny` is the CPU main job."""
+    update, held-out eval, checkpoints. `agentgym train household-tiny` is the CPU main job;
+    `agentgym train --env mypkg/MyEnv-v0 --import mypkg` trains your own env.
+
+    Ctrl-C stops with exit status 130 and one line naming the last checkpoint and the --resume command."""
     from agentgym import progress
     from agentgym.trainers.distributed import check_world, launch, world_from_env
     from agentgym.trainers.loop import train
@@ -60,7 +116,12 @@ def train_command(
 
     if not isinstance(nproc, int):  # called as a function (tests, scripts), not through typer
         nproc, imports = 1, imports if isinstance(imports, list) else None
-    cfg = _load(config, overrides, run_dir, imports)
+        env = env if isinstance(env, str) else None
+        run_dir = run_dir if isinstance(run_dir, str) else None
+        resume = resume is True
+    config, overrides = _split_config(config, overrides)
+    cfg = _load(config, overrides, run_dir, imports, env)
+    check_before_building(cfg)
     if print_config is True:  # `is True`: called as a plain function, the default is typer's OptionInfo
         import yaml
 
@@ -68,8 +129,7 @@ def train_command(
         return
     if nproc > 1:  # check here too, so a bad world size is one line before torchrun starts anything
         check_world(cfg, nproc)
-        args = [config, *(overrides or [])] + (["--run-dir", run_dir] if run_dir else []) + (["--resume"] if resume else [])
-        args += [flag for module in imports or [] for flag in ("--import", module)]
+        args = _argv(config, overrides, run_dir, imports, env) + (["--resume"] if resume else [])
         sys.exit(launch(nproc, args))
     global console
     quiet_rank = world_from_env()[0] > 0
@@ -86,7 +146,15 @@ def train_command(
                      f"|A| {m['adv']['abs_mean']:.3f}  pg {m['train'].get('pg_loss', 0.0):+.4f}  "
                      f"{m['time']['iteration_s']:.1f}s{ev}")
 
-        summary = train(cfg, resume=resume, log=progress.log, on_iteration=on_iteration)
+        with _interruptible() as interrupted:
+            try:
+                summary = train(cfg, resume=resume, log=progress.log, on_iteration=on_iteration)
+            except KeyboardInterrupt:
+                interrupted.append(True)
+    if interrupted:  # also when a library below caught the KeyboardInterrupt and returned
+        console.print(resume_hint(cfg, _argv(config, overrides, run_dir, imports, env)), markup=False,
+                      highlight=False, soft_wrap=True)
+        sys.exit(130)
     if "evals" not in summary:  # a data-parallel rank other than 0
         return
     console.print(_summary_table(summary))
@@ -98,6 +166,36 @@ def train_command(
     if summary.get("stopped_early"):
         # the last line a user sees: this run is not the configured experiment
         console.print(f"[bold red]STOPPED EARLY:[/] {summary['stopped_early']}")
+
+
+def _argv(config, overrides, run_dir, imports, env) -> list[str]:
+    """The train command's arguments again (torchrun's ranks, the --resume hint)."""
+    args = ([config] if config else []) + list(overrides or []) + (["--env", env] if env else [])
+    args += (["--run-dir", run_dir] if run_dir else [])
+    return args + [flag for module in imports or [] for flag in ("--import", module)]
+
+
+class _interruptible:
+    """Records a Ctrl-C even if code below swallows the KeyboardInterrupt it raises (then the run
+    would end with status 0 as if it had finished)."""
+
+    def __enter__(self) -> list:
+        self.flag: list = []
+        self.old = None
+        try:
+            def on_sigint(signum, frame):
+                self.flag.append(True)
+                raise KeyboardInterrupt
+
+            self.old = signal.signal(signal.SIGINT, on_sigint)
+        except ValueError:  # not the main thread: no handler, the KeyboardInterrupt alone counts
+            pass
+        return self.flag
+
+    def __exit__(self, *exc) -> bool:
+        if self.old is not None:
+            signal.signal(signal.SIGINT, self.old)
+        return False
 
 
 def sft_command(
@@ -115,6 +213,7 @@ def sft_command(
     from agentgym.trainers.task_selection import write_eval_tasks
 
     cfg = _load(config, list(overrides or []) + ["sft.enabled=true"], run_dir)
+    check_before_building(cfg)
     quiet_transformers()
     if cfg.torch_threads:
         import torch

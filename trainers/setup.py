@@ -3,6 +3,10 @@ start), the policy, the value / progress heads its estimator declares, and the o
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import shutil
 import time
 from pathlib import Path
 from typing import Callable
@@ -17,47 +21,76 @@ def run_dir_for(cfg: TrainConfig) -> Path:
 
 
 def make_policy(cfg: TrainConfig, model_path: str | Path):
+    """The policy the trainer updates (an HFPolicy); what generates its rollouts is `make_engine`."""
     from agentgym.policies.hf import HFPolicy
 
-    policy = HFPolicy(model_path, device=cfg.policy.device, dtype=cfg.policy.dtype, lora=cfg.policy.lora,
-                      reference=cfg.policy.reference, max_prompt_tokens=cfg.policy.max_prompt_tokens)
-    if cfg.policy.engine == "vllm":
-        # the trainer's HFPolicy, generating on vLLM; it re-syncs the engine whenever the weights changed
-        from agentgym.policies.vllm_engine import VLLMRolloutPolicy
+    return HFPolicy(model_path, device=cfg.policy.device, dtype=cfg.policy.dtype, lora=cfg.policy.lora,
+                    reference=cfg.policy.reference, max_prompt_tokens=cfg.policy.max_prompt_tokens)
 
-        return VLLMRolloutPolicy(policy, model_path, **{"seed": cfg.seed, **cfg.policy.vllm.policy_kwargs()})
-    if cfg.policy.engine == "ray":  # generation on Ray replicas (HF or vLLM, ray.policy_engine), synced after each update
-        from agentgym.policies.ray_policy import RayRolloutPolicy
 
-        return RayRolloutPolicy(policy, model_path, cfg.ray, seed=cfg.seed, lora=cfg.policy.lora,
-                                vllm_kwargs=cfg.policy.vllm.policy_kwargs())
-    return policy
+def make_engine(cfg: TrainConfig, policy, model_path: str | Path):
+    """policy.engine's rollout engine over the trainer's policy (agentgym.policies.engines): the
+    policy itself for "hf", a vLLM engine or Ray replicas that sync from it after each update."""
+    from agentgym.policies.engines import make_engine as build
+
+    return build(cfg.policy.engine, policy, model_path, cfg)
 
 
 def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], None] = print) -> tuple[Path, dict]:
-    """The model RL starts from: policy.model, or a tiny model built here, then SFT'd if asked.
-    Steps already done in this run dir (a resumed run) are reused, not redone."""
-    info: dict = {}
-    model = Path(cfg.policy.model) if cfg.policy.model else run_dir / "tiny_model"
-    if cfg.tiny.build and not (model / "config.json").is_file():
-        from agentgym.policies.tiny import build_tiny_model
+    """The model RL starts from, checked before anything is built (device, model path or hub id):
 
-        t0 = time.perf_counter()
-        build_tiny_model(model, env_id=cfg.env.id, vocab_size=cfg.tiny.vocab_size, hidden=cfg.tiny.hidden,
-                         layers=cfg.tiny.layers, heads=cfg.tiny.heads, arch=cfg.tiny.arch, seed=cfg.seed,
-                         num_tasks=cfg.tiny.num_tasks, chat=cfg.env.chat)
-        info["build_seconds"] = time.perf_counter() - t0
-        log(f"built tiny model in {model} ({info['build_seconds']:.1f}s)")
+    * policy.model given: that model, always (tiny.build is ignored; nothing is written there);
+    * policy.model empty and tiny.build: a tiny model built in <run_dir>/tiny_model;
+    * then, with sft.enabled, its SFT warm start in <run_dir>/sft_model.
+
+    A tiny or SFT model already in the run dir (a resumed or repeated run) is reused only when the
+    settings it was built from match this config (a hash in its folder); otherwise it is rebuilt
+    and the log says which settings changed."""
+    from agentgym.errors import ConfigError
+    from agentgym.policies.model_files import check_device, check_model_path
+
+    check_device(cfg.policy.device)
+    info: dict = {}
+    if cfg.policy.model:
+        check_model_path(cfg.policy.model, what="policy.model")
+        model: Path | str = cfg.policy.model
+        if cfg.tiny.build:
+            log(f"policy.model={cfg.policy.model} is the start model (tiny.build applies only when policy.model "
+                "is empty)")
+        start = {"policy.model": str(Path(model).expanduser().resolve()) if Path(model).expanduser().exists()
+                 else str(model)}
+    elif cfg.tiny.build:
+        model = run_dir / "tiny_model"
+        settings = tiny_settings(cfg)
+        if not _reusable(model, settings, "tiny model", log):
+            from agentgym.policies.tiny import build_tiny_model
+
+            t0 = time.perf_counter()
+            build_tiny_model(model, env_id=cfg.env.id, vocab_size=cfg.tiny.vocab_size, hidden=cfg.tiny.hidden,
+                             layers=cfg.tiny.layers, heads=cfg.tiny.heads, arch=cfg.tiny.arch, seed=cfg.seed,
+                             num_tasks=cfg.tiny.num_tasks, chat=cfg.env.chat)
+            _write_record(model, settings)
+            info["build_seconds"] = time.perf_counter() - t0
+            log(f"built a tiny model (random weights, tokenizer from {cfg.env.id}'s text) in {model} "
+                f"({info['build_seconds']:.1f}s)")
+        start = {"tiny": settings_hash(settings)}
+    else:
+        raise ConfigError("no model: set policy.model=PATH_OR_HUB_ID or tiny.build=true")
     if not cfg.sft.enabled:
-        return (model if cfg.tiny.build or cfg.policy.model else Path(cfg.policy.model)), info
+        return model, info
     sft_dir = run_dir / "sft_model"
-    if not (sft_dir / "config.json").is_file() and not (sft_dir / "adapter_config.json").is_file():
+    if cfg.policy.model and Path(cfg.policy.model).expanduser().resolve() == sft_dir.resolve():
+        raise ConfigError(f"policy.model={cfg.policy.model} is where this run writes its SFT warm start: copy it "
+                          "elsewhere, or set sft.enabled=false to start RL from it")
+    settings = sft_settings(cfg, start)
+    if not _reusable(sft_dir, settings, "SFT warm start", log):
         from agentgym.trainers.sft import run_sft
 
         t0 = time.perf_counter()
         policy = make_policy(cfg, model)
         stats = run_sft(policy, cfg, log=log)
         policy.save(sft_dir)
+        _write_record(sft_dir, settings)
         info["sft"] = stats
         info["sft_seconds"] = time.perf_counter() - t0
         log(f"SFT done in {info['sft_seconds']:.1f}s: final loss {stats['final_loss']:.4f}")
@@ -76,19 +109,10 @@ def make_optimizer(cfg: TrainConfig, policy, heads: dict):
 
 
 def build_heads(cfg: TrainConfig, policy) -> dict:
-    from agentgym.trainers.estimators import estimator_spec
+    """The value / progress heads cfg.estimator declares (trainers/heads.py)."""
+    from agentgym.trainers.heads import build_heads as heads_for
 
-    heads: dict = {}
-    spec = estimator_spec(cfg.estimator.name)
-    if spec.value_head:
-        from agentgym.trainers.ppo import ValueHead
-
-        heads["value"] = ValueHead(policy.hidden_size()).to(policy.device)
-    if spec.progress_head:
-        from agentgym.trainers.spa_progress import ProgressHead
-
-        heads["progress"] = ProgressHead(policy.hidden_size()).to(policy.device)
-    return heads
+    return heads_for(cfg.estimator.name, policy.hidden_size(), policy.device)
 
 
 def clear_previous_run(run_dir: Path) -> list[str]:
