@@ -1,0 +1,212 @@
+"""A judge model as a reward: any of our policies (HF, vLLM, OpenAI-compatible, scripted) reads an
+episode and answers with a score.
+
+    judge = JudgeReward(policy, criterion="The report answers the user's question.")
+    verdicts = judge.score(trajectories)     # one batched generate call for the cache misses
+
+The prompt shows the task, the episode (actions and what the env answered, each cut to a bound) and
+the criterion, and asks for a last line `Score: <number from 0 to 1>`. Answers are cached by content
+(sha256 of the judge's name and the exact prompt), so the same episode text is judged once.
+
+An answer with no parseable score, a score outside [0, 1], a backend error or a call that takes
+longer than `timeout_s` is "no verdict" (Verdict(None, why)), never 0; `stats` counts each kind.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from agentgym.errors import ConfigError
+from agentgym.policies.base import Policy, SamplingParams
+from agentgym.rewards.base import NO_VERDICT, Verdict
+from agentgym.trajectory import Trajectory
+
+SYSTEM = ("You are a strict grader. Read the task and the agent's episode, then judge it against the "
+          "criterion. Reply with one or two sentences of reasons, then a last line of the form "
+          "'Score: <number from 0 to 1>'.")
+
+_SCORE = re.compile(r"score\s*[:=]\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+(?:\.\d+)?))?", re.I)
+
+
+def parse_score(text: str) -> Verdict:
+    """The last `Score: x` (or `Score: x / n`, scaled to [0, 1]) in the answer; anything else is no verdict."""
+    matches = list(_SCORE.finditer(text or ""))
+    if not matches:
+        return Verdict(None, "no verdict: the judge gave no 'Score:' line")
+    m = matches[-1]
+    value = float(m.group(1))
+    if m.group(2):
+        scale = float(m.group(2))
+        if scale <= 0:
+            return Verdict(None, f"no verdict: score scale {m.group(2)} is not positive")
+        value /= scale
+    if not 0.0 <= value <= 1.0:
+        return Verdict(None, f"no verdict: score {m.group(0)!r} is outside [0, 1]")
+    rationale = text[: m.start()].strip().replace("\n", " ")
+    return Verdict(value, rationale[-300:])
+
+
+def _cut(text: str, limit: int) -> str:
+    text = text or ""
+    return text if len(text) <= limit else text[: limit // 2] + f" [... {len(text) - limit} characters cut ...] " + text[-limit // 2:]
+
+
+def render_episode(traj: Trajectory, max_chars_per_turn: int = 600, max_turns: int = 30) -> str:
+    """The episode as the judge reads it: the task, then each action and what the env answered."""
+    lines = [f"Task: {_cut(traj.instruction, 2000)}"]
+    steps = traj.steps
+    shown = steps if len(steps) <= max_turns else steps[: max_turns // 2] + steps[-max_turns // 2:]
+    for k, step in enumerate(shown):
+        if len(steps) > max_turns and k == max_turns // 2:
+            lines.append(f"[... {len(steps) - max_turns} turns cut ...]")
+        lines.append(f"Environment: {_cut(step.observation, max_chars_per_turn)}")
+        lines.append(f"Agent: {_cut(step.action if step.action is not None else step.text, max_chars_per_turn)}")
+    if traj.final_observation:
+        lines.append(f"Environment: {_cut(traj.final_observation, max_chars_per_turn)}")
+    answer = traj.metadata.get("answer")
+    if isinstance(answer, str):
+        lines.append(f"Final answer: {_cut(answer, 4 * max_chars_per_turn)}")
+    return "\n".join(lines)
+
+
+class JudgeCache:
+    """Judge answers keyed by content; optionally kept in a JSONL file across runs."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else None
+        self.data: dict[str, str] = {}
+        self.hits = self.misses = 0
+        if self.path and self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    self.data[row["key"]] = row["answer"]
+
+    @staticmethod
+    def key(judge_name: str, messages: list[dict]) -> str:
+        blob = json.dumps([judge_name, messages], sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def get(self, key: str) -> str | None:
+        answer = self.data.get(key)
+        if answer is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return answer
+
+    def put(self, key: str, answer: str) -> None:
+        self.data[key] = answer
+        if self.path:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps({"key": key, "answer": answer}, ensure_ascii=False) + "\n")
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+
+@dataclass
+class JudgeStats:
+    prompts: int = 0
+    calls: int = 0  # generate calls (batches)
+    no_verdict: int = 0
+    errors: int = 0  # backend errors and timeouts
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def ask(policy: Policy, prompts: list[list[dict]], sampling: SamplingParams, timeout_s: float | None,
+        judge_name: str) -> list[tuple[str | None, str]]:
+    """(answer text or None, why) per prompt, in one batched generate call bounded by timeout_s."""
+    if not prompts:
+        return []
+    if timeout_s is None:
+        completions = policy.generate(prompts, sampling)
+    else:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        future = pool.submit(policy.generate, prompts, sampling)
+        try:
+            completions = future.result(timeout=timeout_s)
+        except concurrent.futures.TimeoutError:
+            why = f"no verdict: judge {judge_name!r} gave no answer within {timeout_s:g} s (raise the judge's timeout_s)"
+            return [(None, why)] * len(prompts)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+    if len(completions) != len(prompts):
+        raise ValueError(f"judge {judge_name!r} returned {len(completions)} answers for {len(prompts)} prompts")
+    return [(None, f"no verdict: judge error: {c.error}") if getattr(c, "error", None) else (c.text, "")
+            for c in completions]
+
+
+@dataclass
+class JudgeReward:
+    """Score each episode 0..1 against `criterion` with `policy` as the judge."""
+
+    policy: Any
+    criterion: str = "The agent did what the task asked, correctly and completely."
+    name: str = "judge"
+    system: str = SYSTEM
+    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=0.0, max_new_tokens=128))
+    timeout_s: float | None = None
+    cache: JudgeCache = field(default_factory=JudgeCache)
+    max_chars_per_turn: int = 600
+
+    def __post_init__(self) -> None:
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ConfigError(f"judge timeout_s={self.timeout_s} must be a positive number of seconds")
+        self.stats = JudgeStats()
+
+    def prompt(self, traj: Trajectory, criterion: str | None = None) -> list[dict]:
+        episode = render_episode(traj, self.max_chars_per_turn)
+        return [{"role": "system", "content": self.system},
+                {"role": "user", "content": f"{episode}\n\nCriterion: {criterion or self.criterion}\n\nYour judgement:"}]
+
+    def judge(self, prompts: list[list[dict]]) -> list[Verdict]:
+        """Verdicts for chat prompts: cached answers reused, the others asked in one batch."""
+        t0 = time.perf_counter()
+        keys = [JudgeCache.key(self.name, p) for p in prompts]
+        answers: dict[str, tuple[str | None, str]] = {}
+        todo: list[int] = []
+        for i, k in enumerate(keys):
+            if k in answers:  # the same prompt twice in one batch: asked once, counted as a hit
+                self.cache.hits += 1
+                continue
+            cached = self.cache.get(k)
+            if cached is None:
+                todo.append(i)
+                answers[k] = (None, "")
+            else:
+                answers[k] = (cached, "")
+        if todo:
+            self.stats.calls += 1
+            for i, (text, why) in zip(todo, ask(self.policy, [prompts[i] for i in todo], self.sampling,
+                                                 self.timeout_s, self.name)):
+                answers[keys[i]] = (text, why)
+                if text is None:
+                    self.stats.errors += 1
+                elif parse_score(text).has_verdict:  # a malformed answer is not kept: ask again next time
+                    self.cache.put(keys[i], text)
+        out = []
+        for k in keys:
+            text, why = answers[k]
+            v = parse_score(text) if text is not None else Verdict(None, why or NO_VERDICT.rationale)
+            self.stats.no_verdict += not v.has_verdict
+            out.append(v)
+        self.stats.prompts += len(prompts)
+        self.stats.seconds += time.perf_counter() - t0
+        return out
+
+    def score(self, trajectories: Sequence[Trajectory]) -> list[Verdict]:
+        return self.judge([self.prompt(t) for t in trajectories])

@@ -1,0 +1,116 @@
+"""SWE-RL's patch-similarity reward: how close a predicted diff is to the reference diff, with no
+test run (Wei et al. 2025, "SWE-RL", sec. 2):
+
+    R = -1                                            if the answer is not a well-formed patch
+    R = difflib.SequenceMatcher(None, predicted, reference).ratio()    otherwise, in [0, 1]
+
+Both patches are first put in one canonical form (file sections sorted by path, `index` lines with
+blob hashes dropped) so that the order of files and the hashes do not count. Binary file sections
+cannot be compared as text: they are left out, with a note. A patch longer than `max_chars` is cut
+to that length before comparing (SequenceMatcher's cost grows with the product of the lengths),
+also with a note; the note is meant for the step's info, one line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+MAX_PATCH_CHARS = 20_000
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+@dataclass(frozen=True)
+class PatchScore:
+    score: float  # -1 for no or malformed patch, else in [0, 1]
+    note: str = ""  # one line: why -1, or what was left out / cut
+
+
+def _sections(lines: list[str]) -> list[list[str]] | None:
+    """The file sections of a diff: from each `diff --git` line, or (plain diff -u) from each
+    `--- ` line followed by a `+++ ` line; None when there is none or text precedes the first."""
+    if any(x.startswith("diff --git ") for x in lines):
+        starts = [i for i, x in enumerate(lines) if x.startswith("diff --git ")]
+    else:
+        starts = [i for i, x in enumerate(lines[:-1]) if x.startswith("--- ") and lines[i + 1].startswith("+++ ")]
+    if not starts or any(x.strip() for x in lines[: starts[0]]):
+        return None
+    return [lines[a:b] for a, b in zip(starts, starts[1:] + [len(lines)])]
+
+
+def split_files(patch: str) -> tuple[dict[str, str], list[str]] | None:
+    """{path: file section} and the paths of binary sections, or None when the text is not a
+    unified diff (file headers, each followed by well-formed hunks)."""
+    sections = _sections(patch.replace("\r\n", "\n").split("\n"))
+    if sections is None:
+        return None
+    files: dict[str, str] = {}
+    binary: list[str] = []
+    for sec in sections:
+        path = _path_of(sec)
+        if path is None:
+            return None
+        body = [x for x in sec if not x.startswith("index ")]
+        if any(x.startswith("GIT binary patch") or (x.startswith("Binary files ") and x.endswith(" differ"))
+               for x in body):
+            binary.append(path)
+            continue
+        if not _well_formed(body):
+            return None
+        files[path] = "\n".join(body).rstrip("\n")
+    return files, binary
+
+
+def _strip(name: str, prefix: str) -> str:
+    name = name.split("\t")[0].strip()
+    return name[2:] if name.startswith(prefix) else name
+
+
+def _path_of(section: list[str]) -> str | None:
+    """The file's path: the new name (+++ b/...), the old one for a deletion, else the git header's."""
+    new = next((_strip(x[4:], "b/") for x in section if x.startswith("+++ ")), None)
+    old = next((_strip(x[4:], "a/") for x in section if x.startswith("--- ")), None)
+    for name in (new, old):
+        if name and name != "/dev/null":
+            return name
+    m = re.match(r"diff --git a/(\S+) b/(\S+)", section[0])
+    return m.group(2) if m else None
+
+
+def _well_formed(body: list[str]) -> bool:
+    """At least one hunk; every line after the first hunk header is context, +, -, '\\ No newline' or another hunk."""
+    in_hunk, hunks = False, 0
+    for line in body:
+        if _HUNK.match(line):
+            in_hunk, hunks = True, hunks + 1
+        elif in_hunk and line and line[0] not in " +-\\":
+            return False
+    return hunks > 0 or any(x.startswith(("new file mode", "deleted file mode", "rename from")) for x in body)
+
+
+def canonical(files: dict[str, str]) -> str:
+    return "\n".join(files[p] for p in sorted(files)) + "\n"
+
+
+def patch_similarity(predicted: str | None, reference: str, max_chars: int = MAX_PATCH_CHARS) -> PatchScore:
+    """SWE-RL's reward for one predicted patch against the reference patch."""
+    if not predicted or not predicted.strip():
+        return PatchScore(-1.0, "no patch: the workspace has no changes")
+    pred = split_files(predicted)
+    if pred is None:
+        return PatchScore(-1.0, "malformed patch: not a unified diff with file headers and hunks")
+    ref = split_files(reference)
+    if ref is None:
+        raise ValueError("the reference patch is not a unified diff: check the task's data")
+    notes = []
+    if pred[1]:
+        notes.append(f"binary files left out of the comparison: {', '.join(pred[1][:5])}")
+    if not pred[0]:
+        return PatchScore(-1.0, "no text patch: " + "; ".join(notes))
+    a, b = canonical(pred[0]), canonical(ref[0])
+    if len(a) > max_chars or len(b) > max_chars:
+        notes.append(f"patch of {len(a)} characters cut to {max_chars} for the similarity")
+        a, b = a[:max_chars], b[:max_chars]
+    return PatchScore(difflib.SequenceMatcher(None, a, b, autojunk=False).ratio(), "; ".join(notes))

@@ -1,0 +1,89 @@
+"""A relative judge (as ART's RULER): the episodes of one group are shown together and the judge
+scores each against the others, in one call per group. Group-relative estimators only need the
+scores' order and spread inside a group, which a side-by-side reading gives more reliably than
+separate absolute scores.
+
+The judge answers one line per episode, `Episode <k>: <score from 0 to 1>`. An episode whose line is
+missing or unreadable gets no verdict (left out of its group's statistics); the others keep theirs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Sequence
+
+from agentgym.rewards.base import Verdict
+from agentgym.rewards.judge import JudgeReward, render_episode
+from agentgym.trajectory import Trajectory
+
+RELATIVE_SYSTEM = ("You compare several attempts at the same task. Score each attempt from 0 to 1 for how well "
+                   "it meets the criterion, relative to the others: the best gets the highest score. Give a "
+                   "short reason, then one line per attempt, exactly 'Episode <k>: <score>'.")
+
+_LINE = re.compile(r"episode\s*(\d+)\s*[:=]\s*(-?\d+(?:\.\d+)?)", re.I)
+
+
+def parse_group_scores(text: str, n: int) -> list[Verdict]:
+    found: dict[int, float] = {}
+    for m in _LINE.finditer(text or ""):
+        found[int(m.group(1))] = float(m.group(2))  # the last line for an episode wins
+    out = []
+    for k in range(1, n + 1):
+        if k not in found:
+            out.append(Verdict(None, f"no verdict: no 'Episode {k}:' line in the judge's answer"))
+        elif not 0.0 <= found[k] <= 1.0:
+            out.append(Verdict(None, f"no verdict: episode {k} scored {found[k]}, outside [0, 1]"))
+        else:
+            out.append(Verdict(found[k], "relative to its group"))
+    return out
+
+
+@dataclass
+class RelativeJudge:
+    judge: JudgeReward  # its policy, sampling, cache, timeout and criterion are used
+    name: str = "relative_judge"
+
+    def prompt(self, group: Sequence[Trajectory]) -> list[dict]:
+        parts = [f"Task: {group[0].instruction}", f"Criterion: {self.judge.criterion}"]
+        for k, t in enumerate(group, 1):
+            episode = render_episode(t, self.judge.max_chars_per_turn).split("\n", 1)[-1]  # the task once, above
+            parts.append(f"=== Episode {k} ===\n{episode}")
+        return [{"role": "system", "content": RELATIVE_SYSTEM},
+                {"role": "user", "content": "\n\n".join(parts) + "\n\nYour scores:"}]
+
+    def score(self, trajectories: Sequence[Trajectory]) -> list[Verdict]:
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, t in enumerate(trajectories):
+            groups[t.group_id].append(i)
+        members = list(groups.values())
+        prompts = [self.prompt([trajectories[i] for i in idx]) for idx in members]
+        # the judge's per-prompt machinery (cache, batching, timeout) with a different parser
+        texts = self._answers(prompts)
+        out: list[Verdict | None] = [None] * len(trajectories)
+        for idx, (text, why) in zip(members, texts):
+            verdicts = parse_group_scores(text, len(idx)) if text is not None else [Verdict(None, why)] * len(idx)
+            for i, v in zip(idx, verdicts):
+                out[i] = v
+                self.judge.stats.no_verdict += not v.has_verdict
+        return out  # type: ignore[return-value]
+
+    def _answers(self, prompts: list[list[dict]]) -> list[tuple[str | None, str]]:
+        from agentgym.rewards.judge import JudgeCache, ask
+
+        j = self.judge
+        keys = [JudgeCache.key(self.name, p) for p in prompts]
+        cached = [j.cache.get(k) for k in keys]
+        todo = [i for i, c in enumerate(cached) if c is None]
+        answers: list[tuple[str | None, str]] = [(c, "") for c in cached]
+        if todo:
+            j.stats.calls += 1
+            for i, res in zip(todo, ask(j.policy, [prompts[i] for i in todo], j.sampling, j.timeout_s, self.name)):
+                answers[i] = res
+                if res[0] is not None and any(v.has_verdict for v in parse_group_scores(res[0], 1_000)):
+                    j.cache.put(keys[i], res[0])
+                elif res[0] is None:
+                    j.stats.errors += 1
+        j.stats.prompts += len(prompts)
+        return answers

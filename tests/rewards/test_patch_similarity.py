@@ -1,0 +1,75 @@
+"""SWE-RL's patch-similarity reward on known diffs."""
+
+import difflib
+import time
+
+import pytest
+
+from agentgym.rewards.patch import canonical, patch_similarity, split_files
+
+REF = """diff --git a/calc/ops.py b/calc/ops.py
+index 3b18e51..a9c2f4d 100644
+--- a/calc/ops.py
++++ b/calc/ops.py
+@@ -1,4 +1,4 @@
+ def add(a, b):
+-    return a - b
++    return a + b
+ 
+ def mul(a, b):
+"""
+
+OTHER_FILE = """diff --git a/calc/util.py b/calc/util.py
+--- a/calc/util.py
++++ b/calc/util.py
+@@ -1 +1 @@
+-X = 1
++X = 2
+"""
+
+
+def test_identical_is_one_and_empty_is_minus_one():
+    assert patch_similarity(REF, REF).score == 1.0
+    for empty in (None, "", "  \n"):
+        r = patch_similarity(empty, REF)
+        assert r.score == -1.0 and "no patch" in r.note
+
+
+@pytest.mark.parametrize("bad", ["I fixed it!", "--- a/x.py\n+++ b/x.py\nnot a hunk\n",
+                                 "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n?b\n",
+                                 "Here is the patch:\n" + REF])
+def test_malformed_is_minus_one(bad):
+    r = patch_similarity(bad, REF)
+    assert r.score == -1.0 and "malformed" in r.note and "\n" not in r.note
+
+
+def test_similarity_is_sequence_matcher_ratio_of_the_canonical_patches():
+    wrong = REF.replace("return a + b", "return b + a")
+    got = patch_similarity(wrong, REF).score
+    a, b = canonical(split_files(wrong)[0]), canonical(split_files(REF)[0])
+    assert got == pytest.approx(difflib.SequenceMatcher(None, a, b, autojunk=False).ratio())
+    assert 0.9 < got < 1.0
+    # index lines (blob hashes) and the order of files do not count
+    no_index = REF.replace("index 3b18e51..a9c2f4d 100644\n", "")
+    assert patch_similarity(no_index, REF).score == 1.0
+    assert patch_similarity(OTHER_FILE + REF, REF + OTHER_FILE).score == 1.0
+    # a plain `diff -u` without the git header is a patch too
+    plain = "--- a/calc/ops.py\n+++ b/calc/ops.py\n" + REF.split("+++ b/calc/ops.py\n", 1)[1]
+    assert 0.5 < patch_similarity(plain, REF).score < 1.0
+
+
+def test_binary_sections_are_left_out_with_a_note():
+    binary = "diff --git a/logo.png b/logo.png\nindex 1..2 100644\nGIT binary patch\nliteral 12\nzcmV\n"
+    r = patch_similarity(binary + REF, REF)
+    assert r.score == 1.0 and "binary files left out" in r.note and "logo.png" in r.note
+    only = patch_similarity(binary, REF)
+    assert only.score == -1.0 and "no text patch" in only.note
+
+
+def test_huge_patch_is_cut_and_bounded_in_time():
+    big = "diff --git a/big.py b/big.py\n--- a/big.py\n+++ b/big.py\n@@ -1,1 +1,40000 @@\n" + \
+        "".join(f"+line {i} = {i * 7}\n" for i in range(40000))
+    t0 = time.perf_counter()
+    r = patch_similarity(big, REF, max_chars=20_000)
+    assert time.perf_counter() - t0 < 10
+    assert 0.0 <= r.score < 0.5 and "cut to 20000" in r.note and "\n" not in r.note
