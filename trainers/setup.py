@@ -97,6 +97,64 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
     return sft_dir, info
 
 
+# --- reuse of built models: a settings record in each built folder ----------------------------
+SETTINGS_FILE = "agentgym_settings.json"  # in a built tiny / SFT model folder: what it was built from
+
+
+def tiny_settings(cfg: TrainConfig) -> dict:
+    """Everything a tiny model's tokenizer and weights depend on (build_tiny_model's arguments)."""
+    return {"env.id": cfg.env.id, "seed": cfg.seed, "env.chat": dataclasses.asdict(cfg.env.chat),
+            **{f"tiny.{k}": v for k, v in dataclasses.asdict(cfg.tiny).items() if k != "build"}}
+
+
+def sft_settings(cfg: TrainConfig, start: dict) -> dict:
+    """Everything the SFT warm start depends on: its start model, the demonstrations (env, tasks,
+    chat layout, expert) and the optimisation."""
+    env = cfg.env
+    return {"start": start, "seed": cfg.seed, "env.id": env.id, "env.chat": dataclasses.asdict(env.chat),
+            "env.env_kwargs": env.env_kwargs, "env.categories": env.categories, "env.task_filter": env.task_filter,
+            "env.fresh_tasks": env.fresh_tasks, "env.tasks_file": env.tasks_file, "env.max_tasks": env.max_tasks,
+            "env.max_turns": env.max_turns, "policy.lora": cfg.policy.lora, "policy.dtype": cfg.policy.dtype,
+            "policy.max_prompt_tokens": cfg.policy.max_prompt_tokens,
+            **{f"sft.{k}": v for k, v in dataclasses.asdict(cfg.sft).items() if k != "enabled"}}
+
+
+def settings_hash(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _reusable(folder: Path, settings: dict, what: str, log: Callable[[str], None]) -> bool:
+    """True when `folder` holds a model built from exactly `settings`; otherwise it is removed
+    (it is rebuilt next) and the reason is logged."""
+    if not folder.exists():
+        return False
+    try:
+        record = json.loads((folder / SETTINGS_FILE).read_text())
+    except (OSError, ValueError):
+        record = None
+    if isinstance(record, dict) and record.get("hash") == settings_hash(settings):
+        log(f"reusing the {what} in {folder} (its settings match, hash {record['hash']})")
+        return True
+    if isinstance(record, dict) and isinstance(record.get("settings"), dict):
+        old = json.loads(json.dumps(record["settings"], default=str))
+        new = json.loads(json.dumps(settings, default=str))
+        changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+        why = "its settings changed: " + ", ".join(
+            f"{k} {old.get(k)!r} -> {new.get(k)!r}" if k != "start" else "start model" for k in changed[:4])
+        why += f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""
+    else:
+        why = "it has no settings record (built before records, or interrupted)"
+    log(f"rebuilding the {what} in {folder}: {why}")
+    shutil.rmtree(folder) if folder.is_dir() else folder.unlink()
+    return False
+
+
+def _write_record(folder: Path, settings: dict) -> None:
+    # written last: a build interrupted before this line leaves a folder without a record, rebuilt next time
+    (folder / SETTINGS_FILE).write_text(json.dumps({"hash": settings_hash(settings), "settings": settings},
+                                                   indent=2, default=str))
+
+
 def make_optimizer(cfg: TrainConfig, policy, heads: dict):
     groups = [{"params": policy.trainable_parameters(), "lr": cfg.ppo.lr, "weight_decay": cfg.ppo.weight_decay}]
     for head in heads.values():
