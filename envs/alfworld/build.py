@@ -1,0 +1,64 @@
+"""Build the shipped ALFWorld-v0 splits: `python -m agentgym.envs.alfworld.build [--train N]
+[--heldout N] [--unseen N]` (games per task type and split).
+
+Every candidate game is generated, solved by the planner and replayed (games.check_game) into
+the game cache ($AGENTGYM_CACHE/alfworld, ~70 kB a game), so the build is resumable: a rerun
+takes built games from the cache and skips candidates already rejected (rejected.txt there),
+and reaches the same splits, since candidates are drawn from fixed seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from agentgym.envs.alfworld import games
+from agentgym.envs.alfworld.tasks import SPLIT_DIR, ALFWorldTaskSpace
+from agentgym.tasks.splits import save_split
+
+
+class _ResumableSpace(ALFWorldTaskSpace):
+    """validate() that remembers rejected games across runs."""
+
+    def __init__(self):
+        self._rejects_path = games.cache_dir() / "rejected.txt"
+        self._rejects = set(self._rejects_path.read_text().split()) if self._rejects_path.is_file() else set()
+        self.reasons: dict[str, int] = {}
+
+    def validate(self, spec) -> bool:
+        key = games.game_key(dict(spec.params), spec.seed)
+        if key in self._rejects:
+            return False
+        try:
+            self.game_dir(self.canonical(spec))
+            return True
+        except games.GameError as exc:
+            reason = str(exc).split(":")[0]
+            self.reasons[reason] = self.reasons.get(reason, 0) + 1
+            self._rejects.add(key)
+            self._rejects_path.parent.mkdir(parents=True, exist_ok=True)
+            with self._rejects_path.open("a") as f:
+                f.write(key + "\n")
+            return False
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--train", type=int, default=160)
+    ap.add_argument("--heldout", type=int, default=20)
+    ap.add_argument("--unseen", type=int, default=20)
+    ap.add_argument("--out", default=str(SPLIT_DIR))
+    args = ap.parse_args(argv)
+    space = _ResumableSpace()
+    t0 = time.time()
+    splits = space.build_splits({"train": args.train, "heldout": args.heldout, "heldout_unseen": args.unseen},
+                                log=lambda m: print(f"[{time.time() - t0:7.0f} s] {m}", flush=True))
+    for name, tasks in splits.items():
+        save_split(f"{args.out}/{name}.jsonl", tasks)
+    print(json.dumps({"counts": {k: len(v) for k, v in splits.items()}, "rejected": space.reasons,
+                      "seconds": round(time.time() - t0)}))
+
+
+if __name__ == "__main__":
+    main()

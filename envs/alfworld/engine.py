@@ -1,0 +1,312 @@
+"""ALFWorld's text engine, as alfworld runs it: TextWorld's PDDL backend (PddlEnv, Fast
+Downward underneath) wrapped in alfworld's AlfredDemangler (ALFRED ids -> "apple 1") and
+AlfredInfos. `Engine(game, fast=False)` is exactly that stock stack.
+
+`fast=True` (the default) keeps every text identical and removes repeated work:
+
+- TextWorld parses the same grammar templates with TatSu again on every derivation: each step
+  derives the command template of every applicable action (dozens per step) and the feedback
+  text, and evaluates each rule's condition after parsing it anew. Parses are pure functions
+  of the template string, so they are cached (a fresh copy of the parsed symbols per use,
+  since derivation writes a context into them).
+- A reset rebuilds the PDDL state, translating domain + problem to SAS twice with Fast
+  Downward's Python translator; the translation depends on the problem text only, so resets of
+  a game already played in this process reuse it. The grammar file is parsed once per text.
+
+tests/alfworld/test_engine.py replays games in both modes and compares every observation,
+admissible-command list and fact set.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+from typing import Any
+
+from agentgym.errors import require
+
+# The predicates an action can change. The anchor hashes these (plus the game, once): the others
+# are constant within a game, and `checked` / `examined` only record what the agent has looked at
+# (no precondition or goal reads them), so states that differ only there are one state.
+_DYNAMIC = frozenset(("atlocation", "inreceptacle", "objectatlocation", "opened", "holds", "holdsany",
+                      "holdsanyreceptacleobject", "isclean", "ishot", "iscool", "ison", "istoggled", "issliced",
+                      "inreceptacleobject", "isreceptacleobjectfull", "wasinreceptacle", "full"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_symbols(text: str):
+    from textworld.envs.pddl import textgen
+
+    return textgen._parse_and_convert(text, rule_name="symbols")
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_query(expression: str):
+    from textworld.logic import Rule
+
+    return Rule.parse_conjunctive_query(expression)
+
+
+@functools.lru_cache(maxsize=64)
+def _translated(domain: str, problem: str, optimize: bool = False):
+    import fast_downward
+
+    return fast_downward.pddl2sas(domain, problem, verbose=False, optimize=optimize)
+
+
+@functools.lru_cache(maxsize=16)
+def _game_logic(domain: str, grammar: str):
+    from textworld.envs.pddl import logic
+
+    return logic.GameLogic(domain=domain, grammar=grammar)
+
+
+def _classes():
+    """The fast subclasses, built on first use (textworld is an optional dependency)."""
+    if "_CLASSES" in globals():
+        return globals()["_CLASSES"]
+    import fast_downward
+    import textworld.logic
+    from textworld.envs.pddl import logic, pddl, textgen
+
+    class FastConditional(textgen.ConditionalSymbol):
+        def derive(self):
+            if len(self.context) == 0:
+                raise ValueError("Empty context")
+            context = textgen.copy_context(self.context)
+            contexts = [context]
+            if self.given:
+                contexts = _query(self.given, context)
+            return [_fresh(self.expression, c) for c in contexts]
+
+    def _query(expression, context):
+        rule = _parsed_query(expression)
+        contexts = []
+        for mapping in context["state"].all_assignments(rule, context["mapping"]):
+            context_ = textgen.copy_context(context)
+            context_["variables"].update({ph.name: context_["entity_infos"][var.name] for ph, var in mapping.items()})
+            context_["mapping"].update(mapping)
+            contexts.append(context_)
+        return contexts
+
+    def _fresh(symbol, context):
+        # Symbol.copy deep-copies the symbol *and* its old context, then replaces the context;
+        # copying without the context first gives the same symbol for less work.
+        old, symbol.context = symbol.context, {}
+        try:
+            out = copy.deepcopy(symbol)
+        finally:
+            symbol.context = old
+        _upgrade(out)
+        out.context = textgen.copy_context(context)
+        return out
+
+    def _upgrade(symbols):
+        for s in symbols if isinstance(symbols, list) else (symbols,):
+            if type(s) is textgen.ConditionalSymbol:
+                s.__class__ = FastConditional
+            if isinstance(s, textgen.ListSymbol):
+                _upgrade(s.symbol)
+            if isinstance(s, textgen.ConditionalSymbol):
+                _upgrade(s.expression)
+
+    class FastGrammar(textgen.ContextSensitiveGrammar):
+        def replace(self, start):
+            rules = self._rules.get(str(start))
+            if not rules:
+                raise textgen.CSGUnknownSymbolError(start)
+            for rule in rules:
+                if not rule.condition or any(
+                        True for _ in start.context["state"].all_assignments(_parsed_query(rule.condition),
+                                                                           start.context["mapping"])):
+                    break
+            else:
+                raise IndexError("list index out of range")  # what the stock rules[0] raises
+            symbols = copy.deepcopy(rule.rhs)
+            _upgrade(symbols)
+            for symbol in symbols:
+                symbol.context = textgen.copy_context(start.context)
+            return symbols
+
+        def derive(self, start: str, context={}) -> str:
+            derivation = copy.deepcopy(_parsed_symbols(start))[::-1]
+            _upgrade(derivation)
+            for symbol in derivation:
+                symbol.context = textgen.copy_context(context)
+            derived = []
+            while derivation:
+                symbol = derivation.pop()
+                if isinstance(symbol, textgen.TerminalSymbol):
+                    derived.append(symbol)
+                elif isinstance(symbol, textgen.NonterminalSymbol):
+                    derivation += self.replace(symbol)[::-1]
+                elif isinstance(symbol, (textgen.ConditionalSymbol, textgen.EvalSymbol, textgen.ListSymbol)):
+                    derivation += symbol.derive()[::-1]
+                else:
+                    raise NotImplementedError("Unknown symbol: {}".format(type(symbol)))
+            return "".join(map(str, derived))
+
+    class FastPddlState(logic.PddlState):
+        """PddlState.__init__ with the SAS translation cached (the rest is the same code)."""
+
+        def __init__(self, downward_lib, pddl_problem, game_logic):
+            from collections import Counter, defaultdict
+
+            self._facts = defaultdict(set)
+            self._vars_by_name = {}
+            self._vars_by_type = defaultdict(set)
+            self._var_counts = Counter()
+            self._logic = game_logic
+            self.downward_lib = downward_lib
+            self.pddl_problem = pddl_problem
+            self.task, self.sas = _translated(game_logic.domain, pddl_problem)
+            # The planner's translation (optimize=True) is only read by replan(): made on demand.
+            self._replan_loaded = False
+            self._actions = {a.name: a for a in self.task.actions}
+            for type_ in self.task.types:
+                try:
+                    self._logic.types.add(textworld.logic.Type(type_.name, type_.supertype_names))
+                except ValueError:
+                    pass
+            self.downward_lib.load_sas(self.sas.encode("utf-8"))
+            self.name2type = {o.name: o.type_name for o in self.task.objects}
+            facts = [_atom2proposition(atom, self.name2type) for atom in self.task.init]
+            self.add_facts([f for f in facts if f is not None])
+            atoms = (logic.Atom * self.downward_lib.get_state_size())()
+            self.downward_lib.get_state(atoms)
+            facts = [atom.get_fact(self.name2type) for atom in atoms]
+            self.add_facts([f for f in facts if not f.is_negation])
+
+        @property
+        def sas_replan(self):
+            return _translated(self._logic.domain, self.pddl_problem, optimize=True)[1]
+
+        def replan(self, infos):
+            if not self._replan_loaded:
+                self.downward_lib.load_sas_replan(self.sas_replan.encode("utf-8"))
+                self._replan_loaded = True
+            return super().replan(infos)
+
+    def _atom2proposition(atom, name2type):
+        from textworld.logic import Proposition, Variable
+
+        if isinstance(atom, fast_downward.translate.pddl.conditions.Atom):
+            if atom.predicate == "=":
+                return None
+            return Proposition(atom.predicate, [Variable(arg, name2type[arg]) for arg in atom.args])
+        if isinstance(atom, fast_downward.translate.pddl.f_expression.Assign):
+            if atom.fluent.symbol == "total-cost":
+                return None
+            name = "{}".format(atom.expression.value)
+            if str.isdigit(name):
+                return None
+            return Proposition(name, [Variable(arg, name2type[arg]) for arg in atom.fluent.args])
+        return None
+
+    class FastPddlEnv(pddl.PddlEnv):
+        def load(self, filename_or_data):
+            import json
+
+            try:
+                data = json.load(open(filename_or_data))
+                self._game_file = filename_or_data
+            except TypeError:
+                data = filename_or_data
+                self._game_file = None
+            self._game_data = data
+            self.walkthrough = data.get("walkthrough", None)
+            base = _game_logic(data["pddl_domain"], data["grammar"])
+            # A private GameLogic sharing the parsed actions, with the fast grammar class.
+            self._logic = copy.copy(base)
+            self._logic.grammar = FastGrammar()
+            self._logic.grammar._rules = base.grammar._rules
+            self._logic.types = textworld.logic.TypeHierarchy()
+            self._pddl_state = FastPddlState(self.downward_lib, data["pddl_problem"], self._logic)
+            self._entity_infos = self._get_entity_infos()
+
+        def reset(self):
+            # PddlEnv.reset with FastPddlState; the same statements otherwise.
+            from textworld.core import GameState
+
+            self._pddl_state = FastPddlState(self.downward_lib, self._game_data["pddl_problem"], self._logic)
+            self.prev_state = None
+            self.state = GameState()
+            self._last_action = None
+            self._moves = 0
+            context = {"state": self._pddl_state, "facts": list(self._pddl_state.facts), "variables": {},
+                       "mapping": {}, "entity_infos": self._entity_infos}
+            self.state.feedback = self._logic.grammar.derive("#intro#", context)
+            self.state.raw = self.state.feedback
+            self._gather_infos()
+            if "walkthrough" in self.request_infos.extras:
+                self.state["extra.walkthrough"] = self.walkthrough or self._pddl_state.replan(self._entity_infos)
+            return self.state
+
+    globals()["_CLASSES"] = (FastPddlEnv,)
+    return globals()["_CLASSES"]
+
+
+class Engine:
+    """ALFWorld's engine with one game loaded: `game` is a game file path or its loaded JSON.
+
+    An engine holds its own copy of Fast Downward's 34 MB library (fast_downward.load_lib makes
+    one per PddlEnv and never unloads it), so make one per process or env and `load` each next
+    game into it rather than making an engine per game."""
+
+    def __init__(self, game: Any = None, fast: bool = True):
+        textworld = require("textworld", "alfworld")
+        require("fast_downward", "alfworld")
+        require("alfworld", "alfworld")
+        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+        from textworld.envs import PddlEnv
+
+        infos = textworld.EnvInfos(admissible_commands=True, won=True, extras=["gamefile"])
+        base = _classes()[0](infos) if fast else PddlEnv(infos)
+        self.fast = fast
+        self._base = base
+        self._env = AlfredInfos(AlfredDemangler(base, shuffle=False))
+        self.state = None
+        self._game_hash = None
+        if game is not None:
+            self.load(game)
+
+    def load(self, game: Any) -> None:
+        self._env.load(str(game) if not isinstance(game, dict) else game)
+        self.state = None
+        self._game_hash = None
+
+    @property
+    def _pddl(self):
+        return self._base
+
+    def reset(self):
+        self.state = self._env.reset()
+        return self.state
+
+    def step(self, command: str):
+        self.state, _, _ = self._env.step(command)
+        return self.state
+
+    def facts(self, dynamic_only: bool = False) -> list[str]:
+        """The current PDDL facts as sorted strings (with `dynamic_only`, those an action can change)."""
+        return sorted(str(f) for f in self._pddl._pddl_state.facts if not dynamic_only or f.name in _DYNAMIC)
+
+    def anchor(self) -> str:
+        """A hash of the game and of its changeable facts: equal exactly when the true states are."""
+        if self._game_hash is None:
+            self._game_hash = hashlib.sha1(self._pddl._game_data["pddl_problem"].encode()).hexdigest()
+        body = self._game_hash + "\n" + "\n".join(self.facts(dynamic_only=True))
+        return hashlib.sha1(body.encode()).hexdigest()[:16]
+
+    def names(self) -> dict[str, str]:
+        """PDDL name -> display name ("apple_bar_..." -> "apple 1")."""
+        return {k: info.name for k, info in self._pddl._entity_infos.items()}
+
+    def plan(self) -> list[str]:
+        """The planner's commands from the current state to the goal ([] when none)."""
+        pddl = self._pddl
+        return list(pddl._pddl_state.replan(pddl._entity_infos))
+
+    def close(self):
+        self._env.close()

@@ -1,0 +1,153 @@
+"""ALFWorldEnv (agentgym/ALFWorld-v0): ALFWorld's own text engine behind our TextEnv contract.
+
+The game runs in TextWorld's PDDL backend with alfworld's wrappers (engine.py); texts are the
+engine's, except that the "-= Welcome to TextWorld, ALFRED! =-" banner is dropped from the
+first observation, as ReAct and most ALFWorld agents do. Without `data_path` the env plays
+our generated games (games.py, shipped splits); with it, the official games under that folder.
+
+Actions are matched to the admissible commands after lower-casing and collapsing spaces. Any
+other string is answered "Nothing happens." (ALFWorld's reply) with `action_valid` False and
+never reaches the engine. Reward is sparse, 1.0 on the step that wins (which terminates);
+`info["score"]` is 1.0 on success and the goal's progress otherwise (progress.py), and with
+`shaped_rewards=True` each step pays its progress delta. `info["anchor"]` hashes the PDDL
+facts (without the look / examine bookkeeping), so GiGPO groups true states, not texts.
+
+`fast=False` runs the stock engine (for comparisons); the texts are the same.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agentgym.core import TextEnv
+from agentgym.envs.alfworld import games
+from agentgym.envs.alfworld.progress import goal_progress
+from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace, OfficialTaskSpace
+from agentgym.errors import require
+from agentgym.tasks.spec import TaskSpec
+
+_BANNER = re.compile(r"^\s*-= Welcome to TextWorld, ALFRED! =-\s*")
+_TASK = re.compile(r"Your task is to: (.*)$", re.S)
+_GENERATED = ALFWorldTaskSpace()
+
+
+def _normalize(action: str) -> str:
+    return " ".join(action.lower().split())
+
+
+class ALFWorldEnv(TextEnv):
+    rules = (
+        "You are in a room of a house (ALFWorld) and must complete a household task. Commands: look, inventory, "
+        "go to X, open X, close X, take X from Y, move X to Y, examine X, use X, heat X with Y, clean X with Y, "
+        "cool X with Y. X and Y are names as you see them, e.g. \"take apple 1 from countertop 1\". Containers "
+        "(cabinet, drawer, fridge, microwave, safe) must be opened to see or take what is inside. You carry one "
+        "object at a time. Heat with a microwave, cool with a fridge, clean with a sinkbasin; use a desklamp or "
+        "floorlamp to turn it on. A command that cannot be done gives \"Nothing happens.\""
+    )
+
+    def __init__(self, data_path: str | None = None, fast: bool = True, shaped_rewards: bool = False,
+                 render_mode: str | None = None):
+        super().__init__(render_mode=render_mode)
+        require("alfworld", "alfworld")
+        require("fast_downward", "alfworld")
+        self.task_space = OfficialTaskSpace(data_path) if data_path is not None else _GENERATED
+        self.data_path = data_path
+        self.fast = bool(fast)
+        self.shaped_rewards = bool(shaped_rewards)
+        self._engine = None
+        self._engine_game = None
+        self._history: list[str] = []
+
+    # --- episode ----------------------------------------------------------------------------
+    def _load(self, task: TaskSpec):
+        from agentgym.envs.alfworld.engine import Engine
+
+        folder = self.task_space.game_dir(task)
+        path = folder / games.GAME_FILE
+        if self._engine is None or self._engine_game != path:
+            data = games.load_game(path)
+            self._engine_game = None
+            if self._engine is None:
+                self._engine = Engine(fast=self.fast)
+            try:
+                self._engine.load(data)
+            except Exception as exc:  # the PDDL or grammar inside a readable JSON is broken
+                raise games.GameError(f"ALFWorld game {path} does not load ({type(exc).__name__}: "
+                                      f"{str(exc).splitlines()[0] if str(exc) else ''}): re-download or regenerate it"
+                                      ) from None
+            self._engine_game = path
+            self._params = self.task_space.traj_data(task).get("pddl_params", {})
+            self._task_type = self.task_space.traj_data(task).get("task_type", "")
+        return self._engine
+
+    def _reset(self, task: TaskSpec):
+        engine = self._load(task)
+        state = engine.reset()
+        self._history = []
+        self._done = False
+        obs = _BANNER.sub("", state.feedback).strip()
+        match = _TASK.search(obs)
+        self._instruction = match.group(1).strip() if match else ""
+        self._progress = self._measure()
+        return obs, self._info(True)
+
+    def _step(self, action: str):
+        command = _normalize(action)
+        admissible = self._engine.state["admissible_commands"]
+        if self._done or command not in admissible:
+            return "Nothing happens.", 0.0, self._done, False, self._info(False)
+        before = self._progress
+        state = self._engine.step(command)
+        self._history.append(command)
+        self._done = bool(state["won"])
+        self._progress = self._measure()
+        if self.shaped_rewards:
+            reward = self._progress - before
+        else:
+            reward = 1.0 if self._done else 0.0
+        return state.feedback.strip(), reward, self._done, False, self._info(True)
+
+    def _measure(self) -> float:
+        if self._engine.state["won"]:
+            return 1.0
+        return goal_progress(self._engine, self._task_type, self._params)
+
+    def _info(self, valid: bool) -> dict:
+        won = bool(self._engine.state["won"])
+        return {
+            "task_id": self.task.task_id,
+            "instruction": self._instruction,
+            "anchor": self._engine.anchor(),
+            "admissible_actions": list(self._engine.state["admissible_commands"]),
+            "action_valid": valid,
+            "success": won,
+            "score": 1.0 if won else self._progress,
+            "progress": self._progress,
+        }
+
+    # --- pickling: the engine holds ctypes handles; drop it and replay the episode ----------
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for key in ("_engine", "_engine_game"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._engine = None
+        self._engine_game = None
+        if self.task is not None:
+            history = list(state.get("_history", []))
+            done = state.get("_done", False)
+            self._reset(self.task)
+            for command in history:
+                self._engine.step(command)
+            self._history = history
+            self._done = done
+            self._progress = self._measure()
+
+    def close(self):
+        if self._engine is not None:
+            self._engine.close()
+        self._engine = None
+        self._engine_game = None

@@ -1,0 +1,271 @@
+"""Task spaces of agentgym/ALFWorld-v0: our generated games, or the official ones a user has.
+
+Generated games (ALFWorldTaskSpace): params task_type (ALFWorld's six), floorplan (one of the
+120 shipped), object (goal object type, ALFRED's spelling: "Apple") and target (destination
+receptacle type, or the lamp type for look_at_obj_in_light); the seed places the objects. The
+shipped splits (splits/*.jsonl) list games that were generated and checked: the planner
+solved each, and its plan, replayed in the engine, won. `heldout_unseen` plays only ALFRED's
+test floor plans (1-6, 201-206, 301-306, 401-406), which train and heldout never use and the
+task generator refuses (`reserved`); train and heldout are disjoint games on the other 96.
+
+Official games (OfficialTaskSpace, `data_path=`): every `<dir>/game.tw-pddl` under the
+folder, with ALFWorld's splits as ours: train -> train, valid_seen -> heldout, valid_unseen ->
+heldout_unseen. Params {"game": "<path relative to data_path>"}, so ids do not depend on where
+the data lives. Like alfworld's loader, "movable" and "Sliced" games are left out.
+
+Run `python -m agentgym.envs.alfworld.build` to (re)build the shipped splits (resumable).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agentgym.envs.alfworld import games, scenes
+from agentgym.errors import ConfigError
+from agentgym.tasks.space import TaskSpace, check_schema
+from agentgym.tasks.spec import TaskSpec
+
+ENV_ID = "agentgym/ALFWorld-v0"
+SPLIT_DIR = Path(__file__).parent / "splits"
+OFFICIAL_SPLITS = {"train": "train", "valid_seen": "heldout", "valid_unseen": "heldout_unseen"}
+
+
+class ALFWorldTaskSpace(TaskSpace):
+    """ALFWorld games generated from alfworld's 120 floor plans, all six task types. params:
+    task_type (pick_and_place_simple, pick_two_obj_and_place, look_at_obj_in_light,
+    pick_clean_then_place_in_recep, pick_heat_then_place_in_recep, pick_cool_then_place_in_recep),
+    floorplan (1-30 kitchens, 201-230 living rooms, 301-330 bedrooms, 401-430 bathrooms), object
+    (e.g. "Apple"), target (a receptacle type such as "CounterTop", or "DeskLamp" / "FloorLamp"
+    for look_at_obj_in_light). Instructions read like "heat some apple and put it in countertop."."""
+
+    env_id = ENV_ID
+    split_dir = SPLIT_DIR
+
+    def check_params(self, params: dict) -> dict:
+        p = check_schema(params, {"task_type": str, "floorplan": int, "object": str, "target": str},
+                         what="ALFWorld")
+        if p["task_type"] not in scenes.TASK_TYPES:
+            raise ValueError(f"task_type must be one of {', '.join(scenes.TASK_TYPES)}, got {p['task_type']!r}")
+        scenes.room_type(p["floorplan"])
+        fp = scenes.floorplan(p["floorplan"])
+        objs = games.goal_objects(p["task_type"], fp)
+        if p["object"] not in objs:
+            raise ValueError(f"FloorPlan{fp.number} ({fp.room}) has no {p['task_type']} goal on {p['object']!r}; "
+                             f"objects: {', '.join(objs) or 'none'}")
+        targets = games.goal_targets(p["task_type"], fp, p["object"])
+        if p["target"] not in targets:
+            raise ValueError(f"{p['target']!r} is not a target for {p['object']} in FloorPlan{fp.number}; "
+                             f"targets: {', '.join(targets)}")
+        return p
+
+    def reserved(self, spec: TaskSpec) -> bool:
+        """Games on ALFRED's test floor plans belong to heldout_unseen, whatever their id."""
+        return spec.params.get("floorplan") in set(_unseen())
+
+    # --- sampling ---------------------------------------------------------------------------
+    def sample(self, rng: np.random.Generator, task_type: str | None = None, unseen: bool = False,
+               **fixed: Any) -> TaskSpec:
+        """A random game: keywords fix task_type / floorplan / object / target; `unseen=True`
+        draws from the test floor plans (what heldout_unseen is made of), False (the default,
+        what training uses) from the others."""
+        r = random.Random(int(rng.integers(2**63)))
+        return self._sample(r, task_type=task_type, unseen=unseen, **fixed)
+
+    def _sample(self, r: random.Random, task_type: str | None = None, unseen: bool = False,
+                **fixed: Any) -> TaskSpec:
+        task_type = task_type or r.choice(scenes.TASK_TYPES)
+        if task_type not in scenes.TASK_TYPES:
+            raise ValueError(f"task_type must be one of {', '.join(scenes.TASK_TYPES)}, got {task_type!r}")
+        unknown = set(fixed) - {"floorplan", "object", "target", "seed"}
+        if unknown:
+            raise ValueError(f"unknown ALFWorld task params {sorted(unknown)}")
+        plans = _unseen() if unseen else _seen()
+        combos = [c for c in _combos(task_type, plans)
+                  if all(fixed.get(k, v) == v for k, v in zip(("floorplan", "object", "target"), c))]
+        if not combos:
+            raise ValueError(f"no {task_type} goal matches {fixed} (unseen={unseen})")
+        n, obj, target = r.choice(combos)
+        seed = fixed.get("seed")
+        return TaskSpec(self.env_id, {"task_type": task_type, "floorplan": n, "object": obj, "target": target},
+                        seed=r.randrange(2**31) if seed is None else int(seed))
+
+    def mutate(self, spec: TaskSpec, rng: np.random.Generator) -> TaskSpec:
+        """Another placement of the same goal, the same goal in another floor plan of the same
+        side of the seen / unseen split, or another object or target in the same room."""
+        r = random.Random(int(rng.integers(2**63)))
+        p = dict(spec.params)
+        unseen = self.reserved(spec)
+        kind = r.choice(("seed", "floorplan", "object", "target"))
+        if kind == "seed":
+            return TaskSpec(self.env_id, p, seed=r.randrange(2**31))
+        keep = {k: p[k] for k in ("floorplan", "object", "target") if k != kind}
+        if kind == "floorplan":
+            keep.pop("target")  # the same object in another room; targets differ between rooms
+        try:
+            return self._sample(r, task_type=p["task_type"], unseen=unseen, **keep)
+        except ValueError:
+            return TaskSpec(self.env_id, p, seed=r.randrange(2**31))
+
+    # --- oracle, categories -----------------------------------------------------------------
+    def game_dir(self, spec: TaskSpec) -> Path:
+        return games.game_dir(dict(spec.params), spec.seed)
+
+    def traj_data(self, spec: TaskSpec) -> dict:
+        return json.loads((self.game_dir(spec) / games.TRAJ_FILE).read_text())
+
+    def solve(self, spec: TaskSpec) -> list[str]:
+        """The planner's plan, kept in the game as its walkthrough."""
+        return list(games.load_game(self.game_dir(spec) / games.GAME_FILE)["walkthrough"])
+
+    def validate(self, spec: TaskSpec) -> bool:
+        """The game builds: the planner solves it and its plan, replayed, wins (games.py)."""
+        try:
+            self.game_dir(self.canonical(spec))
+            return True
+        except (ValueError, TypeError, KeyError, ConfigError):
+            return False
+
+    def category(self, spec: TaskSpec) -> str:
+        return f"{spec.params['task_type']}/{scenes.room_type(spec.params['floorplan'])}"
+
+    # --- splits -----------------------------------------------------------------------------
+    def build_splits(self, per_type: dict[str, int] | None = None, log=None) -> dict[str, list[TaskSpec]]:
+        """Checked games, `per_type[split]` of each task type per split (every game built and
+        checked, so this takes ~1 s a game; already built games come from the cache)."""
+        per_type = per_type or {"train": 100, "heldout": 20, "heldout_unseen": 20}
+        seeds = {"train": 11, "heldout": 22, "heldout_unseen": 33}
+        taken: set[str] = set()
+        out = {}
+        for name, count in per_type.items():
+            tasks = []
+            for k, task_type in enumerate(scenes.TASK_TYPES):
+                r = random.Random(seeds[name] * 100 + k)
+                got, tries = 0, 0
+                while got < count and tries < 20 * count:
+                    tries += 1
+                    spec = self._sample(r, task_type=task_type, unseen=(name == "heldout_unseen"))
+                    if spec.task_id in taken or not self.validate(spec):
+                        continue
+                    taken.add(spec.task_id)
+                    tasks.append(spec)
+                    got += 1
+                if log:
+                    log(f"{name} {task_type}: {got} games ({tries} drawn)")
+            out[name] = tasks
+        return out
+
+
+def _unseen() -> tuple[int, ...]:
+    return scenes.unseen_floorplans()
+
+
+def _seen() -> tuple[int, ...]:
+    unseen = set(_unseen())
+    return tuple(n for n in scenes.all_floorplans() if n not in unseen)
+
+
+_COMBOS: dict = {}
+
+
+def _combos(task_type: str, plans: tuple[int, ...]) -> list[tuple[int, str, str]]:
+    key = (task_type, plans)
+    if key not in _COMBOS:
+        _COMBOS[key] = games.goal_combos(task_type, plans)
+    return _COMBOS[key]
+
+
+class OfficialTaskSpace(TaskSpace):
+    """ALFWorld's official games under `data_path` (what `alfworld-download` fetches, e.g.
+    $ALFWORLD_DATA/json_2.1.1): train, valid_seen and valid_unseen play as our train, heldout
+    and heldout_unseen. params: {"game": path of the game's folder relative to data_path}."""
+
+    env_id = ENV_ID
+
+    def __init__(self, data_path: str | os.PathLike):
+        self.data_path = Path(data_path).expanduser()
+        if not self.data_path.is_dir():
+            raise ConfigError(f"ALFWorld data_path {self.data_path} is not a folder: pass the folder holding "
+                              "train/, valid_seen/ and valid_unseen/ (e.g. $ALFWORLD_DATA/json_2.1.1)")
+
+    @cached_property
+    def _games(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {name: [] for name in OFFICIAL_SPLITS.values()}
+        for root, dirs, files in os.walk(self.data_path):
+            dirs.sort()
+            if games.GAME_FILE not in files:
+                continue
+            rel = Path(root).relative_to(self.data_path)
+            if "movable" in str(rel) or "Sliced" in str(rel):
+                continue
+            split = OFFICIAL_SPLITS.get(rel.parts[0]) if rel.parts else None
+            if split is not None:
+                found[split].append(rel.as_posix())
+        if not any(found.values()):
+            raise ConfigError(f"no ALFWorld games under {self.data_path}: expected train/, valid_seen/ or "
+                              f"valid_unseen/ folders holding */{games.GAME_FILE} (run alfworld-download)")
+        return found
+
+    def _splits(self, name: str) -> tuple[TaskSpec, ...]:
+        if name not in self.split_names:
+            return super()._splits(name)  # the usual one-line error
+        return tuple(TaskSpec(self.env_id, {"game": g}, seed=0) for g in self._games[name])
+
+    def check_params(self, params: dict) -> dict:
+        p = check_schema(params, {"game": str}, what="official ALFWorld")
+        if p["game"] not in self._known:
+            raise ValueError(f"{p['game']!r} is not a game under {self.data_path}")
+        return p
+
+    @cached_property
+    def _known(self) -> set[str]:
+        return {g for names in self._games.values() for g in names}
+
+    def reserved(self, spec: TaskSpec) -> bool:
+        game = spec.params.get("game")
+        return isinstance(game, str) and not game.startswith("train/")
+
+    def game_dir(self, spec: TaskSpec) -> Path:
+        return self.data_path / spec.params["game"]
+
+    def traj_data(self, spec: TaskSpec) -> dict:
+        path = self.game_dir(spec) / games.TRAJ_FILE
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}  # progress then counts success only
+
+    def solve(self, spec: TaskSpec) -> list[str] | None:
+        """The game's walkthrough, or the planner's plan when the file has none."""
+        path = self.game_dir(spec) / games.GAME_FILE
+        data = games.load_game(path)
+        if data.get("walkthrough"):
+            return list(data["walkthrough"])
+        from agentgym.envs.alfworld.engine import Engine
+
+        engine = Engine(data)
+        engine.reset()
+        plan = engine.plan()
+        if not plan:
+            raise games.GameError(f"the planner finds no plan for ALFWorld game {path}: remove it from the data")
+        return plan
+
+    def sample(self, rng: np.random.Generator, **_: Any) -> TaskSpec:
+        train = self._splits("train")
+        if not train:
+            raise ConfigError(f"no train games under {self.data_path}/train")
+        return train[int(rng.integers(len(train)))]
+
+    def mutate(self, spec: TaskSpec, rng: np.random.Generator) -> TaskSpec:
+        return self.sample(rng)
+
+    def category(self, spec: TaskSpec) -> str:
+        game = spec.params["game"]
+        parts = game.split("/")
+        return parts[1].split("-")[0] if len(parts) > 1 else "game"
