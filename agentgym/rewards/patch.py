@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 MAX_PATCH_CHARS = 20_000
 
@@ -114,3 +115,54 @@ def patch_similarity(predicted: str | None, reference: str, max_chars: int = MAX
         notes.append(f"patch of {len(a)} characters cut to {max_chars} for the similarity")
         a, b = a[:max_chars], b[:max_chars]
     return PatchScore(difflib.SequenceMatcher(None, a, b, autojunk=False).ratio(), "; ".join(notes))
+
+
+# --- making the predicted patch from a workspace ------------------------------------------------------
+MAX_FILE_BYTES = 1_000_000  # larger files are reported as binary: a diff of them says nothing useful
+SKIP_NAMES = frozenset({"__pycache__", ".pytest_cache", ".git", ".mypy_cache"})
+
+
+def _as_text(data: bytes | None) -> list[str] | None:
+    """Lines of a text file, [] for an absent one, None for binary (NUL bytes, not UTF-8, or huge)."""
+    if data is None:
+        return []
+    if len(data) > MAX_FILE_BYTES or b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return None
+
+
+def file_patch(path: str, old: bytes | None, new: bytes | None) -> str:
+    """The git-style diff section of one file (old None: created; new None: deleted); '' if equal."""
+    if old == new:
+        return ""
+    a, b = _as_text(old), _as_text(new)
+    header = f"diff --git a/{path} b/{path}\n"
+    if a is None or b is None:
+        return header + f"Binary files a/{path} and b/{path} differ\n"
+    lines = list(difflib.unified_diff(a, b, "/dev/null" if old is None else f"a/{path}",
+                                      "/dev/null" if new is None else f"b/{path}", n=3))
+    out = []
+    for line in lines:
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return header + "".join(out)
+
+
+def read_tree(root: Path, skip_top: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """{relative path: bytes} of the regular files under root (links and caches left out)."""
+    files: dict[str, bytes] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in skip_top or SKIP_NAMES.intersection(rel.parts) or path.is_symlink() or not path.is_file():
+            continue
+        size = path.stat().st_size
+        # a huge file is not read: its placeholder is binary, so it is reported, not compared
+        files[rel.as_posix()] = path.read_bytes() if size <= MAX_FILE_BYTES else b"\0huge file of %d bytes" % size
+    return files
+
+
+def tree_patch(original: dict[str, bytes], current: dict[str, bytes]) -> str:
+    """The diff that turns the `original` files into the `current` ones, file by file in path order."""
+    return "".join(file_patch(p, original.get(p), current.get(p)) for p in sorted(set(original) | set(current)))

@@ -7,6 +7,13 @@ or at the step limit the project's full suite (hidden tests included, original t
 agent's code) runs in a fresh sandbox. Reward (sparse, at the last step) = fraction of
 FAIL_TO_PASS tests passing; success when all of them and every PASS_TO_PASS test pass.
 
+reward="patch_similarity" (SWE-RL) scores the episode without running tests: the diff of the
+workspace against the buggy checkout, compared with the reference fix on the host (the reference
+never enters the sandbox) by agentgym.rewards.patch (-1 for no or malformed diff, else the
+SequenceMatcher ratio); info["score"] is max(0, similarity), the step reward keeps the -1.
+reward="both" runs the tests too: reward = (tests score + similarity) / 2, score and success
+stay the tests'. info["patch_similarity"] and info["patch_note"] say what was compared.
+
 A sandbox that cannot run (bwrap missing or broken) raises SandboxUnavailable from reset or
 step, so rollouts mark the episode infra_error instead of scoring it as a failure.
 """
@@ -31,7 +38,10 @@ from agentgym.envs.swe.workspace import (
     tree_digest,
 )
 from agentgym.errors import ConfigError
+from agentgym.rewards.patch import file_patch, patch_similarity, read_tree, tree_patch
 from agentgym.tasks.spec import TaskSpec
+
+REWARDS = ("tests", "patch_similarity", "both")
 
 RULES = """You are fixing a bug in a Python repository, checked out in your working directory
 (/workspace). Read the issue, find the bug in the library code, fix it, then submit.
@@ -58,10 +68,15 @@ class SWEEnv(TextEnv):
     action_parser: ClassVar[str] = "json"
 
     def __init__(self, render_mode: str | None = None, backend: str = "bwrap", max_steps: int = 30,
-                 max_output_chars: int = 8000, limits: Limits | None = None, sandbox_options: dict | None = None):
+                 max_output_chars: int = 8000, limits: Limits | None = None, sandbox_options: dict | None = None,
+                 reward: str = "tests"):
         super().__init__(render_mode)
         if backend not in BACKENDS:
             raise ConfigError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        if reward not in REWARDS:
+            raise ConfigError(f"unknown SWE reward {reward!r}; choose one of {', '.join(REWARDS)}")
+        self.reward_mode = reward
+        self._patch: tuple[float, str] | None = None
         self.backend = backend
         self.max_steps = int(max_steps)
         self.max_output_chars = int(max_output_chars)
@@ -93,6 +108,7 @@ class SWEEnv(TextEnv):
         self._done = False
         self._success = False
         self._score = 0.0
+        self._patch = None
         obs = (
             f"Repository `{p['repo']}` is checked out in /workspace (your working directory).\n\n"
             f"Issue:\n{p['issue']}\n\n{view(ws, '.')}"
@@ -121,6 +137,10 @@ class SWEEnv(TextEnv):
         if terminated or truncated:
             self._done = True
             reward = self._score
+            if self._patch is not None and self.reward_mode == "patch_similarity":
+                reward = self._patch[0]
+            elif self._patch is not None:
+                reward = (self._score + self._patch[0]) / 2
         return truncate(obs, self.max_output_chars), reward, terminated, truncated, self._info(task, valid)
 
     def _run_tool(self, call) -> tuple[str, bool]:
@@ -147,7 +167,27 @@ class SWEEnv(TextEnv):
             return "Submitted.\n" + self._grade(), True
         raise ActionError(f"unknown tool {call.name}")
 
+    def _patch_reward(self) -> str:
+        """SWE-RL's similarity of the workspace's diff to the reference fix, computed on the host."""
+        p = self.task.params
+        original = read_tree(repo_path(p["repo"]), skip_top=(HIDDEN_TESTS,))
+        fixed = original[p["file"]]
+        original[p["file"]] = fixed.decode("utf-8").replace(p["before"], p["after"], 1).encode("utf-8")
+        predicted = tree_patch(original, read_tree(self.workspace, skip_top=(HIDDEN_TESTS,)))
+        result = patch_similarity(predicted, file_patch(p["file"], original[p["file"]], fixed))
+        self._patch = (result.score, result.note)
+        return f"Patch similarity to the reference fix: {result.score:.3f}" + (f" ({result.note})" if result.note else "")
+
     def _grade(self) -> str:
+        if self.reward_mode != "tests":
+            note = self._patch_reward()
+            if self.reward_mode == "patch_similarity":
+                self._score, self._success = max(self._patch[0], 0.0), self._patch[0] == 1.0
+                return note
+            return note + "\n" + self._grade_tests()
+        return self._grade_tests()
+
+    def _grade_tests(self) -> str:
         try:
             g = grade(self.task.params, self.workspace, self.backend, self.limits)
         except SandboxUnavailable:
@@ -173,6 +213,7 @@ class SWEEnv(TextEnv):
             "success": self._success,
             "score": float(self._score),
             "steps": self._steps,
+            **({"patch_similarity": self._patch[0], "patch_note": self._patch[1]} if self._patch else {}),
         }
 
     # --- cleanup ------------------------------------------------------------------------------
