@@ -76,7 +76,12 @@ def resume_hint(cfg, argv: list[str]) -> str:
     if "--run-dir" not in args:
         args += ["--run-dir", str(run_dir)]
     command = shlex.join(["agentgym", "train", *args, "--resume"])
-    checkpoint = latest_checkpoint(run_dir)
+    from agentgym.trainers.checkpoint import CheckpointError
+
+    try:
+        checkpoint = latest_checkpoint(run_dir)
+    except CheckpointError as exc:
+        return f"interrupted; no checkpoint to continue from: {exc}"
     if checkpoint is None:
         return (f"interrupted before the first checkpoint (checkpoint_every={cfg.checkpoint_every}); "
                 f"`{shlex.join(['agentgym', 'train', *args])}` starts again")
@@ -122,6 +127,10 @@ def train_command(
     config, overrides = _split_config(config, overrides)
     cfg = _load(config, overrides, run_dir, imports, env)
     check_before_building(cfg)
+    if resume and print_config is not True:
+        from agentgym.trainers.checkpoint import check_resume
+
+        check_resume(cfg)  # a broken checkpoint or changed settings: one line before anything starts or is removed
     if print_config is True:  # `is True`: called as a plain function, the default is typer's OptionInfo
         import yaml
 

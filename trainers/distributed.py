@@ -341,7 +341,9 @@ class DataParallel:
         import torch
 
         path = Path(checkpoint) / "ranks.pt"
-        saved = torch.load(path, weights_only=False) if path.is_file() else {"world_size": 1, "sharded": False}
+        from agentgym.trainers.checkpoint import safe_load
+
+        saved = safe_load(path, "per-rank state") if path.is_file() else {"world_size": 1, "sharded": False}
         was = saved.get("sharded", False)
         if was != self.sharded or (was and saved["world_size"] != self.world_size):
             then = f"data_parallel=fsdp on {saved['world_size']} ranks" if was else "a full optimizer state"
@@ -365,7 +367,9 @@ class DataParallel:
         if not path.is_file():
             log(f"{checkpoint} has no per-rank RNG states (saved by one process): ranks continue from rank 0's")
             return
-        blob = torch.load(path, weights_only=False)
+        from agentgym.trainers.checkpoint import safe_load
+
+        blob = safe_load(path, "per-rank state")
         if blob["world_size"] != self.world_size:
             log(f"checkpoint saved with {blob['world_size']} ranks, resumed with {self.world_size}: the run continues, "
                 "but not bit for bit")

@@ -148,7 +148,9 @@ def load_optimizer_shard(optimizer, path: Path) -> None:
     import torch
     from torch.distributed.tensor import DTensor
 
-    blob = torch.load(path, weights_only=False)
+    from agentgym.trainers.checkpoint import safe_load
+
+    blob = safe_load(path, "optimizer shard")
     params = [p for g in optimizer.param_groups for p in g["params"]]
     state = {}
     for i, s in blob["state"].items():
