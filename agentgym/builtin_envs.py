@@ -49,6 +49,12 @@ BUILTIN_ENVS: list[dict] = [
         description="JSON tool calls over stateful apps (contacts, calendar, email, files, bank, shopping); state-graded",
     ),
     dict(
+        id="Briefing-v0",
+        entry_point="agentgym.envs.briefing.env:BriefingEnv",
+        max_episode_steps=12,
+        description="Written reports over the tool-use apps (meeting brief, agenda, spending summary); rubric-graded",
+    ),
+    dict(
         id="SearchQA-v0",
         entry_point="agentgym.envs.search.env:SearchQAEnv",
         max_episode_steps=12,

@@ -1,0 +1,1 @@
+"""Briefing-v0: open-ended written reports over the tool-use apps, graded by a rubric."""
