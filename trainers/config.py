@@ -90,6 +90,9 @@ class EnvConfig:
     executor: str = "inprocess"  # inprocess | process | ray (env workers as Ray actors; settings in `ray:`)
     max_turns: int = 1000
     requires: list = field(default_factory=list)  # env features the config needs (trainers/features.py)
+    # a reward over the env's own (agentgym.rewards.hook): a mode name the env takes (SWE-v0:
+    # patch_similarity|tests|both) or a mapping {kind: rubric|judge|relative_judge|meta_reasoning, ...}
+    reward: Any = None
 
 
 @dataclass

@@ -199,3 +199,22 @@ def test_divergence_flags_a_judge_drifting_from_the_env():
     hacked = divergence([(1.0, 0.0), (0.9, 0.0), (1.0, 1.0), (0.8, 0.0)])
     assert hacked["gap"] > 0.5 and hacked["disagree_rate"] == 0.75
     assert divergence([]) == {}
+
+
+def test_reward_hook_from_config():
+    from agentgym.rewards.hook import env_reward_kwargs, reward_hook
+
+    assert env_reward_kwargs("patch_similarity") == {"reward": "patch_similarity"} and env_reward_kwargs(None) == {}
+    assert reward_hook(None) is None and reward_hook("tests") is None
+    hook = reward_hook({"kind": "rubric", "combine": "mean", "weight": 0.5, "criteria": [
+        {"name": "total", "weight": 1, "description": "states the total", "check": "contains:$84"}]})
+    trajs = [episode("The total is $84", score=0.0), episode("no", score=1.0)]
+    metrics = hook(trajs)
+    assert [t.score for t in trajs] == [0.5, 0.5] and metrics["judged"] == 2 and metrics["disagree_rate"] == 1.0
+    meta = reward_hook({"kind": "meta_reasoning", "weight": 2.0})
+    t = episode("<explore>try</explore><action>open box</action>")
+    assert meta([t])["tag_explore"] == 1
+    with pytest.raises(ConfigError, match="unknown meta_reasoning option"):
+        reward_hook({"kind": "meta_reasoning", "planing": 1})
+    with pytest.raises(ConfigError, match="mapping with a kind"):
+        reward_hook(3)

@@ -1,0 +1,60 @@
+"""`env.reward` of a training config turned into what the trainer calls after each rollout.
+
+    env.reward: patch_similarity                                  # a string: the env's own reward mode
+    env.reward: {kind: rubric, criteria: [...], judge: {...}, combine: replace, weight: 0.5}
+    env.reward: {kind: meta_reasoning, planning: 1.0, explore: 1.0, reflection: 1.0, format_penalty: 0.1, weight: 1.0}
+
+`env_reward_kwargs(spec)` gives the env keyword for a string (SWE-v0: reward=patch_similarity|tests|both);
+`reward_hook(spec, judge_policy)` gives `hook(trajectories) -> metrics` for a mapping, which rewrites the
+episodes' outcomes (judged kinds, through apply_reward) or step rewards (meta_reasoning) in place,
+before the advantages are computed. Both refuse a bad spec in one line.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from agentgym.errors import ConfigError
+from agentgym.rewards.meta_reasoning import MetaReasoningConfig, apply_meta_rewards, redundant_step_rate
+from agentgym.trajectory import Trajectory
+
+Hook = Callable[[Sequence[Trajectory]], dict]
+
+
+def env_reward_kwargs(spec: Any) -> dict:
+    """{"reward": spec} when env.reward names the env's own reward mode, else {}."""
+    return {"reward": spec} if isinstance(spec, str) and spec else {}
+
+
+def reward_hook(spec: Any, judge_policy: Any = None) -> Hook | None:
+    if spec is None or isinstance(spec, str):
+        return None
+    if not isinstance(spec, dict):
+        raise ConfigError(f"env.reward must be a reward mode name or a mapping with a kind, got {spec!r}")
+    if spec.get("kind") == "meta_reasoning":
+        opts = {k: v for k, v in spec.items() if k != "kind"}
+        try:
+            cfg = MetaReasoningConfig(**opts)
+        except TypeError:
+            known = "planning, explore, reflection, format_penalty, weight"
+            raise ConfigError(f"unknown meta_reasoning option in {sorted(opts)}: use {known}") from None
+
+        def meta(trajectories: Sequence[Trajectory]) -> dict:
+            counts = apply_meta_rewards(trajectories, cfg)
+            return {**counts, "redundant_step_rate": redundant_step_rate(trajectories)}
+
+        return meta
+    from agentgym.rewards import apply_reward, make_reward
+
+    reward = make_reward(spec, judge_policy)
+    how, weight = spec.get("combine", "replace"), float(spec.get("weight", 0.5))
+
+    def judged(trajectories: Sequence[Trajectory]) -> dict:
+        out = apply_reward(trajectories, reward, how, weight).as_dict()
+        judge = getattr(reward, "judge", None) or getattr(getattr(reward, "reward", None), "judge", None)
+        if judge is not None:
+            out["judge_cache_hit_rate"] = judge.cache.hit_rate
+            out.update({f"judge_{k}": v for k, v in judge.stats.as_dict().items()})
+        return out
+
+    return judged
