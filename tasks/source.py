@@ -58,6 +58,14 @@ def zero_variance_fraction(trajectories, outcome: str = "success") -> float:
     return float(np.mean([len(v) == 1 for v in groups.values()])) if groups else 0.0
 
 
+def category_or_all(space, spec: TaskSpec) -> str:
+    """The task's category, or "all" for a task space without categories (category() is optional)."""
+    try:
+        return str(space.category(spec))
+    except NotImplementedError:
+        return "all"
+
+
 class TaskSource:
     def __init__(self, kind: str, task_space, curriculum: Curriculum, pool: TaskPool, seed: int,
                  heldout_ids: set[str], generator: TaskGenerator | None = None,
@@ -78,8 +86,11 @@ class TaskSource:
         if entry is not None:
             return entry.category
         if traj.task:
-            return self.space.category(TaskSpec.from_dict(traj.task))
+            return self._category(TaskSpec.from_dict(traj.task))
         return "unknown"
+
+    def _category(self, spec: TaskSpec) -> str:
+        return category_or_all(self.space, spec)
 
     def next_tasks(self, n: int) -> list[TaskSpec]:
         if n < 1:
@@ -94,7 +105,7 @@ class TaskSource:
         if not candidates:
             raise ConfigError("the task pool has no active tasks left: lower tasks.pool.mastered_above or raise "
                               "tasks.min_active")
-        chosen = self.curriculum.select(candidates, n, self.rng, self.pool, self.space.category)
+        chosen = self.curriculum.select(candidates, n, self.rng, self.pool, self._category)
         refuse_heldout(chosen, self.heldout, what="training")  # defense in depth: nothing held out gets out
         return chosen
 
@@ -159,7 +170,7 @@ def make_task_source(kind: str, task_space, train_tasks: Sequence[TaskSpec], cur
     if kind == "split":
         if not train_tasks:
             raise ConfigError("the split task source needs training tasks: check env.split / env.tasks_file")
-        task_pool = pool_from_tasks(train_tasks, task_space.category, **(pool or {}))
+        task_pool = pool_from_tasks(train_tasks, lambda t: category_or_all(task_space, t), **(pool or {}))
         return TaskSource(kind, task_space, cur, task_pool, seed, heldout, candidates=train_tasks)
     if new_per_round < 0 or min_active < 1 or seed_tasks < 0:
         raise ConfigError("tasks.new_per_round and tasks.seed_tasks must be >= 0 and tasks.min_active >= 1")

@@ -2,6 +2,7 @@
 
     agentgym eval agentgym/Household-v0 --policy oracle --split heldout --episodes 4 --out runs/eval/oracle
     agentgym eval agentgym/Household-v0 --policy hf:runs/household-tiny/final_model --limit 50
+    agentgym eval runs/household-tiny          # a run's final model, evaluated as the trainer did
     agentgym eval agentgym/Household-v0 --policy openai:http://localhost:8000/v1:Qwen/Qwen2.5-1.5B-Instruct
     agentgym eval-compare runs/eval/warm runs/eval/trained --out runs/eval/compare
 
@@ -69,15 +70,21 @@ def parse_policy_spec(spec: str) -> PolicySpec:
 
 
 def _device(device: str) -> str:
-    if device != "auto":
-        return device
+    """`auto`: cuda when there is one; any other device is checked (one line, before a model loads)."""
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    from agentgym.policies.model_files import check_device
+
+    check_device(device, what="--device")
+    return device
 
 
-def load_policy(spec: PolicySpec, env_id: str, *, seed: int = 0, device: str = "auto", task_space=None):
-    """Instantiate the policy a spec names; heavy backends are imported here, lazily."""
+def load_policy(spec: PolicySpec, env_id: str, *, seed: int = 0, device: str = "auto", task_space=None,
+                hf_kwargs: dict | None = None):
+    """Instantiate the policy a spec names; heavy backends are imported here, lazily.
+    hf_kwargs: more HFPolicy arguments (a run's dtype and prompt budget)."""
     from agentgym.policies import OraclePolicy, RandomPolicy
 
     if spec.kind == "random":
@@ -94,7 +101,7 @@ def load_policy(spec: PolicySpec, env_id: str, *, seed: int = 0, device: str = "
         except ImportError as exc:
             raise MissingExtraError(f"hf: policies need torch and transformers: run "
                                     f"`pip install 'agentgym[train]'` ({exc})") from None
-        return HFPolicy(spec.target, device=_device(device))
+        return HFPolicy(spec.target, device=_device(device), **(hf_kwargs or {}))
     if spec.kind == "openai":
         try:
             from agentgym.policies.openai_compat import OpenAIPolicy
@@ -134,6 +141,58 @@ def training_settings(model_path: str) -> dict[str, Any]:
             return {"chat": dict(env.get("chat") or {}), "max_new_tokens": rollout.get("max_new_tokens"),
                     "source": str(config)}
     return {}
+
+
+RUN_HELP = ("a training run's folder (`agentgym train`'s run dir): its env, held-out tasks, chat layout, "
+            "sampling, episode settings and final model, so the figure matches its summary.json")
+
+
+def is_run_dir(path: str | Path | None) -> bool:
+    return path is not None and (Path(path).expanduser() / "config.yaml").is_file() and \
+        bool(training_settings(str(Path(path).expanduser())))
+
+
+def run_settings(run_dir: str | Path) -> dict[str, Any]:
+    """How `agentgym train` evaluated this run (trainers/loop.py, evaluate_policy), read from the
+    config.yaml and eval_<split>.jsonl it wrote: evaluating with these reproduces its figures."""
+    import yaml
+
+    root = Path(run_dir).expanduser()
+    try:
+        cfg = yaml.safe_load((root / "config.yaml").read_text()) or {}
+        env, ev, rollout, pol = cfg["env"], cfg["eval"], cfg.get("rollout") or {}, cfg.get("policy") or {}
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        raise ConfigError(f"{root} is not an `agentgym train` run folder (no readable config.yaml with env and "
+                          "eval sections)") from None
+    tasks = root / f"eval_{ev.get('split', 'heldout')}.jsonl"
+    if not tasks.is_file():
+        raise ConfigError(f"{root} has no {tasks.name} (the held-out tasks the trainer writes before its first "
+                          "evaluation): the run never started; pass an env id and --split instead")
+    model, note = root / "final_model", ""
+    if not (model / "config.json").is_file() and not (model / "adapter_config.json").is_file():
+        pointer = root / "checkpoints" / "latest"
+        latest = pointer.parent / pointer.read_text().strip() / "model" if pointer.is_file() else None
+        if latest is None or not latest.is_dir():
+            raise ConfigError(f"{root} has no final_model and no checkpoint yet: pass --policy hf:PATH to evaluate "
+                              "another model on its tasks")
+        model, note = latest, f"the run has no final_model: evaluating its latest checkpoint ({latest.parent.name})"
+    summary = {}
+    if (root / "summary.json").is_file():
+        import json
+
+        try:
+            summary = json.loads((root / "summary.json").read_text())
+        except ValueError:
+            summary = {}
+    return {"env_id": env["id"], "tasks": str(tasks), "episodes": int(ev.get("episodes_per_task", 1)),
+            "temperature": float(ev.get("temperature", 0.0)),
+            "max_new_tokens": ev.get("max_new_tokens") or rollout.get("max_new_tokens"),
+            "chat": dict(env.get("chat") or {}), "env_kwargs": dict(env.get("env_kwargs") or {}),
+            "seed": int(cfg.get("seed", 0)), "imports": list(cfg.get("imports") or []), "model": str(model),
+            "note": note, "dtype": pol.get("dtype"), "max_prompt_tokens": pol.get("max_prompt_tokens"),
+            "device": pol.get("device", "cpu"),
+            # the figure this evaluation reproduces: the run's final evaluation, of final_model's weights
+            "expected": summary.get("heldout_success_after") if not note else None}
 
 
 def _history(value: str | None) -> int | str | None:
@@ -209,17 +268,25 @@ def register(app: typer.Typer) -> None:
 
     @app.command("eval")
     def eval_command(
-        env: str = typer.Argument(..., help="environment id, e.g. agentgym/Household-v0"),
-        policy: str = typer.Option("random", "--policy", "-p", help=POLICY_HELP),
-        split: str = typer.Option("heldout", "--split", "-s",
-                                  help="heldout | heldout_unseen | train, or a JSONL file of TaskSpecs"),
-        episodes: int = typer.Option(1, "--episodes", "-k", help="episodes per task (pass@k for k up to this)"),
+        env: Optional[str] = typer.Argument(None, help="environment id, e.g. agentgym/Household-v0, or a training "
+                                            "run's folder (RUN_DIR): then every setting comes from the run"),
+        policy: Optional[str] = typer.Option(None, "--policy", "-p",
+                                             help=POLICY_HELP + " (default: random; with a run, its final model)"),
+        from_run: Optional[Path] = typer.Option(None, "--from-run", help=RUN_HELP),
+        split: Optional[str] = typer.Option(None, "--split", "-s",
+                                            help="heldout | heldout_unseen | train, or a JSONL file of TaskSpecs "
+                                            "(default: heldout; with a run, its held-out tasks)"),
+        episodes: Optional[int] = typer.Option(None, "--episodes", "-k",
+                                               help="episodes per task (pass@k for k up to this; default 1, with a "
+                                               "run its eval.episodes_per_task)"),
         limit: Optional[int] = typer.Option(None, "--limit", "-n", help="evaluate only the first N tasks"),
         out: Optional[Path] = typer.Option(None, "--out", "-o",
                                            help="write report.json, report.md, report.png and trajectories.jsonl here"),
-        seed: int = typer.Option(0, help="reset seed of the first task (task i uses seed+i); also the sampling seed"),
+        seed: Optional[int] = typer.Option(None, help="reset seed of the first task (task i uses seed+i); also the "
+                                           "sampling seed (default 0; with a run, its seed)"),
         temperature: Optional[float] = typer.Option(
-            None, help="LLM sampling temperature (default: 0 = greedy with --episodes 1, else 1.0)"),
+            None, help="LLM sampling temperature (default: 0 = greedy with --episodes 1, else 1.0; with a run, its "
+            "eval.temperature)"),
         top_p: float = typer.Option(1.0, help="LLM nucleus sampling"),
         max_new_tokens: Optional[int] = typer.Option(
             None, help="LLM tokens per turn (default: the training run's, else 64)"),
@@ -231,7 +298,13 @@ def register(app: typer.Typer) -> None:
         confidence: float = typer.Option(0.95, help="confidence level of the intervals"),
         save_trajectories: bool = typer.Option(True, help="with --out, also save every trajectory"),
     ):
-        """Evaluate a policy on held-out tasks: success rate, score, steps, invalid actions, pass@k, CIs."""
+        """Evaluate a policy on held-out tasks: success rate, score, steps, invalid actions, pass@k, CIs.
+
+        `agentgym eval RUN_DIR` (or `--from-run RUN_DIR`) evaluates a training run's final model the
+        way the trainer did (its env, tasks, chat layout, sampling, episodes and seed), so the
+        figure matches the run's summary.json; any option given overrides the run's setting."""
+        import importlib
+
         from rich.console import Console
 
         import agentgym  # noqa: F401  registers the built-in envs
@@ -243,6 +316,32 @@ def register(app: typer.Typer) -> None:
         from agentgym.evaluation.stats import power_warning
 
         console = Console()
+        if from_run is None and is_run_dir(env):
+            from_run, env = Path(str(env)), None
+        run = run_settings(from_run) if from_run is not None else {}
+        if run:
+            for module in run["imports"]:  # the modules that registered the run's env
+                try:
+                    importlib.import_module(module)
+                except ImportError as exc:
+                    raise ConfigError(f"the run imports {module!r} (its env's module), which cannot be imported: "
+                                      f"{exc}; put its folder on PYTHONPATH") from None
+            if env is not None and check_env_id(env) != check_env_id(run["env_id"]):
+                raise ConfigError(f"{from_run} trained {run['env_id']}, not {env}: leave the env id out")
+            env = run["env_id"]
+            policy = policy or f"hf:{run['model']}"
+            split = split or run["tasks"]
+            episodes = episodes if episodes is not None else run["episodes"]
+            seed = seed if seed is not None else run["seed"]
+            temperature = temperature if temperature is not None else run["temperature"]
+            max_new_tokens = max_new_tokens or run["max_new_tokens"]
+            if device == "auto":
+                device = run["device"]
+        if env is None:
+            raise ConfigError("name an environment id (e.g. agentgym/Household-v0) or a training run's folder "
+                              "(e.g. runs/household-tiny)")
+        policy, split = policy or "random", split or "heldout"
+        episodes, seed = 1 if episodes is None else episodes, 0 if seed is None else seed
         if episodes < 1:
             raise ConfigError(f"--episodes must be >= 1, got {episodes}")
         if not 0 < confidence < 1:
@@ -253,16 +352,24 @@ def register(app: typer.Typer) -> None:
         env_id = check_env_id(env)
         space = get_task_space(env_id)
         label, tasks = resolve_tasks(env_id, split, limit, task_space=space)  # fail before loading a model
+        if spec.kind == "hf":
+            _device(device)  # an unusable device: one line before the model loads
 
         trained = training_settings(spec.target) if spec.kind == "hf" else {}
-        chat = dict(trained.get("chat") or {})
+        chat = dict(run["chat"]) if run else dict(trained.get("chat") or {})
         if history is not None:
             chat["history"] = _history(history)
         if temperature is None:
             temperature = 0.0 if episodes == 1 else 1.0
         sampling = SamplingParams(temperature=temperature, top_p=top_p, seed=seed,
                                   max_new_tokens=max_new_tokens or trained.get("max_new_tokens") or 64)
-        if trained:
+        if run:
+            console.print(f"[dim]settings of the run in {from_run}: {len(tasks)} tasks x {episodes} episodes, "
+                          f"temperature {temperature}, seed {seed}, env_kwargs {run['env_kwargs']}, chat {chat}[/dim]",
+                          highlight=False)
+            if run["note"]:
+                console.print(f"[yellow]note:[/yellow] {run['note']}", highlight=False)
+        elif trained:
             console.print(f"[dim]chat settings from {trained['source']}: {chat}[/dim]")
         if spec.is_llm and episodes > 1 and temperature == 0:
             console.print("[yellow]warning:[/yellow] greedy decoding with --episodes > 1 repeats one episode; "
@@ -271,15 +378,18 @@ def register(app: typer.Typer) -> None:
         if (too_small := power_warning(len(tasks), episodes)) is not None:
             console.print(f"[yellow]warning:[/yellow] {too_small}")
         console.print(f"loading {spec.label}", highlight=False, markup=False)
-        pol = load_policy(spec, env_id, seed=seed, device=device, task_space=space)
+        hf_kwargs = {k: run[k] for k in ("dtype", "max_prompt_tokens") if run.get(k) is not None}
+        pol = load_policy(spec, env_id, seed=seed, device=device, task_space=space, hf_kwargs=hf_kwargs)
         with progress.session():  # a bar on a terminal; in a log, a line a minute and one at the end
             result = evaluate(
                 env_id, pol, split, episodes_per_task=episodes, limit=limit, sampling=sampling if spec.is_llm else None,
                 executor=executor, num_workers=workers, chat=chat or None, seed=seed, confidence=confidence,
                 trajectories_path=(out / "trajectories.jsonl") if out is not None and save_trajectories else None,
-                policy_name=spec.label, task_space=space,
+                policy_name=spec.label, task_space=space, env_kwargs=run.get("env_kwargs") or None,
             )
         result.metadata["policy_spec"] = policy
+        if run:
+            result.metadata["run_dir"] = str(from_run)
         console.print(_summary_table(result, f"{spec.label} on {env_id} ({label})"))
         if len(result.categories) > 1:
             for table in _category_tables(result):
@@ -287,6 +397,9 @@ def register(app: typer.Typer) -> None:
         if result.infra_errors:
             console.print(f"[yellow]{result.infra_errors} episode(s) hit infra errors (excluded):[/yellow] "
                           + "; ".join(result.infra_error_messages[:3]), highlight=False)
+        if run.get("expected") is not None and policy == f"hf:{run['model']}" and limit is None:
+            console.print(f"the run's final held-out success (summary.json): {run['expected']:.3f}; "
+                          f"this evaluation: {result.success_rate:.3f}", highlight=False)
         if out is not None:
             paths = write_report(result, out)
             console.print("report: " + ", ".join(str(p) for p in paths.values()), highlight=False)
@@ -302,7 +415,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.markdown import Markdown
 
-        from agentgym.evaluation.report import compare, load_report
+        from agentgym.evaluation.report import comparability_warnings, compare, load_report
 
         results = [load_report(p) for p in reports]
         if label and len(label) != len(results):
@@ -312,6 +425,8 @@ def register(app: typer.Typer) -> None:
         runs = dict(zip(label, results)) if label else results
         text = compare(runs, out, title=title)
         console = Console()
+        for warning in comparability_warnings(runs):
+            console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
         console.print(Markdown(text))
         if out is not None:
             console.print(f"written to {out}/compare.md, compare.json, compare.png", highlight=False)

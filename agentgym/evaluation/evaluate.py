@@ -353,7 +353,9 @@ def evaluate(
     result.wall_seconds = wall
     result.metadata = {
         "seed": seed, "limit": limit, "tasks": len(tasks), "executor": executor,
-        "sampling": asdict(sampling) if sampling is not None else None, "chat": chat.kwargs() if isinstance(chat, ChatConfig) else (chat or {}),
+        "sampling": asdict(sampling) if sampling is not None else None,
+        "chat": ChatConfig.of(chat).kwargs(),  # every field, defaults included, so reports compare field by field
+        "env_kwargs": dict(env_kwargs or {}),
         "confidence": confidence, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "trajectories_path": str(trajectories_path) if trajectories_path is not None else None,
     }

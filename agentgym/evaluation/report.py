@@ -245,6 +245,43 @@ def _labelled(results: Mapping[str, EvalResult] | Sequence[EvalResult]) -> dict[
     return labelled
 
 
+def comparability_warnings(results: Mapping[str, EvalResult] | Sequence[EvalResult]) -> list[str]:
+    """One line per report whose figures are not comparable with the first one's: another env,
+    task set, episodes per task, env settings, chat layout or sampling (the seed may differ).
+    Settings an older report did not record are not compared."""
+    runs = _labelled(results)
+    base_label, base = next(iter(runs.items()))
+
+    def sampling(r: EvalResult) -> dict | None:
+        s = r.metadata.get("sampling")
+        return None if s is None else {k: s.get(k) for k in ("temperature", "top_p", "max_new_tokens")}
+
+    def tasks(r: EvalResult) -> set:
+        return {t["task_id"] for t in r.per_task}
+
+    warnings = []
+    for label, r in list(runs.items())[1:]:
+        diffs = []
+        if r.env_id != base.env_id:
+            diffs.append(f"env {base.env_id} vs {r.env_id}")
+        if tasks(r) != tasks(base):
+            diffs.append(f"tasks ({base.split}: {len(tasks(base))} vs {r.split}: {len(tasks(r))}, "
+                         f"{len(tasks(r) & tasks(base))} shared)")
+        if r.episodes_per_task != base.episodes_per_task:
+            diffs.append(f"episodes per task {base.episodes_per_task} vs {r.episodes_per_task}")
+        for key, name in (("env_kwargs", "env settings"), ("chat", "chat layout")):
+            a, b = base.metadata.get(key), r.metadata.get(key)
+            if a is not None and b is not None and a != b:
+                changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+                diffs.append(f"{name} ({', '.join(f'{k} {a.get(k)!r} vs {b.get(k)!r}' for k in changed[:3])})")
+        a, b = sampling(base), sampling(r)
+        if a is not None and b is not None and a != b:
+            diffs.append("sampling (" + ", ".join(f"{k} {a[k]} vs {b[k]}" for k in a if a[k] != b[k]) + ")")
+        if diffs:
+            warnings.append(f"{label} vs {base_label}: {'; '.join(diffs)}: the figures are not comparable")
+    return warnings
+
+
 def compare_markdown(results: Mapping[str, EvalResult] | Sequence[EvalResult], title: str = "Comparison") -> str:
     """One markdown table of several results (rows) with CIs, the success-rate difference to the
     first result (Newcombe interval), and a per-category success table."""
