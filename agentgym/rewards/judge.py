@@ -6,7 +6,8 @@ episode and answers with a score.
 
 The prompt shows the task, the episode (actions and what the env answered, each cut to a bound) and
 the criterion, and asks for a last line `Score: <number from 0 to 1>`. Answers are cached by content
-(sha256 of the judge's name and the exact prompt), so the same episode text is judged once.
+(sha256 of the judge's name and the exact prompt), so the same episode text is judged once (a
+sampling judge's unreadable answers are not cached: they are asked again).
 
 An answer with no parseable score, a score outside [0, 1], a backend error or a call that takes
 longer than `timeout_s` is "no verdict" (Verdict(None, why)), never 0; `stats` counts each kind.
@@ -196,7 +197,9 @@ class JudgeReward:
                 answers[keys[i]] = (text, why)
                 if text is None:
                     self.stats.errors += 1
-                elif parse_score(text).has_verdict:  # a malformed answer is not kept: ask again next time
+                elif parse_score(text).has_verdict or self.sampling.temperature == 0:
+                    # a greedy judge answers a prompt the same way every time, unreadable answers
+                    # included; a sampling judge's unreadable answer is asked again next time
                     self.cache.put(keys[i], text)
         out = []
         for k in keys:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from agentgym.errors import ConfigError
-from agentgym.policies.base import Completion
+from agentgym.policies.base import Completion, SamplingParams
 from agentgym.rewards import (Criterion, Guarded, JudgeCache, JudgeReward, RelativeJudge, Rubric, RubricStore,
                               apply_reward, divergence, generate_rubrics, make_reward, parse_group_scores,
                               parse_rubric, parse_score)
@@ -88,8 +88,12 @@ def test_unparseable_answer_is_no_verdict_counted_and_excluded_from_groups():
     assert np.all(adv[2] == 0)
     # group g without the no-verdict episode: two episodes, scores 1 and 0
     assert adv[0][0] == pytest.approx(1 / (np.std([1, 0], ddof=1) + 1e-6) * 0.5, rel=1e-5)
-    # no cached answer for the unparseable one: it is asked again next time
-    assert not any("bad" in a for a in judge.cache.data.values())
+    # greedy: the unparseable answer is cached (the same prompt gets the same answer); sampling: asked again
+    assert "I refuse to grade" in judge.cache.data.values()
+    sampling_judge = JudgeReward(ScriptedJudge(lambda t: "I refuse to grade"),
+                                 sampling=SamplingParams(temperature=1.0))
+    sampling_judge.score([episode("bad")])
+    assert not sampling_judge.cache.data
 
 
 def test_judge_error_and_timeout_are_no_verdict():
