@@ -1,20 +1,31 @@
-"""Where environments run during a rollout, behind one interface.
+"""Where environments run during a rollout, behind one interface (the `Executor` protocol).
 
 An executor owns `num_envs` ChatEnv slots and answers batched reset/step requests with one
 `EnvResult` per request. A slot whose environment raised, or whose worker process died,
 answers with `error` set; the rollout engine marks that episode `infra_error` and goes on.
+
+Executors are found by name in a registry, as Gymnasium finds envs: `register_executor(name,
+builder)` where the builder is a callable or an import string "module:function" loaded on first
+use (so "ray" costs nothing until asked for). Built in: "inprocess" (one slot after another),
+"threads" (slots stepped concurrently by a thread pool: for envs whose step waits on I/O, a
+browser or a remote server), "process" (worker processes) and "ray" (agentgym.executors_ray).
 """
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing as mp
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
+from agentgym.errors import ConfigError
 from agentgym.tasks.spec import TaskSpec
 
 EnvFactory = Callable[[], Any]  # returns a ChatEnv; must be picklable for the process executor
+ResetRequest = tuple[int, TaskSpec, "int | None"]  # (slot, task, seed)
+StepRequest = tuple[int, str]  # (slot, the model's reply)
 
 
 @dataclass
@@ -215,19 +226,88 @@ class ProcessExecutor:
             self._discard(w)
 
 
-def make_executor(kind, factory: EnvFactory, num_envs: int, num_workers: int = 2, options: dict | None = None):
-    """kind: "inprocess", "process", "ray" (agentgym.executors_ray; `options` are RayConfig
-    fields), or an object with `executor_for(factory, num_envs)` such as a RayEnvPool."""
+class ThreadExecutor(InProcessExecutor):
+    """In-process slots whose resets and steps run concurrently on `num_workers` threads.
+
+    For envs whose step waits on I/O (the browser, a remote OpenEnv server, a sandbox command):
+    the waits overlap instead of adding up. CPU-bound envs gain nothing (the GIL); use "process"."""
+
+    def __init__(self, factory: EnvFactory, num_envs: int, num_workers: int = 8):
+        super().__init__(factory, num_envs)
+        self.pool = ThreadPoolExecutor(max_workers=max(1, min(num_workers, num_envs)),
+                                       thread_name_prefix="agentgym-env")
+
+    def reset(self, requests: list[ResetRequest]) -> list[EnvResult]:
+        return list(self.pool.map(lambda r: super(ThreadExecutor, self).reset([r])[0], requests))
+
+    def step(self, requests: list[StepRequest]) -> list[EnvResult]:
+        return list(self.pool.map(lambda r: _step(self.envs[r[0]], r[1]), requests))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        super().close()
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """What the rollout engine asks of an executor. Results come back in request order."""
+
+    def reset(self, requests: list[ResetRequest]) -> list[EnvResult]: ...
+
+    def step(self, requests: list[StepRequest]) -> list[EnvResult]: ...
+
+    def release(self, slots: list[int]) -> None: ...  # those slots' episodes ended: close their envs
+
+    def close(self) -> None: ...
+
+
+# builder(factory, num_envs, num_workers or None, options) -> Executor
+ExecutorBuilder = Callable[[EnvFactory, int, "int | None", "dict | None"], Executor]
+_EXECUTORS: dict[str, ExecutorBuilder | str] = {}
+
+
+def register_executor(name: str, builder: ExecutorBuilder | str) -> None:
+    """Make `executor=name` (collect, evaluate, the trainer's env.executor) build executors with
+    `builder(factory, num_envs, num_workers, options)`; an import string "module:function" is
+    loaded on first use."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"an executor name is a non-empty string, got {name!r}")
+    _EXECUTORS[name] = builder
+
+
+def executor_names() -> list[str]:
+    return sorted(_EXECUTORS)
+
+
+def check_executor(name: Any) -> None:
+    """One line when `name` is neither a registered executor nor an executor pool object."""
+    if hasattr(name, "executor_for") or name in _EXECUTORS:
+        return
+    raise ConfigError(f"unknown executor {name!r}; choose one of {', '.join(executor_names())} "
+                      "(or register your own with agentgym.executors.register_executor)")
+
+
+def _builder(name: str) -> ExecutorBuilder:
+    builder = _EXECUTORS[name]
+    if isinstance(builder, str):
+        module, _, attr = builder.partition(":")
+        builder = getattr(importlib.import_module(module), attr)
+        _EXECUTORS[name] = builder
+    return builder
+
+
+def make_executor(kind: Any, factory: EnvFactory, num_envs: int, num_workers: int | None = None,
+                  options: dict | None = None) -> Executor:
+    """kind: a registered name ("inprocess", "threads", "process", "ray", or your own), or an
+    object with `executor_for(factory, num_envs)` such as the trainer's RayEnvPool. num_workers:
+    threads / processes / Ray workers (None: the executor's default)."""
     if hasattr(kind, "executor_for"):
         return kind.executor_for(factory, num_envs)
-    if kind == "inprocess":
-        return InProcessExecutor(factory, num_envs)
-    if kind == "process":
-        return ProcessExecutor(factory, num_envs, num_workers=num_workers)
-    if kind == "ray":
-        from agentgym.executors_ray import make_ray_executor
+    check_executor(kind)
+    return _builder(kind)(factory, num_envs, num_workers, options)
 
-        return make_ray_executor(factory, num_envs, num_workers, options)
-    from agentgym.errors import ConfigError
 
-    raise ConfigError(f"unknown executor {kind!r}; choose 'inprocess', 'process' or 'ray'")
+register_executor("inprocess", lambda factory, n, _workers, _options: InProcessExecutor(factory, n))
+register_executor("threads", lambda factory, n, workers, _options: ThreadExecutor(factory, n, workers or 16))
+register_executor("process", lambda factory, n, workers, _options: ProcessExecutor(factory, n, num_workers=workers or 2))
+register_executor("ray", "agentgym.executors_ray:make_ray_executor")

@@ -13,8 +13,9 @@ lazily (a step sent to a slot whose env was lost answers with an error instead o
 playing a fresh env).
 
 Lifetime: `collect(executor="ray")` starts workers and kills them at the end. The trainer keeps
-them for the whole run instead: `configure(RayConfig)` makes `"ray"` lease slots from one
-persistent pool (`RayEnvPool`), rebuilt only when the env factory changes.
+them for the whole run instead: it holds one persistent `RayEnvPool(RayConfig)`, passes it as
+the executor (`collect(executor=pool)` leases slots from it, rebuilt only when the env factory
+changes) and shuts it down when the run ends.
 
 Connecting: `address=None` starts a local Ray in this process (or joins RAY_ADDRESS when set);
 `"auto"` joins the cluster started on this machine with `ray start --head`; `"host:port"` or
@@ -27,7 +28,6 @@ resources: the "hanging env workers" users of other frameworks report).
 
 from __future__ import annotations
 
-import atexit
 import os
 import socket
 import time
@@ -144,8 +144,6 @@ class EnvWorker:
     """One env-worker process: builds ChatEnvs from the factory for the slots it is asked for."""
 
     def __init__(self, factory):
-        import agentgym  # noqa: F401  registers the built-in ids in this process
-
         self.factory = factory
         self.envs: dict[int, Any] = {}
 
@@ -347,36 +345,11 @@ class RayEnvPool:
             self._executor = None
 
 
-_DEFAULT: dict[str, Any] = {"config": None, "pool": None}
-
-
-def configure(rc: RayConfig | None) -> RayEnvPool | None:
-    """Make `executor="ray"` use one persistent pool with these settings (None: forget it)."""
-    shutdown_pool()
-    _DEFAULT["config"] = rc
-    if rc is not None:
-        _DEFAULT["pool"] = RayEnvPool(rc)
-    return _DEFAULT["pool"]
-
-
-def shutdown_pool() -> None:
-    pool = _DEFAULT.get("pool")
-    if pool is not None:
-        pool.shutdown()
-    _DEFAULT["pool"] = None
-    _DEFAULT["config"] = None
-
-
-atexit.register(shutdown_pool)
-
-
 def make_ray_executor(factory, num_envs: int, num_workers: int | None = None, options: dict | RayConfig | None = None):
-    """What `make_executor("ray", ...)` returns: a lease from the configured pool, or a fresh
-    executor (killed when the rollout ends) built from `options` / `num_workers`."""
+    """What `make_executor("ray", ...)` returns: a fresh executor (killed when the rollout ends)
+    built from `options` / `num_workers`. A RayEnvPool passed as the executor leases instead."""
     if isinstance(options, RayConfig):
         return RayExecutor(factory, num_envs, options)
-    if not options and _DEFAULT["pool"] is not None:
-        return _DEFAULT["pool"].executor_for(factory, num_envs)
     fields = dict(options or {})
     unknown = set(fields) - set(RayConfig.__dataclass_fields__)
     if unknown:

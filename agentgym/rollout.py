@@ -30,8 +30,7 @@ def make_chat_env(env: str | EnvSpec, env_kwargs: dict | None = None, **chat_kwa
 
     Given an EnvSpec it needs no registry, so envs registered at run time in the parent process
     also build in spawned worker processes."""
-    import agentgym  # noqa: F401  registers the built-in ids inside worker processes
-    from agentgym.registration import make
+    from agentgym.registration import make  # importing agentgym registers the built-in ids in a worker
 
     if isinstance(env, EnvSpec):
         return ChatEnv(gym.make(env, **(env_kwargs or {})), **chat_kwargs)
@@ -51,61 +50,75 @@ class _Episode:
     started: float = 0.0  # time.monotonic() at reset, for the wall-clock limit
 
 
-def collect(
-    env: str | Callable[[], ChatEnv],
-    tasks: Sequence[TaskSpec],
-    policy: Policy,
-    group_size: int = 1,
-    *,
-    seed: int = 0,
-    sampling: SamplingParams | None = None,
-    executor: str = "inprocess",
-    num_workers: int = 2,
-    executor_options: dict | None = None,
-    env_kwargs: dict | None = None,
-    chat: ChatConfig | dict | None = None,
-    max_turns: int = 1000,
-    record_messages: bool = True,
-    on_turn: Callable[[int, int], None] | None = None,
-    max_live_envs: int | None = 256,
-    episode_time_limit: float | None = None,
-    keep_groups: int | None = None,
-) -> list[Trajectory]:
-    """Play every task `group_size` times; returns the trajectories grouped task by task.
+@dataclass
+class RolloutRequest:
+    """What to play: `tasks` x `group_size` episodes of `env`, and how.
 
     env: a registered id, or a picklable factory returning a ChatEnv.
     seed: the reset seed of group g is `seed + g`, shared by the group's episodes.
     chat: ChatEnv's options, a ChatConfig or a dict of its keys (parser, history, memory, ...).
-    executor: "inprocess", "process" (num_workers processes) or "ray" (env workers as Ray actors;
-    executor_options are agentgym.executors_ray.RayConfig fields: address, num_workers, ...).
-    on_turn(done_episodes, total_episodes) is called after every batched turn (progress bars).
+    executor: a registered executor name ("inprocess", "threads", "process", "ray", or your own:
+        agentgym.executors.register_executor), or an executor pool object (the trainer's RayEnvPool);
+        num_workers threads / processes / Ray workers (None: the executor's default);
+        executor_options: the executor's own options (for "ray", RayConfig fields: address, ...).
     max_live_envs: at most this many environments exist at once (None: one per episode); an
-    episode starts when a slot is free and its env is closed as soon as it ends, so SWE
-    workspaces or browsers never pile up. Episodes keep their order and their groups' seeds.
+        episode starts when a slot is free and its env is closed as soon as it ends, so SWE
+        workspaces or browsers never pile up. Episodes keep their order and their groups' seeds.
     episode_time_limit: seconds; an episode still running that long after its reset is cut before
         its next turn (truncated, metadata["time_limit"] = True): the long tail does not hold the batch.
     keep_groups: over-sampling; once this many groups have finished, every other group is stopped
         and marked metadata["dropped"] = "oversampled" (returned, never silently lost: the caller
         counts and drops them). Groups finishing on the same turn are kept in task order.
     """
-    if group_size < 1:
-        raise ValueError("group_size must be >= 1")
-    if on_turn is None and progress.active():  # a command asked for progress: a bar of its own
+
+    env: str | Callable[[], ChatEnv]
+    tasks: Sequence[TaskSpec]
+    group_size: int = 1
+    seed: int = 0
+    sampling: SamplingParams | None = None
+    executor: Any = "inprocess"
+    num_workers: int | None = None
+    executor_options: dict | None = None
+    env_kwargs: dict | None = None
+    chat: ChatConfig | dict | None = None
+    max_turns: int = 1000
+    record_messages: bool = True
+    max_live_envs: int | None = 256
+    episode_time_limit: float | None = None
+    keep_groups: int | None = None
+
+
+def collect(env: str | Callable[[], ChatEnv], tasks: Sequence[TaskSpec], policy: Policy, group_size: int = 1, *,
+            on_turn: Callable[[int, int], None] | None = None, **options: Any) -> list[Trajectory]:
+    """Play every task `group_size` times; returns the trajectories grouped task by task.
+
+    `options` are RolloutRequest's fields (seed, sampling, executor, chat, max_turns, ...).
+    on_turn(done_episodes, total_episodes) is called after every batched turn; without it, and
+    when a command asked for progress, a bar of its own shows the episodes and turns."""
+    request = RolloutRequest(env, tasks, group_size, **options)
+    if on_turn is None and progress.active():
         with progress.bar(f"collect {len(tasks)} tasks x {group_size}", total=len(tasks) * group_size,
                           unit="episodes") as bar:
             turns = itertools.count(1)  # a batch's episodes end together: the turn says how far along it is
-            return collect(env, tasks, policy, group_size, seed=seed, sampling=sampling, executor=executor,
-                           num_workers=num_workers, env_kwargs=env_kwargs, chat=chat, max_turns=max_turns,
-                           record_messages=record_messages, executor_options=executor_options,
-                           max_live_envs=max_live_envs, episode_time_limit=episode_time_limit,
-                           keep_groups=keep_groups,
-                           on_turn=lambda done, _n: bar.update(done, info=f"turn {next(turns)}"))
+            return play(request, policy, on_turn=lambda done, _n: bar.update(done, info=f"turn {next(turns)}"))
+    return play(request, policy, on_turn)
+
+
+def play(request: RolloutRequest, policy: Policy,
+         on_turn: Callable[[int, int], None] | None = None) -> list[Trajectory]:
+    """The rollout engine itself: `request`'s episodes with `policy`, batched turn by turn."""
+    r = request
+    env, tasks, group_size, seed, sampling = r.env, r.tasks, r.group_size, r.seed, r.sampling
+    max_turns, record_messages, max_live_envs = r.max_turns, r.record_messages, r.max_live_envs
+    episode_time_limit, keep_groups = r.episode_time_limit, r.keep_groups
+    if group_size < 1:
+        raise ValueError("group_size must be >= 1")
     env_id = env if isinstance(env, str) else ""
     if env_id:
         from agentgym.registration import check_env_id
 
         env_id = check_env_id(env_id)
-        factory = functools.partial(make_chat_env, gym.spec(env_id), env_kwargs, **ChatConfig.of(chat).kwargs())
+        factory = functools.partial(make_chat_env, gym.spec(env_id), r.env_kwargs, **ChatConfig.of(r.chat).kwargs())
     else:
         factory = env
     episodes: list[_Episode] = []
@@ -120,7 +133,7 @@ def collect(
         raise ValueError("max_live_envs must be >= 1 (or None for one env per episode)")
     n_slots = len(episodes) if max_live_envs is None else min(len(episodes), int(max_live_envs))
 
-    pool = make_executor(executor, factory, n_slots, num_workers=num_workers, options=executor_options)
+    pool = make_executor(r.executor, factory, n_slots, num_workers=r.num_workers, options=r.executor_options)
     format_action = _action_formatter(pool, factory)
     pending = list(reversed(episodes))  # popped from the end: episodes start in order
     free = list(reversed(range(n_slots)))

@@ -156,7 +156,7 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
     from agentgym.policies.hf import HFPolicy
     from agentgym.trainers import distributed
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import ppo_update
+    from agentgym.trainers.loop import ppo_update, update_clip
     from agentgym.trainers.setup import make_optimizer
     from agentgym.trainers.tokenize import build_samples
 
@@ -174,7 +174,7 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
         samples = dp.global_samples(build_samples(trajs, advs))
         dp.barrier()
         t0 = time.perf_counter()
-        ppo_update(cfg, policy, optimizer, scheduler, samples, np.random.default_rng(r), r)
+        ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples, np.random.default_rng(r), r, dp=dp)
         dp.barrier()
         times.append(time.perf_counter() - t0)
     tokens = sum(len(s) for s in samples)
@@ -199,7 +199,7 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
     if dp.is_main:
         Path(out).write_text(repr({"times": times[1:], "samples": len(samples), "tokens": tokens, "allreduce_GBps": bw,
                                    "params": sum(p.numel() for p in policy.model.parameters()), "held_mb": held_mb}))
-    distributed.teardown()
+    distributed.teardown(dp)
 
 
 def bench_ddp(quick: bool, groups: int) -> dict:

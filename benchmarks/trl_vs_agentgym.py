@@ -78,6 +78,7 @@ def main() -> None:
     from agentgym.integrations.trl import AgentGymRollout, grpo_config, grpo_trainer
     from agentgym.policies.tiny import build_tiny_model
     from agentgym.trainers.config import load_config
+    from agentgym.trainers.batches import BatchProducer
     from agentgym.trainers.loop import run_iteration
     from agentgym.trainers.setup import build_heads, make_optimizer, make_policy
 
@@ -103,12 +104,12 @@ def main() -> None:
     policy = make_policy(cfg, model_dir)
     heads = build_heads(cfg, policy)
     optimizer, scheduler = make_optimizer(cfg, policy, heads)
-    source = FixedOrder(tasks)
+    producer = BatchProducer(cfg, policy, FixedOrder(tasks))
     ours: list[dict] = []
 
     def agentgym_iteration(i: int) -> None:
         w, c = time.perf_counter(), time.process_time()
-        m = run_iteration(cfg, i, policy, optimizer, scheduler, source, heads)
+        m = run_iteration(cfg, i, policy, optimizer, scheduler, producer, heads)
         ours.append({"wall": time.perf_counter() - w, "cpu": time.process_time() - c,
                      "tokens": m["rollout"]["response_tokens"], "success": m["rollout"]["success_rate"],
                      "trained": m["train"]["tokens"], "sequences": m["train"]["samples"]})

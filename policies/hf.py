@@ -223,6 +223,16 @@ class HFPolicy:
         gen = self._generator if probs.device.type == self._generator.device.type else None
         return torch.multinomial(probs, 1, generator=gen)[:, 0]
 
+    # --- as the rollout engine "hf" (agentgym.policies.engines) ------------------------------
+    def sync(self, force: bool = False) -> float:
+        return 0.0  # it generates with the very weights the trainer updates
+
+    def sleep(self, level: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
     # --- training support -----------------------------------------------------------------
     def reference_forward(self, **kwargs):
         """The frozen reference model's forward pass (no gradients), called like the model."""

@@ -136,11 +136,6 @@ class RayRolloutPolicy:
         self.last_sync_s = 0.0
         self.restarts = 0
 
-    def __getattr__(self, name: str):  # only called for attributes this class does not have
-        if name in ("trainer", "replicas"):
-            raise AttributeError(name)
-        return getattr(self.trainer, name)
-
     def _weights_version(self) -> int:
         return sum(int(p._version) for p in self.trainer.trainable_parameters())
 
@@ -247,6 +242,9 @@ class RayRolloutPolicy:
         ray.get(self.replicas[i].load_weights.remote(self._weights_ref, version),
                 timeout=max(deadline - time.monotonic(), 1.0))
 
+    def sleep(self, level: int = 1) -> None:
+        pass  # the replicas hold their own memory, apart from the trainer's
+
     def close(self) -> None:
         for r in getattr(self, "replicas", []):
             try:
@@ -256,3 +254,9 @@ class RayRolloutPolicy:
         self.replicas = []
         if hasattr(self.trainer, "close"):
             self.trainer.close()
+
+
+def ray_rollout_engine(trainer_policy, model_path: str, cfg) -> RayRolloutPolicy:
+    """The registered builder of `policy.engine=ray` (ray.policy_engine: what each replica runs)."""
+    return RayRolloutPolicy(trainer_policy, model_path, cfg.ray, seed=cfg.seed, lora=cfg.policy.lora,
+                            vllm_kwargs=cfg.policy.vllm.policy_kwargs())

@@ -457,11 +457,9 @@ def adapter_files(peft_model) -> dict[str, bytes]:
 
 
 class VLLMRolloutPolicy:
-    """A trainer's HFPolicy whose generation runs on a vLLM engine.
-
-    Everything the training loop touches (model, tokenizer, trainable_parameters,
-    reference_forward, save, load_weights, encode_prompt, ...) is the HFPolicy's; only
-    `generate` goes to vLLM. Before generating, the engine is synced from the trainer whenever
+    """The rollout engine `policy.engine=vllm` (agentgym.policies.engines): generation for a
+    trainer's HFPolicy on a vLLM engine. The trainer keeps its HFPolicy for everything else
+    (model, tokenizer, reference, checkpoints). Before generating, the engine is synced from the trainer whenever
     the trainer's trainable parameters changed since the last sync: torch bumps a tensor's
     `_version` on every in-place write (optimizer steps, load_state_dict), so one sum over the
     parameters tells, without comparing weights. So the loop needs no explicit sync call, and
@@ -479,11 +477,6 @@ class VLLMRolloutPolicy:
         self._pending_seed: int | None = None
         self._asleep_level = 0
         self.num_syncs = 0
-
-    def __getattr__(self, name: str):  # only called for attributes this class does not have
-        if name in ("trainer", "engine"):
-            raise AttributeError(name)
-        return getattr(self.trainer, name)
 
     def _weights_version(self) -> int:
         return sum(int(p._version) for p in self.trainer.trainable_parameters())
@@ -539,3 +532,8 @@ class VLLMRolloutPolicy:
         if self.engine is not None:
             self.engine.close()
             self.engine = None
+
+
+def vllm_rollout_engine(trainer_policy, model_path: str, cfg) -> VLLMRolloutPolicy:
+    """The registered builder of `policy.engine=vllm`."""
+    return VLLMRolloutPolicy(trainer_policy, model_path, **{"seed": cfg.seed, **cfg.policy.vllm.policy_kwargs()})

@@ -95,9 +95,15 @@ class TaskSpace:
             return False
 
     def make_env(self, **kwargs):
+        """A bare env of this space's registered id: its class built from the registered entry point
+        with the registered kwargs, no Gymnasium wrappers (cheap enough to validate thousands of
+        proposals). Looked up by id, so task spaces never import their env's module."""
         import gymnasium as gym
+        from gymnasium.envs.registration import load_env_creator
 
-        return gym.make(self.env_id, **kwargs)
+        spec = gym.spec(self.env_id)
+        creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+        return creator(**{**spec.kwargs, **kwargs})
 
     def validate(self, spec: TaskSpec) -> bool:
         """A task is valid when the oracle's plan solves it in a fresh environment."""

@@ -11,7 +11,4 @@ def ray_local():
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
-    from agentgym.executors_ray import shutdown_pool
-
-    shutdown_pool()
     ray.shutdown()

@@ -1,4 +1,10 @@
-"""Asynchronous rollouts under a staleness bound, and long-tail control of the rollout batch.
+"""The batch producer: every iteration's rollout batch comes from `BatchProducer.get(k)`.
+
+Without asynchrony (rollout.max_staleness = 0) the batch is played right when the loop asks for
+it, on the trainer's rollout engine, with this rank's share of the groups under data parallel.
+With it, the same `_produce` runs ahead in a thread; there is no second copy of the batch code.
+
+Asynchronous rollouts under a staleness bound, and long-tail control of the rollout batch:
 
     rollout.max_staleness = K      the batch trained at iteration k comes from weights of version
                                    >= k - K (version = RL updates applied; the trainer holds
@@ -12,7 +18,7 @@ are flagged `partial`). Before starting batch j the producer waits until version
 that is the whole bound, checked again on every step when the trainer takes the batch. Generation
 and env stepping spend their time in torch kernels and env I/O that release the GIL, so a
 thread is enough to overlap them with the update; the copy means the update never races the
-sampler. K = 0 with none of the options below uses the synchronous loop itself (trainers/loop.py).
+sampler. K = 0 makes each batch inline, on the trainer's own weights.
 
 Every step records its policy version (Step.policy_version). The update corrects stale samples
 against the behaviour logprobs recorded at generation (truncated importance weights, ppo.is_cap,
@@ -26,8 +32,8 @@ counted (async/dropped_groups, async/dropped_groups_total) and left out, never s
 favours the quick groups: the batch leans towards short episodes.
 
 Seeds: batch j draws its task list, sampling seed and reset seed exactly as the synchronous loop
-does (generator seeded by (seed, j)) and hands that generator on to the update, so K = 0 through
-this engine reproduces the synchronous run bit for bit (tested). With K > 0 the task source is
+does (generator seeded by (seed, j)) and hands that generator on to the update, so the thread
+with K = 0 reproduces the inline run bit for bit (tested). With K > 0 the task source is
 asked for batch j + 1 before it has seen batch j's results, and a resumed run regenerates the
 batches that were queued at the checkpoint from the resumed weights: it continues correctly, not
 bit for bit.
@@ -49,57 +55,10 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.errors import ConfigError
-
-DEFAULT_IS_CAP = 2.0  # TIS's truncation (Yao et al. 2025); the dual clip of Ye et al. 2020 uses 3
-
-
-# --- configuration ----------------------------------------------------------------------------
-def validate_async_config(cfg) -> None:
-    """One clear line per mistake (called by trainers.config.validate_config)."""
-    r, pc = cfg.rollout, cfg.ppo
-    name = cfg.estimator.name
-    if r.max_staleness < 0:
-        raise ConfigError(f"rollout.max_staleness must be >= 0 (0 = synchronous rollouts), got {r.max_staleness}")
-    if pc.is_cap is not None and pc.is_cap <= 0:
-        raise ConfigError(f"ppo.is_cap truncates importance weights and must be > 0 (e.g. 2.0), got {pc.is_cap}")
-    if r.oversample_groups < 0:
-        raise ConfigError(f"rollout.oversample_groups must be >= 0, got {r.oversample_groups}")
-    if r.episode_time_limit_s is not None and r.episode_time_limit_s <= 0:
-        raise ConfigError(f"rollout.episode_time_limit_s must be > 0 seconds (or null for none), "
-                          f"got {r.episode_time_limit_s}")
-    if r.partial_rollouts and r.max_staleness == 0:
-        raise ConfigError("rollout.partial_rollouts lets episodes span a weight update, which only happens with "
-                          "asynchronous rollouts: set rollout.max_staleness >= 1")
-    if r.max_staleness == 0:
-        return
-    from agentgym.trainers.estimators import estimator_spec
-
-    if estimator_spec(name).fits_heads:
-        raise ConfigError(f"estimator {name!r} fits a head on the hidden states of the weights that generated the "
-                          "batch, which async rollouts no longer have: use grpo, rloo, loop or gigpo, or set "
-                          "rollout.max_staleness=0")
-    if cfg.policy.engine != "hf":
-        raise ConfigError(f"rollout.max_staleness > 0 runs the producer on a copy of the HF model; "
-                          f"policy.engine={cfg.policy.engine!r} is not supported with it: use policy.engine=hf")
-    if pc.recompute_old_logprobs:
-        raise ConfigError("ppo.recompute_old_logprobs would overwrite the behaviour logprobs that correct stale "
-                          "samples: use ppo.decoupled=true (recomputed proximal logprobs) instead")
-
-
-def uses_engine(cfg) -> bool:
-    """Whether training goes through this module (otherwise: the synchronous loop, unchanged)."""
-    r = cfg.rollout
-    return bool(r.max_staleness > 0 or r.oversample_groups > 0 or r.episode_time_limit_s is not None
-                or cfg.ppo.decoupled)
-
-
-def off_policy_kwargs(cfg) -> dict:
-    """Extra arguments of ppo_clip_loss: the truncation cap when there is one."""
-    cap = cfg.ppo.is_cap
-    if cap is None and cfg.rollout.max_staleness > 0:
-        cap = DEFAULT_IS_CAP
-    return {} if cap is None else {"is_cap": float(cap)}
+from agentgym.policies.base import SamplingParams
+from agentgym.rollout import collect
+from agentgym.trainers.checks import rollouts_ahead
+from agentgym.trainers.learner import score_sequences
 
 
 # --- the batches ---------------------------------------------------------------------------------
@@ -180,14 +139,24 @@ def _trainable_snapshot(policy) -> dict:
         return {n: p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
 
 
-class AsyncRollouts:
+class BatchProducer:
     """Produces the batch of every iteration from start_iteration to cfg.iterations - 1.
 
-    background=None: a producer thread when max_staleness > 0, batches made inline by get()
-    (on the trainer's own policy) otherwise. background=True with K = 0 runs the thread and the
-    weight copy anyway: the test that the machinery reproduces the synchronous loop uses it."""
+    policy: the trainer's TrainablePolicy; engine: what generates (policy.engine's RolloutEngine,
+    the policy itself for "hf"). background=None: a producer thread when max_staleness > 0,
+    batches made inline by get() otherwise. background=True with K = 0 runs the thread and the
+    weight copy anyway: the test that the machinery reproduces the inline batches uses it.
+    dp: the data-parallel context (inline only: this rank's groups); executor: a name or the
+    run's RayEnvPool."""
 
-    def __init__(self, cfg, policy, source, start_iteration: int = 0, background: bool | None = None):
+    def __init__(self, cfg, policy, source, start_iteration: int = 0, background: bool | None = None,
+                 engine=None, dp=None, executor=None):
+        if dp is None:
+            from agentgym.trainers.distributed import DataParallel
+
+            dp = DataParallel()
+        self.dp = dp
+        self.executor = cfg.env.executor if executor is None else executor
         self.cfg = cfg
         self.K = int(cfg.rollout.max_staleness)
         self.partial = bool(cfg.rollout.partial_rollouts)
@@ -202,7 +171,7 @@ class AsyncRollouts:
         self._stop = False
         self.dropped_groups_total = 0
         self.trainer_policy = policy
-        self.rollout_policy = make_rollout_copy(policy) if self.background else policy
+        self.rollout_policy = make_rollout_copy(policy) if self.background else (engine or policy)
         self.loaded_version = self.start
         self._versioned = _VersionedPolicy(self)
         self._thread = None
@@ -238,10 +207,7 @@ class AsyncRollouts:
             self.loaded_version = version
 
     def _produce(self, j: int) -> RolloutBatch:
-        from agentgym.policies.base import SamplingParams
-        from agentgym.rollout import collect
-
-        cfg, r = self.cfg, self.cfg.rollout
+        cfg, r, dp = self.cfg, self.cfg.rollout, self.dp
         t0 = time.perf_counter()
         with self._cond:
             while self.version < j - self.K and not self._stop:
@@ -251,14 +217,16 @@ class AsyncRollouts:
         t1 = time.perf_counter()
         self._refresh_weights()
         rng = np.random.default_rng([cfg.seed, j])
-        tasks = self.source.next_tasks(r.tasks_per_iter + r.oversample_groups)
-        sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
-                                  seed=int(rng.integers(2**31)))
-        trajectories = collect(cfg.env.id, tasks, self._versioned, r.group_size, seed=int(rng.integers(2**31)),
-                               sampling=sampling, executor=cfg.env.executor, env_kwargs=cfg.env.env_kwargs,
-                               chat=cfg.env.chat, max_turns=cfg.env.max_turns,
-                               episode_time_limit=r.episode_time_limit_s,
-                               keep_groups=r.tasks_per_iter if r.oversample_groups else None)
+        tasks = self.source.next_tasks(r.tasks_per_iter + r.oversample_groups)  # split or evolving pool, by curriculum
+        tasks, first_group = dp.shard(tasks)  # data parallel: this rank's block of whole groups
+        sampling = dp.sampling(SamplingParams(temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
+                                              seed=int(rng.integers(2**31))))
+        with dp.full_weights(self.trainer_policy):  # FSDP: gathered once for the whole rollout
+            trajectories = collect(cfg.env.id, tasks, self._versioned, r.group_size,
+                                   seed=int(rng.integers(2**31)) + first_group, sampling=sampling,
+                                   executor=self.executor, env_kwargs=cfg.env.env_kwargs, chat=cfg.env.chat,
+                                   max_turns=cfg.env.max_turns, episode_time_limit=r.episode_time_limit_s,
+                                   keep_groups=r.tasks_per_iter if r.oversample_groups else None)
         mark_partial(trajectories)
         kept = [t for t in trajectories if not t.metadata.get("dropped")]
         dropped = [t for t in trajectories if t.metadata.get("dropped")]
@@ -284,22 +252,29 @@ class AsyncRollouts:
         check_staleness(batch.trajectories + batch.dropped, iteration, self.K)
         return batch
 
+    def pause_engine(self) -> None:
+        """Between rollout and update: the engine frees accelerator memory (vLLM on CUDA; a no-op
+        otherwise). It wakes on its next generate."""
+        if not self.background:
+            self.rollout_policy.sleep()
+
     def prepare_update(self, policy, samples: list) -> list:
         """Decoupled PPO: the samples with their proximal logprobs (the weights at update start)."""
         if not self.cfg.ppo.decoupled or not samples:
             return samples
-        from agentgym.trainers.loop import score_sequences
-
         scored = score_sequences(policy, samples, self.cfg.ppo.micro_batch_size, False)
         return [dataclasses.replace(s, prox_logprobs=[0.0] + logp.tolist()) for s, (logp, _) in zip(samples, scored)]
 
     def finish(self, iteration: int, policy, batch: RolloutBatch, samples) -> dict:
-        """After the update of `iteration`: publish version iteration + 1; the iteration's metrics."""
+        """After the update of `iteration`: publish version iteration + 1; the iteration's metrics
+        of asynchrony and long-tail control (empty when batches are made inline without them)."""
         snap = _trainable_snapshot(policy) if self.background else None
         with self._cond:
             self.version = iteration + 1
             self._snapshot = (iteration + 1, snap)
             self._cond.notify_all()
+        if not (self.background or rollouts_ahead(self.cfg)):
+            return {}
         n_dropped = len({t.group_id for t in batch.dropped})
         self.dropped_groups_total += n_dropped
         return {**staleness_metrics(batch.trajectories, samples, iteration),
@@ -350,3 +325,14 @@ def staleness_metrics(trajectories, samples, iteration: int) -> dict:
         "partial_steps": sum(s.partial for t in episodes for s in t.steps),
         "partial_episodes": sum(any(s.partial for s in t.steps) for t in episodes),
     }
+
+
+AsyncRollouts = BatchProducer  # old name (kept for one release)
+
+
+def off_policy_kwargs(cfg) -> dict:
+    """Old helper: the truncation cap as ppo_clip_loss's keyword (trainers.checks.importance_cap)."""
+    from agentgym.trainers.checks import importance_cap
+
+    cap = importance_cap(cfg)
+    return {} if cap is None else {"is_cap": cap}

@@ -217,7 +217,7 @@ def sft_command(
     from agentgym import progress
     from agentgym.registration import get_task_space
     from agentgym.trainers.loop import evaluate_policy
-    from agentgym.trainers.setup import quiet_transformers, make_policy, prepare_start_model
+    from agentgym.trainers.setup import make_engine, make_policy, prepare_start_model, quiet_transformers
     from agentgym.trainers.setup import run_dir_for
     from agentgym.trainers.task_selection import write_eval_tasks
 
@@ -233,7 +233,12 @@ def sft_command(
     with progress.session():
         model_dir, info = prepare_start_model(cfg, out, log=progress.log)
         eval_path = write_eval_tasks(cfg, get_task_space(cfg.env.id), out)
-        ev = evaluate_policy(cfg, make_policy(cfg, model_dir), eval_path, cfg.seed)
+        policy = make_policy(cfg, model_dir)
+        engine = make_engine(cfg, policy, model_dir)  # policy.engine: generate as the trainer would
+        try:
+            ev = evaluate_policy(cfg, engine, eval_path, cfg.seed, policy=policy)
+        finally:
+            engine.close()
     console.print(f"SFT model: {model_dir}  held-out success {ev['success_rate']:.3f} "
                   f"(invalid-action rate {ev['invalid_action_rate']:.3f})")
 

@@ -24,6 +24,7 @@ from agentgym.chat import ChatConfig  # noqa: E402  (torch-free)
 from agentgym.tasks.source import TasksConfig  # noqa: E402  (torch-free)
 from agentgym.executors_ray import RayConfig  # noqa: E402  (ray-free until used)
 from agentgym.trainers.estimators import EstimatorConfig  # noqa: E402  (numpy only)
+from agentgym.trainers.checks import validate_config  # noqa: E402  (torch-free)
 
 
 @dataclass
@@ -334,79 +335,9 @@ def load_config(source: str | Path | dict | None = None, overrides: list[str] | 
     data = {} if source is None else (dict(source) if isinstance(source, dict) else _read_yaml(source))
     data = _resolve_key_aliases(_merge(data, parse_overrides(overrides or [])))
     cfg = _build(TrainConfig, data)
-    validate_config(cfg)
-    return cfg
-
-
-def validate_config(cfg: TrainConfig) -> None:
-    """The checks that span fields or sections; each section's own checks ran when it was built."""
-    from agentgym.trainers.estimators import estimator_spec
-
-    if cfg.env.chat.invalid_penalty and cfg.estimator.invalid_penalty:
-        # the env's penalty lowers the reward the estimator sees, then the estimator's is subtracted again
-        raise ConfigError("env.chat.invalid_penalty and estimator.invalid_penalty would both charge an invalid "
-                          "action: set only estimator.invalid_penalty (the trainer's; the env's is for other trainers)")
-    from agentgym.policies.vllm_engine import DTYPES
-
-    if cfg.policy.vllm.dtype not in DTYPES:
-        raise ConfigError(f"policy.vllm.dtype={cfg.policy.vllm.dtype!r} is unknown; choose fp32, bf16 or fp16")
-    cfg.policy.vllm.policy_kwargs()  # engine_args naming one of our own settings
     check_ranges(cfg)
-    from agentgym.tasks.curricula import CURRICULA
-    from agentgym.tasks.source import KINDS
-
-    for key, value, choices in (("source", cfg.tasks.source, list(KINDS)),
-                                ("curriculum", cfg.tasks.curriculum, list(CURRICULA))):
-        if value not in choices:
-            close = difflib.get_close_matches(str(value), choices, n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise ConfigError(f"tasks.{key}={value!r} is unknown: {hint}(choose one of {', '.join(choices)})")
-    if cfg.rollout.group_size == 1 and estimator_spec(cfg.estimator.name).group_relative:
-        raise ConfigError(f"estimator {cfg.estimator.name!r} compares episodes within a group: set rollout.group_size >= 2 "
-                          "(or use estimator.name=gae)")
-    if cfg.env.split != "train":
-        raise ConfigError(f"env.split={cfg.env.split!r}: only the train split can be trained on; held-out splits "
-                          "are for `agentgym eval` (set eval.split instead)")
-    if cfg.env.fresh_tasks and cfg.env.tasks_file:
-        raise ConfigError("env.fresh_tasks and env.tasks_file both name the training tasks: set only one")
-    if cfg.env.fresh_tasks < 0:
-        raise ConfigError(f"env.fresh_tasks must be >= 0 (0 = the train split), got {cfg.env.fresh_tasks}")
-    if cfg.sft.expert not in ("oracle", "searching"):
-        raise ConfigError(f"sft.expert must be 'oracle' or 'searching', got {cfg.sft.expert!r}")
-    if not 0.0 <= cfg.sft.dawdle_prob < 1.0:
-        raise ConfigError(f"sft.dawdle_prob is a per-command probability in [0, 1), got {cfg.sft.dawdle_prob}")
-    if cfg.sft.dawdle_prob and cfg.sft.expert != "searching":
-        raise ConfigError("sft.dawdle_prob is a trait of the searching expert: set sft.dawdle_prob=0 "
-                          "(or sft.expert=searching)")
-    if not 0.0 <= cfg.sft.slip_prob < 1.0:
-        raise ConfigError(f"sft.slip_prob is a per-turn probability in [0, 1), got {cfg.sft.slip_prob}")
-    if not cfg.policy.model and not cfg.tiny.build:
-        raise ConfigError("no model: set policy.model=PATH_OR_HUB_ID or tiny.build=true")
-    if cfg.policy.model:  # a given model is always that model, tiny.build or not (trainers/setup.py)
-        from agentgym.policies.model_files import check_model_path
-
-        check_model_path(cfg.policy.model, what="policy.model")
-    if cfg.ppo.sample_mode not in ("per-step", "full"):
-        raise ConfigError(f"ppo.sample_mode must be per-step or full, got {cfg.ppo.sample_mode!r}")
-    if cfg.ppo.sample_mode == "full" and cfg.env.chat.history != "full":
-        raise ConfigError("ppo.sample_mode=full needs one growing conversation per episode: set env.chat.history=full")
-    if cfg.ppo.loss_agg not in ("token-mean", "seq-mean"):
-        raise ConfigError(f"ppo.loss_agg must be token-mean or seq-mean, got {cfg.ppo.loss_agg!r}")
-    if cfg.policy.engine not in ("hf", "vllm", "ray"):
-        raise ConfigError(f"policy.engine={cfg.policy.engine!r} is unknown; choose hf, vllm or ray")
-    from agentgym.trainers.distributed import validate_scaling
-
-    validate_scaling(cfg)
-    for key in ("epochs", "minibatch_size", "micro_batch_size"):
-        if getattr(cfg.ppo, key) < 1:
-            raise ConfigError(f"ppo.{key} must be >= 1")
-    if cfg.ppo.entropy_coef < 0:
-        raise ConfigError(f"ppo.entropy_coef is a bonus weight >= 0, got {cfg.ppo.entropy_coef}")
-    if cfg.ppo.kl_coef > 0 and cfg.policy.lora is None and cfg.policy.reference != "copy":
-        raise ConfigError("ppo.kl_coef > 0 needs a reference: use LoRA (policy.lora={}) or policy.reference=copy")
-    from agentgym.trainers.async_rollout import validate_async_config
-
-    validate_async_config(cfg)
+    validate_config(cfg)  # the rules across sections (trainers/checks.py)
+    return cfg
 
 
 # (section.field, lowest, highest, what the value is): checked when the config loads. Bounds are

@@ -23,7 +23,7 @@ Data parallel (`torchrun --nproc-per-node N -m agentgym.trainers.cli train CONFI
 With `data_parallel: fsdp` the ranks hold shards of the model instead of replicas
 (trainers/fsdp.py); everything above stays true.
 
-torch and ray are imported lazily: trainers.config imports this module for its checks.
+torch and ray are imported lazily.
 """
 
 from __future__ import annotations
@@ -39,59 +39,13 @@ from typing import Any, Callable
 
 from agentgym.errors import ConfigError
 
-EXECUTORS = ("inprocess", "process", "ray")
-DATA_PARALLEL = ("ddp", "fsdp")
-
-
-# --- config checks (torch-free, called by validate_config) ------------------------------------
-def validate_scaling(cfg) -> None:
-    from agentgym.executors_ray import validate_ray_config
-
-    if cfg.env.executor not in EXECUTORS:
-        raise ConfigError(f"env.executor={cfg.env.executor!r} is unknown; choose inprocess, process or ray")
-    validate_ray_config(cfg.ray)
-    if cfg.data_parallel not in DATA_PARALLEL:
-        raise ConfigError(f"data_parallel={cfg.data_parallel!r} is unknown; choose ddp (a model replica per rank) or "
-                          "fsdp (the model sharded over the ranks)")
-    if cfg.data_parallel == "fsdp" and cfg.policy.engine != "hf":
-        raise ConfigError(f"data_parallel=fsdp shards the trainer's own model, but policy.engine={cfg.policy.engine} "
-                          "generates with another copy: use policy.engine=hf, or data_parallel=ddp")
-    if cfg.ray.policy_engine != "hf":
-        if cfg.policy.engine != "ray":
-            raise ConfigError(f"ray.policy_engine={cfg.ray.policy_engine} sets what Ray policy replicas run: add "
-                              f"policy.engine=ray (policy.engine=vllm runs one engine in the trainer's process)")
-        import importlib.util
-
-        if importlib.util.find_spec("vllm") is None:
-            raise ConfigError("ray.policy_engine=vllm needs vLLM, which is not installed: run "
-                              "`pip install 'agentgym[vllm]'`")
+from agentgym.trainers.checks import check_world  # noqa: F401  (the data-parallel limits live with the other rules)
 
 
 def world_from_env() -> tuple[int, int, int]:
     """(rank, world_size, local_rank) as torchrun sets them; (0, 1, 0) otherwise."""
     return (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
             int(os.environ.get("LOCAL_RANK", 0)))
-
-
-def check_world(cfg, world_size: int) -> None:
-    """Data-parallel limits, one line each, before any work starts."""
-    if world_size <= 1:
-        return
-    groups = cfg.rollout.tasks_per_iter
-    if groups % world_size:
-        raise ConfigError(f"rollout.tasks_per_iter={groups} groups cannot be split evenly over {world_size} ranks "
-                          f"(a group never spans ranks): make it a multiple of {world_size} or run a world size "
-                          f"that divides {groups}")
-    from agentgym.trainers.estimators import estimator_spec
-
-    if estimator_spec(cfg.estimator.name).progress_head:
-        raise ConfigError("estimator spa fits its progress head on the whole batch, which data-parallel ranks do not "
-                          "share yet: train spa on one process")
-    from agentgym.trainers.async_rollout import uses_engine
-
-    if uses_engine(cfg):
-        raise ConfigError("asynchronous rollouts and long-tail control (rollout.max_staleness, oversample_groups, "
-                          "episode_time_limit_s) run in one process: train them without --nproc")
 
 
 # --- the data-parallel context -----------------------------------------------------------------
@@ -380,29 +334,11 @@ class DataParallel:
         policy._last_seed = mine["policy_last_seed"]
 
 
-_CURRENT = DataParallel()
-
-
-def current() -> DataParallel:
-    return _CURRENT
-
-
 def setup(cfg, log: Callable[[str], None] = print) -> DataParallel:
-    """Start of `train`: check the scaling settings, join the process group (torchrun) and
-    connect to Ray when the run uses it. Everything here fails before any work starts."""
-    global _CURRENT
+    """Start of `train`: check the world size and join the process group (torchrun).
+    Everything here fails before any work starts."""
     rank, world, local_rank = world_from_env()
     check_world(cfg, world)
-    if cfg.env.executor == "ray" or cfg.policy.engine == "ray":
-        from agentgym.executors_ray import check_resources, configure
-
-        import dataclasses
-
-        rc = cfg.ray if cfg.env.executor == "ray" else dataclasses.replace(cfg.ray, num_workers=0)
-        info = check_resources(rc, with_policy=cfg.policy.engine == "ray")
-        configure(cfg.ray)
-        if rank == 0:
-            log(f"ray: {info['cpus']:g} CPUs in the cluster, {info['cpus_requested']:g} requested")
     dp = DataParallel(rank, world, local_rank, sharded=cfg.data_parallel == "fsdp")
     if dp.enabled:
         import torch
@@ -421,26 +357,38 @@ def setup(cfg, log: Callable[[str], None] = print) -> DataParallel:
             per = cfg.rollout.tasks_per_iter // world
             log(f"data parallel: {world} ranks ({dist.get_backend()}, {cfg.data_parallel}), {per} groups of "
                 f"{cfg.rollout.group_size} episodes per rank per iteration")
-    _CURRENT = dp
     return dp
 
 
-def teardown() -> None:
-    global _CURRENT
-    from agentgym.executors_ray import shutdown_pool
+def ray_env_pool(cfg, dp: DataParallel, log: Callable[[str], None] = print):
+    """The run's Ray env workers (a RayEnvPool passed to collect as the executor) when
+    env.executor=ray, after checking the cluster can hold them and the policy replicas; None otherwise."""
+    if cfg.env.executor != "ray" and cfg.policy.engine != "ray":
+        return None
+    import dataclasses
 
-    shutdown_pool()
-    if _CURRENT.enabled:
+    from agentgym.executors_ray import RayEnvPool, check_resources
+
+    rc = cfg.ray if cfg.env.executor == "ray" else dataclasses.replace(cfg.ray, num_workers=0)
+    info = check_resources(rc, with_policy=cfg.policy.engine == "ray")
+    if dp.is_main:
+        log(f"ray: {info['cpus']:g} CPUs in the cluster, {info['cpus_requested']:g} requested")
+    return RayEnvPool(cfg.ray) if cfg.env.executor == "ray" else None
+
+
+def teardown(dp: DataParallel, env_pool=None) -> None:
+    if env_pool is not None:
+        env_pool.shutdown()
+    if dp.enabled:
         import torch.distributed as dist
 
         if dist.is_initialized():
             dist.destroy_process_group()
-    _CURRENT = DataParallel()
 
 
-def main_log(log: Callable[[str], None]) -> Callable[[str], None]:
+def main_log(dp: DataParallel, log: Callable[[str], None]) -> Callable[[str], None]:
     """Only rank 0 talks."""
-    return log if current().is_main else (lambda *_a, **_k: None)
+    return log if dp.is_main else (lambda *_a, **_k: None)
 
 
 class NullLogger:

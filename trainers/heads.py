@@ -1,29 +1,37 @@
-"""SPA progress estimator: a scalar head whose per-step outputs sum to the episode outcome.
+"""The learned heads on the policy's hidden states: GAE's value head and SPA's progress head.
 
+Which heads a run has is the estimator's declaration (`EstimatorSpec.value_head`,
+`.progress_head`); `build_heads` makes them, the loop's scoring pass gives them the hidden
+states, and the functions here turn those into what `compute_advantages` takes: per-step
+values V(s_t) or per-step progress contributions c_t.
+
+SPA progress estimator: a scalar head whose per-step outputs sum to the episode outcome.
 SPA-RL (Wang et al. 2025, arXiv 2505.20732) trains a progress estimator that reads each
 step of a trajectory and outputs a contribution c_t; only the sum is supervised,
 
     L = mean_i ( sum_t c_t^i - R_i )^2,
 
 so the estimator has to discover which steps made the outcome happen. In the paper the
-estimator is the SFT model with a scalar head; here the head reads per-step features that
-the training loop extracts from the policy (e.g. the last hidden state at the end of each
-step's response), so this module stays small and the model code stays in the loop.
+estimator is the SFT model with a scalar head; here the head reads per-step features (the
+policy's last hidden state at the end of each step's response).
 
     head = ProgressHead(hidden_size)
     fit_progress(head, features_per_traj, outcomes, epochs=200, lr=1e-2)
     progress = predict_progress(head, features_per_traj)   # -> compute_advantages(..., progress=progress)
-
-This is the only estimator module that imports torch.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+from typing import Callable
+
 import numpy as np
 import torch
 from torch import nn
+
+from agentgym.trainers.estimators import estimator_spec
+from agentgym.trainers.tokenize import TokenSequence
 
 
 class ProgressHead(nn.Module):
@@ -131,3 +139,65 @@ def predict_progress(head: ProgressHead, features_per_traj: Sequence[torch.Tenso
     contribs = head(x).float().cpu().numpy()
     lengths = np.bincount(seg.cpu().numpy(), minlength=n)
     return np.split(contribs.astype(np.float32), np.cumsum(lengths)[:-1])
+
+
+class ValueHead(nn.Module):
+    """V(s_t) from the policy's last hidden state at the last prompt token of step t.
+
+    It reads detached features: the critic learns next to the policy without pulling the
+    shared transformer around (one model copy in memory, as LOOP asks for)."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(hidden_size, hidden_size), nn.Tanh(), nn.Linear(hidden_size, 1))
+        nn.init.zeros_(self.net[-1].weight)
+        nn.init.zeros_(self.net[-1].bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.net(hidden.detach().float()).squeeze(-1)
+
+
+def build_heads(estimator_name: str, hidden_size: int, device) -> dict:
+    """The heads the estimator declares: {"value": ValueHead} and/or {"progress": ProgressHead}."""
+    heads: dict = {}
+    spec = estimator_spec(estimator_name)
+    if spec.value_head:
+        heads["value"] = ValueHead(hidden_size).to(device)
+    if spec.progress_head:
+        heads["progress"] = ProgressHead(hidden_size).to(device)
+    return heads
+
+
+def per_step_arrays(sequences: list[TokenSequence], trajectories,
+                    fill: Callable[[TokenSequence, int], float]) -> list[np.ndarray]:
+    """Per trajectory, one value per step gathered from the sequences (0 where a step has none)."""
+    arrays = [np.zeros(len(t.steps), dtype=np.float64) for t in trajectories]
+    for s in sequences:
+        for k, (i, t) in enumerate(s.step_refs):
+            arrays[i][t] = fill(s, k)
+    return arrays
+
+
+@torch.no_grad()
+def step_values(head: ValueHead, sequences: list[TokenSequence], trajectories, hidden: dict) -> list[np.ndarray]:
+    """V(s_t) of every step: the value head at the last prompt token of the step."""
+    return per_step_arrays(sequences, trajectories,
+                           lambda s, k: float(head(hidden[id(s)][s.value_positions[k]][None])[0]))
+
+
+def fit_spa_progress(head: ProgressHead, sequences: list[TokenSequence], trajectories, hidden: dict,
+                     outcome: str, seed: int) -> list[np.ndarray]:
+    """SPA: per-step features = the policy's last hidden state at the end of each step's response;
+    the head is refit on this batch (warm-started from the previous iteration) so that its
+    per-step outputs sum to each episode's outcome, then predicts the contributions c_t."""
+    size = next(head.parameters()).shape[-1]
+    feats = [torch.zeros((len(t.steps), size)) for t in trajectories]
+    for s in sequences:
+        for k, (i, t) in enumerate(s.step_refs):
+            feats[i][t] = hidden[id(s)][s.response_ends[k]].cpu()
+    live = [i for i, t in enumerate(trajectories) if not t.infra_error and t.steps]
+    result = (lambda t: float(t.success)) if outcome == "success" else (lambda t: float(t.score))
+    fit_progress(head, [feats[i] for i in live], [result(trajectories[i]) for i in live], epochs=50, lr=1e-2,
+                 seed=seed)
+    predicted = predict_progress(head, [f if len(f) else torch.zeros((0, size)) for f in feats])
+    return [p if len(p) == len(t.steps) else np.zeros(len(t.steps)) for p, t in zip(predicted, trajectories)]

@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 
 def clip_range(eps: float, asymmetric: bool) -> tuple[float, float]:
@@ -157,17 +156,4 @@ class ImportanceStats:
                 "is_truncated_frac": self.truncated / self.tokens}
 
 
-class ValueHead(nn.Module):
-    """V(s_t) from the policy's last hidden state at the last prompt token of step t.
-
-    It reads detached features: the critic learns next to the policy without pulling the
-    shared transformer around (one model copy in memory, as LOOP asks for)."""
-
-    def __init__(self, hidden_size: int):
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(hidden_size, hidden_size), nn.Tanh(), nn.Linear(hidden_size, 1))
-        nn.init.zeros_(self.net[-1].weight)
-        nn.init.zeros_(self.net[-1].bias)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.net(hidden.detach().float()).squeeze(-1)
+from agentgym.trainers.heads import ValueHead  # noqa: E402,F401  (old import path; the heads live in heads.py)

@@ -193,13 +193,11 @@ class HouseholdTaskSpace(TaskSpace):
         return plan_for(get_layout(spec), search_rng=rng, dawdle_prob=dawdle_prob)
 
     def validate(self, spec: TaskSpec) -> bool:
-        """The oracle's plan, replayed in a fresh env, solves the task (no gym.make per call:
-        the generator validates thousands of proposals)."""
-        from agentgym.envs.household.env import HouseholdEnv
-
+        """The oracle's plan, replayed in a fresh env, solves the task (a bare env, no gym.make
+        per call: the generator validates thousands of proposals)."""
         try:
             plan = self.solve(spec)
-            env = HouseholdEnv()
+            env = self.make_env()
             _, info = env.reset(options={"task": spec})
             for action in plan:
                 _, _, terminated, _, info = env.step(action)

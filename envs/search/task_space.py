@@ -223,9 +223,7 @@ class FileTaskSpace(TaskSpace):
         return tuple(TaskSpec(self.env_id, t.params, t.seed) for t in self._groups[name])
 
     def make_env(self, **kwargs):
-        from agentgym.envs.search.env import SearchQAEnv
-
-        return SearchQAEnv(**{**self.env_kwargs, **kwargs})
+        return super().make_env(**{**self.env_kwargs, **kwargs})
 
     def question(self, spec: TaskSpec) -> Question:
         return self.source_.question(dict(spec.params))

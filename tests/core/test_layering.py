@@ -2,8 +2,11 @@
 
     errors -> policy contract -> tasks -> core -> envs -> policies -> evaluation -> trainers -> apps
 
-Every import is checked, at module level and inside functions; an import under
-`if TYPE_CHECKING:` is a type hint, not a dependency, and is skipped."""
+and no two modules import each other, directly or through others (no import cycles, also within
+a layer). Every import is checked, at module level and inside functions; an import under
+`if TYPE_CHECKING:` is a type hint, not a dependency, and is skipped. Third-party imports
+(torch, ray, vllm) are not part of the graph and may stay lazy. Registries load their entries
+from import strings ("module:function"), which are not imports."""
 
 import ast
 from pathlib import Path
@@ -31,7 +34,7 @@ PREFIXES = {
 
 
 def layer_of(module: str) -> str | None:
-    if not module.startswith("agentgym"):
+    if module != "agentgym" and not module.startswith("agentgym."):
         return None
     if module.rsplit(".", 1)[-1] in ("cli", "serve_cli"):
         return "apps"
@@ -115,3 +118,80 @@ def test_the_check_catches_a_planted_upward_import(tmp_path):
                                           ("agentgym.evaluation.cli", "apps"), ("agentgym.viewer.data", "apps")])
 def test_layer_names(module, layer):
     assert layer_of(module) == layer
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """module -> the project modules it imports (a `from pkg import name` of a non-module names pkg)."""
+    found = list(modules(root))
+    known = {name for _, name in found}
+    graph: dict[str, set[str]] = {name: set() for name in known}
+    for path, module in found:
+        for _, target in imported(path, module, known):
+            while target and target not in known:  # `import a.b.c` of a package path: its longest module
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                graph[module].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycles():
+    graph = import_graph(ROOT)
+    found = cycles(graph)
+    detail = ["  " + " <-> ".join(c) + ": " + "; ".join(f"{a} -> {b}" for a in c for b in sorted(graph[a]) if b in c)
+              for c in found]
+    assert not found, "modules that import each other (break the cycle: move the shared piece down):\n" + \
+        "\n".join(detail)
+
+
+def test_the_cycle_check_catches_a_planted_cycle(tmp_path):
+    for folder in FOLDERS:
+        (tmp_path / folder).mkdir()
+    (tmp_path / "trainers" / "a.py").write_text("def f():\n    from agentgym.trainers.b import g\n")
+    (tmp_path / "trainers" / "b.py").write_text("from agentgym.trainers import c\n")
+    (tmp_path / "trainers" / "c.py").write_text("import agentgym.trainers.a\n")
+    (tmp_path / "trainers" / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                                "    from agentgym.trainers.a import f\n")
+    (tmp_path / "trainers" / "e.py").write_text("from agentgym.trainers import d\n")
+    assert cycles(import_graph(tmp_path)) == [["agentgym.trainers.a", "agentgym.trainers.b", "agentgym.trainers.c"]]

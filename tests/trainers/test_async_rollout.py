@@ -111,8 +111,9 @@ def _final_weights(run_dir):
 def test_staleness_zero_through_the_engine_reproduces_the_synchronous_run(toy_config, tmp_path, sft_model_dir,
                                                                            monkeypatch):
     """The producer thread, its weight copy, the version wait and the seed hand-over, at K = 0,
-    give exactly the synchronous loop's run: same rollouts, losses and final weights."""
-    from agentgym.trainers import async_rollout
+    give exactly the inline batches' run: same rollouts, losses and final weights."""
+    from agentgym.trainers import loop
+    from agentgym.trainers.batches import BatchProducer
     from agentgym.trainers.loop import train
 
     overrides = ("iterations=3", "checkpoint_every=0", "estimator.name=rloo", "rollout.group_size=3")
@@ -120,8 +121,7 @@ def test_staleness_zero_through_the_engine_reproduces_the_synchronous_run(toy_co
     sync_metrics: list = []
     train(sync_cfg, log=lambda _: None, on_iteration=sync_metrics.append)
 
-    monkeypatch.setattr(async_rollout, "uses_engine", lambda cfg: True)
-    monkeypatch.setattr(async_rollout, "AsyncRollouts", functools.partial(async_rollout.AsyncRollouts, background=True))
+    monkeypatch.setattr(loop, "BatchProducer", functools.partial(BatchProducer, background=True))
     eng_cfg = toy_config(tmp_path / "engine", sft_model_dir, *overrides)
     eng_metrics: list = []
     train(eng_cfg, log=lambda _: None, on_iteration=eng_metrics.append)

@@ -62,15 +62,19 @@ def test_trainer_updates_are_synced_into_the_replicas(tiny_policy_factory, make_
     assert _ids(after) != _ids(before)
 
 
-def test_trainer_runs_with_ray_env_workers_and_ray_policy(toy_config, tiny_model_dir, tmp_path, ray_local):
+def test_trainer_runs_with_ray_env_workers_and_ray_policy(toy_config, tiny_model_dir, tmp_path, ray_local, monkeypatch):
     """The training loop with env.executor=ray and policy.engine=ray (the toy env's factory is
     shipped to the env workers by value: its module is not importable there)."""
     import ray.cloudpickle
 
     from agentgym.trainers.loop import train
 
+    from agentgym.executors_ray import RayEnvPool
     from . import conftest
 
+    shut = []
+    real_shutdown = RayEnvPool.shutdown
+    monkeypatch.setattr(RayEnvPool, "shutdown", lambda self: (shut.append(self), real_shutdown(self)))
     ray.cloudpickle.register_pickle_by_value(conftest)
     try:
         cfg = toy_config(tmp_path, tiny_model_dir, "env.executor=ray", "policy.engine=ray", "ray.num_cpus_per_worker=0.5",
@@ -79,9 +83,7 @@ def test_trainer_runs_with_ray_env_workers_and_ray_policy(toy_config, tiny_model
     finally:
         ray.cloudpickle.unregister_pickle_by_value(conftest)
     assert summary["iterations"] == 1
-    from agentgym.executors_ray import _DEFAULT
-
-    assert _DEFAULT["pool"] is None  # the run's env workers are gone with the run
+    assert len(shut) == 1 and shut[0]._executor is None  # the run's env workers are gone with the run
 
 
 def test_a_killed_replica_is_restarted_and_never_serves_stale_weights(tiny_policy_factory, make_remote):

@@ -34,7 +34,7 @@ def _logprob(policy, text):
 
 
 def _update(policy, samples, cfg, steps=3):
-    from agentgym.trainers.loop import ppo_update, score_sequences
+    from agentgym.trainers.loop import ppo_update, score_sequences, update_clip
     from agentgym.trainers.setup import make_optimizer
 
     for s, (logp, _) in zip(samples, score_sequences(policy, samples, 8, want_hidden=False)):
@@ -42,7 +42,7 @@ def _update(policy, samples, cfg, steps=3):
     optimizer, scheduler = make_optimizer(cfg, policy, {})
     stats = None
     for i in range(steps):
-        stats = ppo_update(cfg, policy, optimizer, scheduler, samples, np.random.default_rng(i), i)
+        stats = ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples, np.random.default_rng(i), i)
     return stats
 
 
@@ -210,7 +210,9 @@ def test_every_estimator_runs_an_iteration(estimator, tiny_policy_factory, toy_c
 
     space = get_task_space(cfg.env.id)
     source = make_task_source("split", space, select_train_tasks(cfg, space), seed=0)
-    m = run_iteration(cfg, 0, policy, optimizer, scheduler, source, heads)
+    from agentgym.trainers.batches import BatchProducer
+
+    m = run_iteration(cfg, 0, policy, optimizer, scheduler, BatchProducer(cfg, policy, source), heads)
     assert m["rollout"]["episodes"] == 4 and np.isfinite(m["adv"]["mean"])
     if estimator in ("gigpo", "ppo", "spa"):  # per-step credit: the invalid-action penalty differs by step
         assert m["adv"]["nonzero_frac"] > 0

@@ -54,8 +54,9 @@ def _train(run_dir, engine: str, monkeypatch):
     from agentgym.trainers import loop
 
     made = []
-    real_make_policy = loop.make_policy
-    monkeypatch.setattr(loop, "make_policy", lambda cfg, path: made.append(real_make_policy(cfg, path)) or made[-1])
+    real_make_engine = loop.make_engine
+    monkeypatch.setattr(loop, "make_engine", lambda cfg, policy, path: made.append(real_make_engine(cfg, policy, path))
+                        or made[-1])
     overrides = ["policy.engine=vllm", "policy.vllm.max_model_len=512", "policy.vllm.kv_cache_gib=0.1"]
     metrics = []
     loop.train(_config(run_dir, *(overrides if engine == "vllm" else [])), log=lambda _: None,
@@ -74,7 +75,7 @@ def test_policy_engine_setting_is_checked(tmp_path):
 
     cfg = _config(tmp_path, "policy.engine=vllm", "policy.vllm.max_model_len=256")
     assert cfg.policy.engine == "vllm" and cfg.policy.vllm.policy_kwargs() == {"max_model_len": 256}
-    with pytest.raises(ConfigError, match="choose hf, vllm or ray"):
+    with pytest.raises(ConfigError, match="policy.engine=.sglang. is unknown; choose one of hf, ray, vllm"):
         _config(tmp_path, "policy.engine=sglang")
 
 

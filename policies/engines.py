@@ -1,0 +1,101 @@
+"""What a trainer needs from a policy, and the rollout engines that generate for it.
+
+A trainer holds two objects:
+
+* a `TrainablePolicy` (HFPolicy): the model it updates, its tokenizer, its reference for KL;
+* a `RolloutEngine` built from it by name (`policy.engine` in the config): what plays the
+  rollouts and evaluations. "hf" is the trainer's HFPolicy itself; "vllm" a vLLM engine in this
+  process; "ray" replicas in Ray actors. An engine follows the trainer's weights through one
+  path, `sync()`: it reads the trainer policy's trainable parameters when they changed since its
+  last sync (torch bumps a tensor's `_version` on every in-place write, so one sum tells).
+
+Engines are found in a registry, as executors and envs are: `register_engine(name, builder)`,
+the builder a callable or an import string "module:function" loaded on first use, called as
+`builder(trainer_policy, model_path, cfg)` (cfg: the trainer's TrainConfig: its `policy`, `ray`
+and `seed` fields). docs/architecture.md shows a complete engine registered from outside.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Callable, Protocol, runtime_checkable
+
+from agentgym.errors import ConfigError
+from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
+
+
+@runtime_checkable
+class TrainablePolicy(Protocol):
+    """The policy a trainer updates (HFPolicy is one): a torch model, its tokenizer, token-level
+    generation and persistence. Everything the learner, SFT and checkpoints touch is here."""
+
+    model: Any  # a torch.nn.Module whose forward takes input_ids / attention_mask and returns .logits
+    tokenizer: Any
+    device: Any
+
+    def trainable_parameters(self) -> list: ...
+
+    def reference_forward(self, **kwargs: Any) -> Any: ...  # the frozen reference, for the KL term
+
+    def hidden_size(self) -> int: ...
+
+    def encode_prompt(self, messages: Messages) -> list[int]: ...
+
+    def encode_response(self, text: str, add_eos: bool = True) -> list[int]: ...
+
+    def generate_ids(self, prompt_ids: list[list[int]], sampling: SamplingParams) -> list[Completion]: ...
+
+    def save(self, out_dir: str | Path, state_dict: dict | None = None) -> None: ...
+
+    def load_weights(self, model_dir: str | Path) -> None: ...
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """Generates the trainer's rollouts and evaluations with the trainer's current weights."""
+
+    def generate(self, prompts: list[Messages], sampling: SamplingParams | None = None,
+                 contexts: list[TurnContext] | None = None) -> list[Completion]: ...
+
+    def sync(self, force: bool = False) -> float: ...  # take the trainer's weights if they changed; seconds
+
+    def sleep(self, level: int = 1) -> None: ...  # free accelerator memory for the update (no-op on CPU)
+
+    def close(self) -> None: ...
+
+
+EngineBuilder = Callable[[TrainablePolicy, str, Any], RolloutEngine]
+_ENGINES: dict[str, EngineBuilder | str] = {}
+
+
+def register_engine(name: str, builder: EngineBuilder | str) -> None:
+    """Make `policy.engine=name` build rollout engines with `builder(trainer_policy, model_path, cfg)`."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"an engine name is a non-empty string, got {name!r}")
+    _ENGINES[name] = builder
+
+
+def engine_names() -> list[str]:
+    return sorted(_ENGINES)
+
+
+def check_engine(name: Any) -> None:
+    if name not in _ENGINES:
+        raise ConfigError(f"policy.engine={name!r} is unknown; choose one of {', '.join(engine_names())} "
+                          "(or register your own with agentgym.policies.engines.register_engine)")
+
+
+def make_engine(name: str, trainer_policy: TrainablePolicy, model_path: str | Path, cfg: Any) -> RolloutEngine:
+    check_engine(name)
+    builder = _ENGINES[name]
+    if isinstance(builder, str):
+        module, _, attr = builder.partition(":")
+        builder = getattr(importlib.import_module(module), attr)
+        _ENGINES[name] = builder
+    return builder(trainer_policy, str(model_path), cfg)
+
+
+register_engine("hf", lambda trainer_policy, _path, _cfg: trainer_policy)  # generates with the weights it trains
+register_engine("vllm", "agentgym.policies.vllm_engine:vllm_rollout_engine")
+register_engine("ray", "agentgym.policies.ray_policy:ray_rollout_engine")

@@ -1,0 +1,96 @@
+"""An executor and a policy engine registered from outside the package (this test module is not
+part of agentgym) are found by name everywhere: collect, config checks and the trainer."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentgym.executors import InProcessExecutor, executor_names, register_executor
+from agentgym.policies.engines import RolloutEngine, engine_names, register_engine
+
+
+class CountingExecutor(InProcessExecutor):
+    """In-process slots that count the steps they run."""
+
+    steps = 0
+
+    def step(self, requests):
+        CountingExecutor.steps += len(requests)
+        return super().step(requests)
+
+
+class CountingEngine:
+    """Generates with the trainer's own policy; counts generate and sync calls."""
+
+    made: list["CountingEngine"] = []
+
+    def __init__(self, trainer_policy, model_path: str, cfg):
+        self.policy, self.model_path, self.seed = trainer_policy, model_path, cfg.seed
+        self.prompts = self.syncs = 0
+        self.closed = False
+        CountingEngine.made.append(self)
+
+    def generate(self, prompts, sampling=None, contexts=None):
+        self.sync()
+        self.prompts += len(prompts)
+        return self.policy.generate(prompts, sampling, contexts)
+
+    def sync(self, force: bool = False) -> float:
+        self.syncs += 1
+        return 0.0
+
+    def sleep(self, level: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture(autouse=True)
+def registered():
+    register_executor("counting", lambda factory, n, _workers, _options: CountingExecutor(factory, n))
+    register_engine("counting", CountingEngine)
+    yield
+    from agentgym import executors
+    from agentgym.policies import engines
+
+    executors._EXECUTORS.pop("counting", None)
+    engines._ENGINES.pop("counting", None)
+
+
+def test_registered_names_are_listed_and_the_engine_meets_the_protocol(tiny_policy_factory):
+    assert "counting" in executor_names() and "counting" in engine_names()
+    assert isinstance(CountingEngine(tiny_policy_factory(), "m", type("C", (), {"seed": 0})()), RolloutEngine)
+
+
+def test_collect_plays_on_a_registered_executor():
+    import agentgym
+    from agentgym.policies import RandomPolicy
+
+    CountingExecutor.steps = 0
+    tasks = agentgym.get_task_space("agentgym/Household-v0").split("train")[:2]
+    trajectories = agentgym.collect("agentgym/Household-v0", tasks, RandomPolicy(), 2, executor="counting", max_turns=3)
+    assert CountingExecutor.steps == sum(len(t.steps) for t in trajectories) == 12
+
+
+def test_the_trainer_uses_a_registered_engine_and_executor(toy_config, tmp_path, tiny_model_dir):
+    from agentgym.trainers.loop import train
+
+    CountingEngine.made.clear()
+    CountingExecutor.steps = 0
+    cfg = toy_config(tmp_path, tiny_model_dir, "policy.engine=counting", "env.executor=counting", "iterations=1",
+                     "checkpoint_every=0")
+    train(cfg, log=lambda _: None)
+    [engine] = CountingEngine.made
+    # rollouts and both evaluations generated on the engine; the env steps ran on the executor
+    assert engine.prompts > 0 and engine.syncs > 0 and engine.closed
+    assert CountingExecutor.steps > 0
+
+
+def test_unknown_names_are_one_line(toy_config, tmp_path, tiny_model_dir):
+    from agentgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown executor 'nope'; choose one of .*counting.*register_executor"):
+        toy_config(tmp_path, tiny_model_dir, "env.executor=nope")
+    with pytest.raises(ConfigError, match="policy.engine='nope' is unknown; choose one of .*counting"):
+        toy_config(tmp_path, tiny_model_dir, "policy.engine=nope")

@@ -1,0 +1,160 @@
+"""The learner: scoring sequences without gradients, and the clipped-policy update.
+
+    score_sequences     one no-grad pass: per sequence its target logprobs and last hidden states
+                        (value / progress heads, recomputed or proximal logprobs)
+    ppo_update          epochs x minibatches x micro-batches of the clipped loss (trainers/ppo.py),
+                        gradients accumulated per minibatch, one optimizer step each
+
+Both run on a `TrainablePolicy` (agentgym.policies.engines) and take the config section they
+use (`PPOConfig`), never the whole config. Data parallel enters through `dp`
+(trainers/distributed.py): a rank's `samples` hold size-only ghosts for the other ranks'
+samples, so permutations, denominators and optimizer steps are those of one process.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from agentgym.errors import AgentGymError
+from agentgym.trainers.ppo import ImportanceStats, ppo_clip_loss, reference_logprobs, token_logprobs
+from agentgym.trainers.tokenize import Sample, TokenSequence, collate, pad_sequences
+
+
+class TrainingDiverged(AgentGymError):
+    """Non-finite advantages, loss or gradients: training stops, the last checkpoint is kept."""
+
+
+def check_finite(name: str, value: Any, iteration: int) -> None:
+    if isinstance(value, torch.Tensor):
+        ok = bool(torch.isfinite(value).all())
+    else:
+        ok = bool(np.all(np.isfinite(np.asarray(value, dtype=np.float64))))
+    if not ok:
+        raise TrainingDiverged(f"iteration {iteration}: non-finite {name}; training stopped, the last checkpoint "
+                               "is kept (lower ppo.lr or check the rewards)")
+
+
+def micro_batches(items: Sequence, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield list(items[start:start + size])
+
+
+def equal_minibatches(order: np.ndarray, max_size: int) -> list[np.ndarray]:
+    """`order` cut into ceil(n / max_size) minibatches whose sizes differ by at most one. Slicing
+    by max_size would leave a small remainder (26 of 282 samples) that still gets a full optimizer
+    step: its gradient is noisier and, under token-mean, weighs as much as a full minibatch's."""
+    if len(order) == 0:
+        return []
+    return np.array_split(order, math.ceil(len(order) / max_size))
+
+
+@torch.no_grad()
+def score_sequences(policy, sequences: Sequence[TokenSequence], micro: int, want_hidden: bool) -> list:
+    """One no-grad pass: per sequence (target logprobs [len-1], last hidden states [len, H] or None)."""
+    model = policy.model
+    was_training = model.training
+    model.eval()
+    out = []
+    try:
+        for chunk in micro_batches(sequences, micro):
+            batch = pad_sequences(chunk, policy.tokenizer.pad_token_id, device=policy.device)
+            logp, hidden = token_logprobs(model, batch["input_ids"], batch["attention_mask"], want_hidden)
+            for b, s in enumerate(chunk):
+                out.append((logp[b, : len(s) - 1].float().cpu(), None if hidden is None else hidden[b, : len(s)].float()))
+    finally:
+        model.train(was_training)
+    return out
+
+
+def _value_loss(value_head, hidden, micro: list[Sample], n_values: int):
+    preds, targets = [], []
+    for b, s in enumerate(micro):
+        if s.value_targets:
+            preds.append(value_head(hidden[b, s.value_positions]))
+            targets.extend(s.value_targets)
+    if not preds:
+        return None
+    v = torch.cat(preds)
+    t = torch.tensor(targets, dtype=v.dtype, device=v.device)
+    return ((v - t) ** 2).sum() / n_values
+
+
+def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samples: list[Sample],
+               rng: np.random.Generator, iteration: int, value_head=None, is_cap: float | None = None,
+               dp=None) -> dict:
+    """pc: the run's PPOConfig; clip: (lo, hi) of the ratio (trainers.ppo.clip_range); is_cap: the
+    off-policy truncation (None: plain PPO-clip); dp: the data-parallel context (None: one process)."""
+    if dp is None:
+        from agentgym.trainers.distributed import DataParallel
+
+        dp = DataParallel()
+    lo, hi = clip
+    off_policy = {} if is_cap is None else {"is_cap": is_cap}
+    model = policy.model
+    model.train()
+    params = policy.trainable_parameters() + (list(value_head.parameters()) if value_head is not None else [])
+    use_kl = pc.kl_coef > 0
+    totals: dict[str, float] = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "approx_kl": 0.0,
+                                "value_loss": 0.0, "grad_norm": 0.0}
+    ratio_max, n_updates, n_micro = 0.0, 0, 0
+    minibatch_ratio_max: list[float] = []  # per optimizer step: the first one's is 1 up to float error
+    weights = ImportanceStats()  # no stats when synchronous
+    for _ in range(pc.epochs):
+        order = rng.permutation(len(samples))
+        for index_chunk in equal_minibatches(order, pc.minibatch_size):
+            minibatch = [samples[j] for j in index_chunk]
+            step_ratio_max = 0.0
+            denom = float(sum(s.num_loss_tokens for s in minibatch)) if pc.loss_agg == "token-mean" else float(len(minibatch))
+            n_values = sum(len(s.value_targets) for s in minibatch)
+            optimizer.zero_grad(set_to_none=True)
+            micros = list(micro_batches(dp.local(minibatch), pc.micro_batch_size))
+            dp.keep_step(policy, len(micros), pc.entropy_coef > 0, use_kl)  # FSDP: passes pair up over ranks
+            for micro in micros:
+                batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
+                entropy = None
+                if pc.entropy_coef > 0:
+                    logp, hidden, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"],
+                                                           value_head is not None, want_entropy=True)
+                else:
+                    logp, hidden = token_logprobs(model, batch["input_ids"], batch["attention_mask"], value_head is not None)
+                ref_logp = reference_logprobs(policy, batch["input_ids"], batch["attention_mask"]) if use_kl else None
+                loss, st = ppo_clip_loss(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
+                                         pc.loss_agg, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
+                                         prox_logp=batch.get("prox_logprobs"), **off_policy)
+                weights.add(st)
+                if value_head is not None and n_values:
+                    v_loss = _value_loss(value_head, hidden, micro, n_values)
+                    if v_loss is not None:
+                        loss = loss + pc.value_coef * v_loss
+                        totals["value_loss"] += float(v_loss.detach())
+                check_finite("loss", loss.detach(), iteration)
+                loss.backward()
+                for key in ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl"):
+                    totals[key] += getattr(st, key)
+                step_ratio_max = max(step_ratio_max, st.ratio_max)
+                n_micro += 1
+            ratio_max = max(ratio_max, step_ratio_max)
+            minibatch_ratio_max.append(step_ratio_max)
+            dp.sync_gradients(params)
+            grad_norm = dp.clip_grad_norm(params, pc.max_grad_norm)
+            check_finite("gradient norm", grad_norm, iteration)
+            optimizer.step()
+            scheduler.step()
+            totals["grad_norm"] += float(grad_norm)
+            n_updates += 1
+    model.eval()
+    totals, n_micro, ratio_max = dp.reduce_stats(totals, n_micro, ratio_max)
+    out = {k: v / max(n_updates, 1) for k, v in totals.items()}
+    out["clip_frac"] = totals["clip_frac"] / max(n_micro, 1)
+    out["approx_kl"] = totals["approx_kl"] / max(n_micro, 1)
+    out["ratio_max"] = ratio_max
+    out["ratio_max_first_minibatch"] = minibatch_ratio_max[0] if minibatch_ratio_max else 0.0
+    # one scalar per optimizer step (metrics.jsonl keeps numbers: train/ratio_max_per_minibatch/0, /1, ...)
+    out["ratio_max_per_minibatch"] = {str(i): r for i, r in enumerate(minibatch_ratio_max)}
+    out["optimizer_steps"] = n_updates
+    out.update(weights.summary())
+    return out
