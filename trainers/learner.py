@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from agentgym.errors import AgentGymError
-from agentgym.trainers.ppo import ImportanceStats, ppo_clip_loss, reference_logprobs, token_logprobs
+from agentgym.trainers.ppo import ImportanceStats, reference_logprobs, token_logprobs
 from agentgym.trainers.tokenize import Sample, TokenSequence, collate, pad_sequences
 
 
@@ -85,14 +85,24 @@ def _value_loss(value_head, hidden, micro: list[Sample], n_values: int):
 
 def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samples: list[Sample],
                rng: np.random.Generator, iteration: int, value_head=None, is_cap: float | None = None,
-               dp=None) -> dict:
+               dp=None, estimator=None) -> dict:
     """pc: the run's PPOConfig; clip: (lo, hi) of the ratio (trainers.ppo.clip_range); is_cap: the
-    off-policy truncation (None: plain PPO-clip); dp: the data-parallel context (None: one process)."""
+    off-policy truncation (None: plain PPO-clip); dp: the data-parallel context (None: one process);
+    estimator: the run's EstimatorConfig, whose declared policy loss, aggregation, clip range and
+    dynamic sampling the update uses (trainers/policy_losses.py; None: PPO-clip as configured)."""
     if dp is None:
         from agentgym.trainers.distributed import DataParallel
 
         dp = DataParallel()
-    lo, hi = clip
+    from agentgym.trainers.policy_losses import update_loss
+
+    spec_loss = update_loss(estimator, pc, clip)
+    lo, hi = spec_loss.clip
+    if spec_loss.dynamic_sampling and not dp.enabled:
+        # DAPO: a group with all-equal outcomes has all-zero advantages; its samples would only dilute
+        # the token-level mean. (Under data parallelism other ranks' samples are ghosts: kept.)
+        samples = [s for s in samples if any(a != 0.0 for a in s.advantages)]
+    longest = max((s.num_loss_tokens for s in samples), default=1)
     off_policy = {} if is_cap is None else {"is_cap": is_cap}
     model = policy.model
     model.train()
@@ -108,7 +118,7 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
         for index_chunk in equal_minibatches(order, pc.minibatch_size):
             minibatch = [samples[j] for j in index_chunk]
             step_ratio_max = 0.0
-            denom = float(sum(s.num_loss_tokens for s in minibatch)) if pc.loss_agg == "token-mean" else float(len(minibatch))
+            denom = spec_loss.denominator(minibatch, longest)
             n_values = sum(len(s.value_targets) for s in minibatch)
             optimizer.zero_grad(set_to_none=True)
             micros = list(micro_batches(dp.local(minibatch), pc.micro_batch_size))
@@ -122,9 +132,9 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
                 else:
                     logp, hidden = token_logprobs(model, batch["input_ids"], batch["attention_mask"], value_head is not None)
                 ref_logp = reference_logprobs(policy, batch["input_ids"], batch["attention_mask"]) if use_kl else None
-                loss, st = ppo_clip_loss(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
-                                         pc.loss_agg, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
-                                         prox_logp=batch.get("prox_logprobs"), **off_policy)
+                loss, st = spec_loss.fn(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
+                                        spec_loss.how, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
+                                        prox_logp=batch.get("prox_logprobs"), **off_policy)
                 weights.add(st)
                 if value_head is not None and n_values:
                     v_loss = _value_loss(value_head, hidden, micro, n_values)

@@ -28,7 +28,8 @@ them in one line.
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 
@@ -194,6 +195,41 @@ def register_policy_loss(name: str, fn: PolicyLoss, overwrite: bool = False) -> 
     return fn
 
 
-__all__ = ["AGGREGATIONS", "POLICY_LOSSES", "aggregate", "clip_bounds", "clipped_surrogate", "cispo_loss",
+@dataclass(frozen=True)
+class UpdateLoss:
+    """What the update needs to know about the estimator's loss (learner.ppo_update)."""
+
+    fn: PolicyLoss
+    how: str  # aggregation
+    clip: tuple[float, float]
+    norm_tokens: int  # token-sum's per-sample constant; 0: the longest sample of the update
+    dynamic_sampling: bool
+
+    def denominator(self, minibatch: list, fallback_tokens: int) -> float:
+        tokens = sum(s.num_loss_tokens for s in minibatch)
+        return loss_denominator(self.how, tokens, len(minibatch), self.norm_tokens or fallback_tokens)
+
+
+def update_loss(estimator: Any, ppo: Any, clip: tuple[float, float]) -> UpdateLoss:
+    """The loss the estimator declares (EstimatorSpec.policy_loss, loss_agg, options), or PPO's with the
+    run's ppo.loss_agg and `clip` when `estimator` is None. A method that declares its clip range
+    (DAPO, GSPO, CISPO) replaces `clip` with [1 - clip_low, 1 + clip_high]."""
+    if estimator is None:
+        return UpdateLoss(ppo_clip_loss, ppo.loss_agg, clip, 0, False)
+    from agentgym.trainers.estimators import estimator_spec
+    from agentgym.trainers.estimators.options import resolve_options
+
+    spec = estimator_spec(estimator.name)
+    options = resolve_options(spec, getattr(estimator, "options", None))
+    if "clip_low" in options or "clip_high" in options:
+        clip = clip_bounds(options, ppo.clip_eps, False)
+    how = spec.loss_agg or ppo.loss_agg
+    if how not in AGGREGATIONS:
+        raise ConfigError(f"unknown loss aggregation {how!r}: use one of {', '.join(AGGREGATIONS)}")
+    return UpdateLoss(policy_loss(spec.policy_loss), how, clip, int(options.get("norm_tokens", 0) or 0),
+                      spec.dynamic_sampling)
+
+
+__all__ = ["UpdateLoss", "update_loss", "AGGREGATIONS", "POLICY_LOSSES", "aggregate", "clip_bounds", "clipped_surrogate", "cispo_loss",
            "gspo_loss", "loss_denominator", "policy_loss", "register_policy_loss", "reinforce_pp_loss"]
 
