@@ -52,7 +52,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     space = _ResumableSpace()
     t0 = time.time()
-    splits = space.build_splits({"train": args.train, "heldout": args.heldout, "heldout_unseen": args.unseen},
+    splits = space.build_splits({"heldout_unseen": args.unseen, "heldout": args.heldout, "train": args.train},
                                 log=lambda m: print(f"[{time.time() - t0:7.0f} s] {m}", flush=True))
     for name, tasks in splits.items():
         save_split(f"{args.out}/{name}.jsonl", tasks)

@@ -9,6 +9,8 @@ AlfredInfos. `Engine(game, fast=False)` is exactly that stock stack.
   text, and evaluates each rule's condition after parsing it anew. Parses are pure functions
   of the template string, so they are cached (a fresh copy of the parsed symbols per use,
   since derivation writes a context into them).
+- Every symbol derived gets a deep copy of the context's variables (TextWorld's copy_context);
+  derivation only reads them, so fresh dicts over the same values do.
 - A reset rebuilds the PDDL state, translating domain + problem to SAS twice with Fast
   Downward's Python translator; the translation depends on the problem text only, so resets of
   a game already played in this process reuse it. The grammar file is parsed once per text.
@@ -62,6 +64,14 @@ def _game_logic(domain: str, grammar: str):
     return logic.GameLogic(domain=domain, grammar=grammar)
 
 
+def _copy_context(context):
+    """textgen.copy_context without deep copies: it deep-copies `variables` (EntityInfo objects)
+    and `mapping` for every symbol derived, yet derivation only adds keys to those dicts and
+    reads the values (names, articles), so fresh dicts over the same values give the same text."""
+    return {"state": context["state"], "facts": context["facts"], "variables": dict(context["variables"]),
+            "mapping": dict(context["mapping"]), "entity_infos": context["entity_infos"]}
+
+
 def _classes():
     """The fast subclasses, built on first use (textworld is an optional dependency)."""
     if "_CLASSES" in globals():
@@ -74,7 +84,7 @@ def _classes():
         def derive(self):
             if len(self.context) == 0:
                 raise ValueError("Empty context")
-            context = textgen.copy_context(self.context)
+            context = _copy_context(self.context)
             contexts = [context]
             if self.given:
                 contexts = _query(self.given, context)
@@ -84,7 +94,7 @@ def _classes():
         rule = _parsed_query(expression)
         contexts = []
         for mapping in context["state"].all_assignments(rule, context["mapping"]):
-            context_ = textgen.copy_context(context)
+            context_ = _copy_context(context)
             context_["variables"].update({ph.name: context_["entity_infos"][var.name] for ph, var in mapping.items()})
             context_["mapping"].update(mapping)
             contexts.append(context_)
@@ -99,7 +109,7 @@ def _classes():
         finally:
             symbol.context = old
         _upgrade(out)
-        out.context = textgen.copy_context(context)
+        out.context = _copy_context(context)
         return out
 
     def _upgrade(symbols):
@@ -126,14 +136,14 @@ def _classes():
             symbols = copy.deepcopy(rule.rhs)
             _upgrade(symbols)
             for symbol in symbols:
-                symbol.context = textgen.copy_context(start.context)
+                symbol.context = _copy_context(start.context)
             return symbols
 
         def derive(self, start: str, context={}) -> str:
             derivation = copy.deepcopy(_parsed_symbols(start))[::-1]
             _upgrade(derivation)
             for symbol in derivation:
-                symbol.context = textgen.copy_context(context)
+                symbol.context = _copy_context(context)
             derived = []
             while derivation:
                 symbol = derivation.pop()

@@ -32,6 +32,8 @@ from agentgym.tasks.spec import canonical_json
 MAX_INSTANCES = 3  # alfworld.gen.constants.MAX_NUM_OF_OBJ_INSTANCES
 MAX_GOAL_INSTANCES = 4  # alfworld.gen.constants.PICKUP_REPEAT_MAX
 START_LOC = "loc|-40|-40|0|30"  # the agent starts away from every receptacle, as in ALFWorld
+# Part of every cache key: bump it when the generator changes what a (params, seed) builds.
+GENERATOR_VERSION = 1
 GAME_FILE = "game.tw-pddl"
 TRAJ_FILE = "traj_data.json"
 
@@ -46,7 +48,8 @@ def cache_dir() -> Path:
 
 
 def game_key(params: dict, seed: int) -> str:
-    return hashlib.sha256(canonical_json({"params": params, "seed": seed}).encode()).hexdigest()[:20]
+    body = {"params": params, "seed": seed, "generator": GENERATOR_VERSION}
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()[:20]
 
 
 def _mangle(name: str) -> str:

@@ -137,28 +137,31 @@ class ALFWorldTaskSpace(TaskSpace):
 
     # --- splits -----------------------------------------------------------------------------
     def build_splits(self, per_type: dict[str, int] | None = None, log=None) -> dict[str, list[TaskSpec]]:
-        """Checked games, `per_type[split]` of each task type per split (every game built and
-        checked, so this takes ~1 s a game; already built games come from the cache)."""
-        per_type = per_type or {"train": 100, "heldout": 20, "heldout_unseen": 20}
+        """Checked games, `per_type[split]` of each task type per split. Every game is built and
+        checked (about a second each; built games come from the cache). Held-out splits first,
+        then train; within a split the task types take turns, each from its own seeded stream,
+        so the first N games of a type are the same whatever the counts asked for: a build cut
+        short and rerun with a smaller count finishes from the cache."""
+        per_type = per_type or {"heldout_unseen": 20, "heldout": 20, "train": 100}
         seeds = {"train": 11, "heldout": 22, "heldout_unseen": 33}
         taken: set[str] = set()
         out = {}
-        for name, count in per_type.items():
-            tasks = []
-            for k, task_type in enumerate(scenes.TASK_TYPES):
-                r = random.Random(seeds[name] * 100 + k)
-                got, tries = 0, 0
-                while got < count and tries < 20 * count:
-                    tries += 1
-                    spec = self._sample(r, task_type=task_type, unseen=(name == "heldout_unseen"))
-                    if spec.task_id in taken or not self.validate(spec):
-                        continue
-                    taken.add(spec.task_id)
-                    tasks.append(spec)
-                    got += 1
-                if log:
-                    log(f"{name} {task_type}: {got} games ({tries} drawn)")
-            out[name] = tasks
+        for name in ("heldout_unseen", "heldout", "train"):
+            count = per_type.get(name, 0)
+            streams = {t: random.Random(seeds[name] * 100 + k) for k, t in enumerate(scenes.TASK_TYPES)}
+            chosen: dict[str, list[TaskSpec]] = {t: [] for t in scenes.TASK_TYPES}
+            for i in range(count):
+                for task_type, r in streams.items():
+                    for _ in range(50):
+                        spec = self._sample(r, task_type=task_type, unseen=(name == "heldout_unseen"))
+                        if spec.task_id not in taken and self.validate(spec):
+                            taken.add(spec.task_id)
+                            chosen[task_type].append(spec)
+                            break
+                if log and ((i + 1) % 10 == 0 or i + 1 == count):
+                    log(f"{name}: {i + 1} of {count} per type")
+            out[name] = [spec for i in range(count) for t in scenes.TASK_TYPES if i < len(chosen[t])
+                         for spec in (chosen[t][i],)]
         return out
 
 

@@ -1,0 +1,277 @@
+"""agentgym/ALFWorld-v0: ALFWorld's real engine behind the TextEnv contract."""
+
+import json
+import pickle
+import shutil
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+pytest.importorskip("alfworld", reason="needs the alfworld extra: pip install 'agentgym[alfworld]'")
+pytest.importorskip("fast_downward", reason="needs the alfworld extra: pip install 'agentgym[alfworld]'")
+
+import agentgym  # noqa: E402,F401
+from agentgym.envs.alfworld import games, scenes  # noqa: E402
+from agentgym.envs.alfworld.engine import Engine  # noqa: E402
+from agentgym.envs.alfworld.env import ALFWorldEnv  # noqa: E402
+from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace  # noqa: E402
+from agentgym.errors import AgentGymError, ConfigError, TaskParamError  # noqa: E402
+from agentgym.tasks.spec import TaskSpec  # noqa: E402
+
+ID = "agentgym/ALFWorld-v0"
+SPACE = ALFWorldTaskSpace()
+# A small bathroom (9 receptacles) keeps the stock-engine comparison fast.
+SMALL = TaskSpec(ID, {"task_type": "pick_clean_then_place_in_recep", "floorplan": 401, "object": "SoapBar",
+                      "target": "Toilet"}, seed=5)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path_factory.getbasetemp() / "agentgym-cache"))
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = ALFWorldEnv()
+    yield e
+    e.close()
+
+
+def _one_of_each_type():
+    rng = np.random.default_rng(7)
+    return [SPACE.sample(rng, task_type=t) for t in scenes.TASK_TYPES]
+
+
+def test_check_env_passes(env):
+    check_env(env, skip_render_check=True)
+
+
+def test_the_oracle_solves_a_game_of_every_type_with_alfworld_text(env):
+    for spec in _one_of_each_type():
+        obs, info = env.reset(options={"task": spec})
+        assert obs.startswith("You are in the middle of a room. Looking quickly around you, you see ")
+        assert "Welcome to TextWorld" not in obs and info["instruction"] and obs.endswith(info["instruction"])
+        assert info["success"] is False and info["score"] == 0.0
+        total, scores = 0.0, []
+        for action in SPACE.solve(spec):
+            assert action in info["admissible_actions"]
+            obs, reward, terminated, truncated, info = env.step(action)
+            total += reward
+            scores.append(info["score"])
+        assert terminated and info["success"] and total == 1.0, spec.params
+        assert scores == sorted(scores), scores  # progress never goes backwards along the plan
+        # after the win: nothing happens, the episode stays terminated
+        obs, reward, terminated, _, info = env.step(action)
+        assert obs == "Nothing happens." and reward == 0.0 and terminated and info["action_valid"] is False
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.text(max_size=200), st.just(""), st.just("x" * 100_000), st.just("\x00\x1b[2J go to"),
+                 st.just("go to moon 1"), st.just("take apple 99 from fridge 1")))
+def test_any_string_is_a_legal_action(env, action):
+    _, info0 = env.reset(options={"task": SMALL})
+    if " ".join(action.lower().split()) in info0["admissible_actions"]:
+        return
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert obs == "Nothing happens." and info["action_valid"] is False
+    assert info["anchor"] == info0["anchor"] and reward == 0.0 and not terminated
+
+
+def test_actions_match_admissible_commands_whatever_the_case_and_spacing(env):
+    _, info = env.reset(options={"task": SMALL})
+    target = next(a for a in info["admissible_actions"] if a.startswith("go to "))
+    obs, _, _, _, info = env.step("  " + target.upper().replace(" ", "   ") + " ")
+    assert info["action_valid"] is True and obs.startswith("You arrive at ")
+
+
+def test_anchor_is_the_true_state_not_the_text(env):
+    spec = next(s for s in (SPACE.sample(np.random.default_rng(i), task_type="pick_and_place_simple",
+                                         floorplan=7) for i in range(20)))
+    _, info = env.reset(options={"task": spec})
+    start = info["anchor"]
+    _, _, _, _, info = env.step("look")
+    assert info["anchor"] == start  # looking around changes no state
+    _, _, _, _, info = env.step("go to cabinet 1")
+    at_cabinet = info["anchor"]
+    assert at_cabinet != start
+    _, _, _, _, info = env.step("open cabinet 1")
+    assert info["anchor"] != at_cabinet
+    _, _, _, _, info = env.step("close cabinet 1")
+    assert info["anchor"] == at_cabinet  # open then close: the same state again
+    _, _, _, _, info = env.step("examine cabinet 1")
+    assert info["anchor"] == at_cabinet
+    other = SPACE.sample(np.random.default_rng(99), task_type="pick_and_place_simple", floorplan=7)
+    _, info = env.reset(options={"task": other})
+    assert info["anchor"] != start  # another game, another anchor
+
+
+def test_fast_engine_gives_the_stock_engines_texts(tmp_path):
+    game = games.load_game(SPACE.game_dir(SMALL) / games.GAME_FILE)
+    runs = []
+    for fast in (False, True):
+        engine = Engine(game, fast=fast)
+        state = engine.reset()
+        rng = np.random.default_rng(0)
+        trace = [(state.feedback, state["admissible_commands"], engine.facts())]
+        for i in range(12):
+            commands = state["admissible_commands"]
+            state = engine.step(commands[int(rng.integers(len(commands)))] if i % 4 else "dance")
+            trace.append((state.feedback, state["admissible_commands"], engine.facts()))
+        runs.append(trace)
+    assert runs[0] == runs[1]
+
+
+def test_generated_games_are_alfworld_files_checked_by_the_planner():
+    folder = SPACE.game_dir(SMALL)
+    game = json.loads((folder / games.GAME_FILE).read_text())
+    traj = json.loads((folder / games.TRAJ_FILE).read_text())
+    assert set(game) >= {"pddl_domain", "grammar", "pddl_problem", "solvable", "walkthrough"} and game["solvable"]
+    assert "UNKNOWN GOAL" not in game["grammar"] and "Your task is to: clean some soapbar" in game["grammar"] \
+        or "Your task is to: put a clean soapbar" in game["grammar"]
+    assert traj["task_type"] == SMALL.params["task_type"]
+    assert traj["pddl_params"]["object_target"] == "SoapBar" and traj["pddl_params"]["parent_target"] == "Toilet"
+    assert "Sink_bar_" in game["pddl_problem"] and "_bar_SinkBasin" in game["pddl_problem"]  # "sinkbasin 1"
+    assert game["walkthrough"] == SPACE.solve(SMALL)
+    # The goal never holds at the start, and a game whose goal does is refused.
+    start = next(line.split()[-1].rstrip(")") for line in game["pddl_problem"].splitlines() if "(atLocation agent1" in line)
+    trivial = dict(game, pddl_problem=game["pddl_problem"][:game["pddl_problem"].index("(:goal")]
+                   + f"(:goal (and (atLocation agent1 {start})))\n)")
+    with pytest.raises(games.GameError, match="already holds"):
+        games.check_game(trivial)
+
+
+def test_params_are_checked_in_one_line():
+    for params, words in [
+        ({**SMALL.params, "target": "Fridge"}, "not a target"),
+        ({**SMALL.params, "object": "Apple"}, "has no"),
+        ({**SMALL.params, "floorplan": 99}, "floorplan must be"),
+        ({**SMALL.params, "task_type": "fly"}, "task_type must be"),
+        ({**SMALL.params, "extra": 1}, "unknown keys"),
+    ]:
+        with pytest.raises(TaskParamError, match=words) as err:
+            SPACE.canonical(TaskSpec(ID, params, seed=1))
+        assert "\n" not in str(err.value)
+
+
+def test_unseen_floorplans_are_reserved_and_the_shipped_splits_respect_them():
+    unseen = set(scenes.unseen_floorplans())
+    assert len(unseen) == 24 and len(scenes.all_floorplans()) == 120
+    rng = np.random.default_rng(0)
+    drawn = [SPACE.sample(rng) for _ in range(300)]
+    assert not any(SPACE.reserved(t) for t in drawn)  # training draws never use a test floor plan
+    assert all(SPACE.reserved(SPACE.sample(rng, unseen=True)) for _ in range(50))
+    splits = {name: SPACE.split(name) for name in SPACE.split_names}
+    assert all(splits.values())
+    assert all(t.params["floorplan"] in unseen for t in splits["heldout_unseen"])
+    assert not any(t.params["floorplan"] in unseen for t in splits["train"] + splits["heldout"])
+    ids = [t.task_id for ts in splits.values() for t in ts]
+    assert len(ids) == len(set(ids))
+    heldout = SPACE.heldout_keys()
+    assert not any(t.task_id in heldout or SPACE.is_heldout(t) for t in splits["train"])
+    assert all(SPACE.is_heldout(t) for t in splits["heldout"] + splits["heldout_unseen"])
+    assert {t.params["task_type"] for t in splits["train"]} == set(scenes.TASK_TYPES)
+
+
+def _official_layout(tmp_path):
+    """Our games in ALFWorld's download layout (split/task/trial/game.tw-pddl + traj_data.json)."""
+    rng = np.random.default_rng(3)
+    layout = {"train": [SMALL, SPACE.sample(rng, task_type="look_at_obj_in_light")],
+              "valid_seen": [SPACE.sample(rng, task_type="pick_two_obj_and_place")],
+              "valid_unseen": [SPACE.sample(rng, task_type="pick_cool_then_place_in_recep", unseen=True)]}
+    for split, specs in layout.items():
+        for i, spec in enumerate(specs):
+            dest = tmp_path / split / f"{spec.params['task_type']}-x-{i}" / f"trial_T2019_{i}"
+            shutil.copytree(SPACE.game_dir(spec), dest)
+    (tmp_path / "train" / "pick_and_place_with_movable_recep-x-0" / "trial_1").mkdir(parents=True)
+    shutil.copy(SPACE.game_dir(SMALL) / games.GAME_FILE,
+                tmp_path / "train" / "pick_and_place_with_movable_recep-x-0" / "trial_1")  # skipped, as alfworld does
+    return layout
+
+
+def test_data_path_plays_official_games_with_alfworld_splits(tmp_path):
+    layout = _official_layout(tmp_path)
+    env = gym.make(ID, data_path=str(tmp_path)).unwrapped
+    space = env.task_space
+    assert [len(space.split(n)) for n in ("train", "heldout", "heldout_unseen")] == [2, 1, 1]
+    assert all(t.params["game"].startswith("valid_seen/") for t in space.split("heldout"))
+    assert space.is_heldout(space.split("heldout_unseen")[0]) and not space.is_heldout(space.split("train")[0])
+    for spec in space.split("train") + space.split("heldout") + space.split("heldout_unseen"):
+        _, info = env.reset(options={"task": spec})
+        for action in space.solve(spec):
+            _, _, terminated, _, info = env.step(action)
+        assert terminated and info["success"]
+    # progress comes from the game's traj_data.json
+    _, info = env.reset(options={"task": space.split("train")[0]})
+    first = space.solve(space.split("train")[0])
+    for action in first[:2]:
+        _, _, _, _, info = env.step(action)
+    assert 0 < info["score"] < 1
+    assert layout  # ids do not depend on where the data lives: relative paths
+    assert all(not t.params["game"].startswith("/") for t in space.split("train"))
+    env.close()
+
+
+def test_bad_data_paths_and_game_files_are_one_line_errors_naming_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="is not a folder") as err:
+        gym.make(ID, data_path=str(tmp_path / "nope"))
+    assert "\n" not in str(err.value)
+    (tmp_path / "empty").mkdir()
+    env = gym.make(ID, data_path=str(tmp_path / "empty")).unwrapped
+    with pytest.raises(ConfigError, match="no ALFWorld games under .*empty"):
+        env.reset()
+    data = tmp_path / "data"
+    _official_layout(data)
+    env = gym.make(ID, data_path=str(data)).unwrapped
+    spec = env.task_space.split("train")[0]
+    path = env.task_space.game_dir(spec) / games.GAME_FILE
+    cases = [("{not json", "cannot read"), ('{"grammar": ""}', "corrupt"),
+             (json.dumps(dict(json.loads(path.read_text()), solvable=False)), "unsolvable"),
+             (json.dumps(dict(json.loads(path.read_text()), pddl_problem="(define nonsense")), "does not load")]
+    original = path.read_text()
+    for text, words in cases:
+        path.write_text(text)
+        env.close()
+        with pytest.raises(AgentGymError, match=words) as err:
+            env.reset(options={"task": spec})
+        assert str(path) in str(err.value) and "\n" not in str(err.value)
+    path.write_text(original)
+    env.reset(options={"task": spec})  # and the env recovers
+    env.close()
+
+
+def test_without_the_extra_one_line_names_it():
+    code = ("import sys; sys.modules['alfworld'] = None\n"
+            "import gymnasium as gym, agentgym\n"
+            "try:\n    gym.make('agentgym/ALFWorld-v0')\n"
+            "except Exception as e:\n    print(type(e).__name__, e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+    assert out.startswith("MissingExtraError") and "agentgym[alfworld]" in out and out.count("\n") == 1
+
+
+def test_pickled_env_continues_the_episode(env):
+    plan = SPACE.solve(SMALL)
+    env.reset(options={"task": SMALL})
+    for action in plan[:2]:
+        _, _, _, _, info = env.step(action)
+    clone = pickle.loads(pickle.dumps(env))
+    assert clone._engine.anchor() == info["anchor"]
+    for action in plan[2:]:
+        _, _, terminated, _, info2 = clone.step(action)
+    assert terminated and info2["success"]
+    clone.close()
+
+
+def test_shaped_rewards_add_up_to_the_score():
+    env = ALFWorldEnv(shaped_rewards=True)
+    env.reset(options={"task": SMALL})
+    total = 0.0
+    for action in ["look"] + SPACE.solve(SMALL):
+        _, reward, _, _, info = env.step(action)
+        total += reward
+    assert abs(total - 1.0) < 1e-9 and info["success"]
+    env.close()
