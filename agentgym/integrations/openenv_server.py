@@ -14,22 +14,39 @@ plus `terminated` / `truncated`. Tasks are chosen through reset options:
     reset(seed=7)                       the env's default: a train task drawn with the seed
 
 The env's splits are also listed through OpenEnv's task routes (`/<name>/splits`, `/<name>/tasks`).
-Errors a client causes (unknown task, bad option, step before reset) come back as OpenEnv error
-frames with one clear message; the session stays usable.
+Errors a client causes (unknown task, bad option, step before reset, a frame that is not a JSON
+object) come back as OpenEnv error frames with one clear message; the session stays usable.
+
+Exposure (the server runs agent-chosen actions, in SWE's case shell commands in a sandbox):
+
+* Loopback only by default: a request whose `Host` is not a loopback name (DNS rebinding) or
+  whose `Origin` is not a loopback page (a website in the user's browser) is refused, HTTP and
+  WebSocket alike; `allow_remote=True` (`agentgym serve --allow-remote`) accepts any `Host`,
+  and `allowed_origins` adds pages that may connect.
+* Held-out splits (`heldout*`) are listed by the task routes only to loopback clients: their
+  tasks (for SWE: the names of the hidden tests) are not handed to other machines. Playing them
+  through `reset(split=...)` is unchanged.
+* Sessions: at most `max_sessions`; a session nobody is connected to is freed after
+  `idle_timeout_s` without activity (sessions made by `POST /mcp openenv/session/create`
+  included), and one attached with `/ws?session_id=` is freed when that WebSocket closes.
 """
 
 from __future__ import annotations
 
+import contextvars
+import ipaddress
 import json
 import threading
 from typing import Any, ClassVar, Optional
+from urllib.parse import urlsplit
 
 from agentgym.errors import AgentGymError, ConfigError, require
 
 require("openenv", "openenv")
 
-from openenv.core.env_server import Action, Environment, Observation, State, create_fastapi_app  # noqa: E402
-from openenv.core.env_server.types import EnvironmentMetadata  # noqa: E402
+from openenv.core.env_server import Action, Environment, Observation, State  # noqa: E402
+from openenv.core.env_server.http_server import HTTPEnvServer  # noqa: E402
+from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -41,6 +58,10 @@ from agentgym.tasks.spec import TaskSpec  # noqa: E402
 #: Longest action accepted (characters); the env's own action space allows up to 1 MiB.
 MAX_ACTION_CHARS = 1 << 20
 RESET_OPTIONS = ("task_id", "split", "index", "task", "seed", "episode_id")
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+# set per request by _Guard: whether it comes from this machine (held-out splits are listed then)
+_LOCAL_REQUEST: contextvars.ContextVar[bool] = contextvars.ContextVar("agentgym_local_request", default=True)
+_IN_WEBSOCKET: contextvars.ContextVar[bool] = contextvars.ContextVar("agentgym_in_websocket", default=False)
 
 
 class TextAction(Action):
@@ -182,22 +203,33 @@ class AgentGymEnvironment(Environment[TextAction, TextObservation, EpisodeState]
 
     # --- OpenEnv task API (listing only; the choice is made through reset options) --------------
     def list_splits(self) -> list[str]:
-        return list(self.task_space.split_names)
+        return [n for n in self.task_space.split_names if _LOCAL_REQUEST.get() or not _is_heldout_split(n)]
+
+    def _listed(self, split: str) -> list[TaskSpec]:
+        if not _LOCAL_REQUEST.get() and _is_heldout_split(str(split)):
+            from fastapi import HTTPException
+
+            raise HTTPException(status_code=404, detail=f"split {split!r} is listed to this machine only")
+        return self.task_space.split(split)
 
     def list_tasks(self, split: str) -> list[dict]:
-        return [t.to_dict() | {"task_id": t.task_id} for t in self.task_space.split(split)]
+        return [t.to_dict() | {"task_id": t.task_id} for t in self._listed(split)]
 
     def num_tasks(self, split: str) -> int:
-        return len(self.task_space.split(split))
+        return len(self._listed(split))
 
     def get_task(self, split: str, index: int) -> dict:
-        tasks = self.task_space.split(split)
+        tasks = self._listed(split)
         if not 0 <= index < len(tasks):
             raise IndexError(f"index {index} out of range for split {split!r} ({len(tasks)} tasks)")
         return tasks[index].to_dict() | {"task_id": tasks[index].task_id}
 
     def get_task_range(self, split: str, start: Optional[int] = None, stop: Optional[int] = None) -> list[dict]:
-        return [t.to_dict() | {"task_id": t.task_id} for t in self.task_space.split(split)[start:stop]]
+        return [t.to_dict() | {"task_id": t.task_id} for t in self._listed(split)[start:stop]]
+
+
+def _is_heldout_split(name: str) -> bool:
+    return name.startswith("heldout")
 
 
 def environment_class(env_id: str, env_kwargs: dict | None = None) -> type[AgentGymEnvironment]:
@@ -214,27 +246,214 @@ def live_sessions() -> int:
     return _Live.count
 
 
-def create_app(env_id: str, max_sessions: int = 16, env_kwargs: dict | None = None):
-    """The FastAPI app of OpenEnv's server for one agentgym env, plus `/agentgym/sessions`."""
+class _Server(HTTPEnvServer):
+    """OpenEnv's server; a session made for a WebSocket (not through POST /mcp) counts as
+    attached while that socket is open, so the idle reaper never frees a connected session."""
+
+    async def _create_session(self):
+        session_id, env = await super()._create_session()
+        if _IN_WEBSOCKET.get():
+            self._session_websocket_attachments.add(session_id)
+        return session_id, env
+
+
+def _host_name(host_header: str) -> str:
+    host = host_header.strip().lower()
+    if host.startswith("["):  # [::1]:8000
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+def _is_loopback(name: str) -> bool:
+    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _loopback_origin(origin: str) -> bool:
+    try:
+        parts = urlsplit(origin)
+        return parts.scheme in ("http", "https") and _is_loopback((parts.hostname or "").lower())
+    except ValueError:
+        return False
+
+
+class _Guard:
+    """ASGI middleware in front of OpenEnv's app: Host/Origin checks, held-out listing by
+    client, WebSocket frames that are not JSON objects answered without closing the session,
+    sends after the client left dropped (no "Exception in ASGI application"), and a session
+    attached with /ws?session_id= freed when its socket closes."""
+
+    def __init__(self, app, server: _Server, allow_remote: bool = False, allowed_origins: tuple[str, ...] = ()):
+        self.app, self.server = app, server
+        self.allow_remote = allow_remote
+        self.allowed_origins = {o.rstrip("/") for o in allowed_origins}
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host_local = _is_loopback(_host_name(headers.get("host", "")))
+        origin = headers.get("origin")
+        problem = None
+        if not (host_local or self.allow_remote):
+            problem = (f"Host {headers.get('host', '')!r} is not this machine: the server answers loopback names only "
+                       "(start it with --allow-remote to serve other machines)")
+        elif origin is not None and not _loopback_origin(origin) and origin.rstrip("/") not in self.allowed_origins:
+            problem = f"Origin {origin!r} may not use this server (start it with --allow-origin {origin} to allow it)"
+        if problem is not None:
+            return await self._refuse(scope, receive, send, problem)
+        client = (scope.get("client") or ("", 0))[0] or ""
+        local = host_local and (_is_loopback(client) or client in ("testclient", ""))
+        token = _LOCAL_REQUEST.set(local)
+        try:
+            if scope["type"] == "websocket":
+                return await self._websocket(scope, receive, send)
+            return await self.app(scope, receive, send)
+        finally:
+            _LOCAL_REQUEST.reset(token)
+
+    async def _refuse(self, scope, receive, send, problem: str):
+        if scope["type"] == "websocket":
+            await receive()  # websocket.connect
+            await send({"type": "websocket.close", "code": 1008, "reason": problem[:120]})
+            return
+        body = json.dumps({"detail": problem}).encode()
+        await send({"type": "http.response.start", "status": 403,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _websocket(self, scope, receive, send):
+        from openenv.core.env_server.types import WSErrorCode, WSErrorResponse
+
+        gone = False
+
+        async def safe_send(message):
+            nonlocal gone
+            if gone:
+                return
+            try:
+                await send(message)
+            except Exception:  # noqa: BLE001 - the client went away mid-send
+                gone = True
+
+        async def checked_receive():
+            nonlocal gone
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    gone = True
+                    return message
+                if message["type"] != "websocket.receive":
+                    return message
+                text = message.get("text")
+                problem = None
+                if text is None:
+                    problem = "binary frames are not read: send a JSON object as a text frame"
+                else:
+                    try:
+                        parsed = json.loads(text)
+                    except ValueError:
+                        return message  # OpenEnv answers invalid JSON itself and keeps the session
+                    except RecursionError:
+                        parsed = None
+                    if not isinstance(parsed, dict):
+                        problem = "a message must be a JSON object with a 'type' (reset, step, state, close)"
+                if problem is None:
+                    return message
+                error = WSErrorResponse(data={"message": problem, "code": WSErrorCode.INVALID_JSON})
+                await safe_send({"type": "websocket.send", "text": error.model_dump_json()})
+
+        token = _IN_WEBSOCKET.set(True)
+        try:
+            await self.app(scope, checked_receive, safe_send)
+        except Exception:  # noqa: BLE001
+            if not gone:
+                raise
+        finally:
+            _IN_WEBSOCKET.reset(token)
+            await self._free_attached(scope)
+
+    async def _free_attached(self, scope) -> None:
+        from urllib.parse import parse_qs
+
+        query = parse_qs((scope.get("query_string") or b"").decode("latin-1"))
+        for session_id in query.get("session_id", [])[:1]:
+            server = self.server
+            if server._sessions.get(session_id) is not None and session_id not in server._session_websocket_attachments:
+                await server._destroy_session(session_id)
+
+
+def create_app(env_id: str, max_sessions: int = 16, env_kwargs: dict | None = None, idle_timeout_s: float = 300.0,
+               allow_remote: bool = False, allowed_origins: tuple[str, ...] | list[str] = ()):
+    """The FastAPI app of OpenEnv's server for one agentgym env, plus `/agentgym/sessions`
+    (exposure rules in the module docstring)."""
+    import os
+
+    from fastapi import FastAPI
+
     if max_sessions < 1:
         raise ConfigError(f"--max-sessions must be at least 1, got {max_sessions}")
+    if not idle_timeout_s > 0:
+        raise ConfigError(f"--idle-timeout must be a number of seconds > 0, got {idle_timeout_s}")
     cls = environment_class(env_id, env_kwargs)
-    app = create_fastapi_app(cls, TextAction, TextObservation, max_concurrent_envs=max_sessions,
-                             env_name=cls.ENV_ID.split("/")[-1], state_cls=EpisodeState)
+    app = FastAPI(title=f"agentgym {cls.ENV_ID} (OpenEnv)", version=agentgym.__version__)
+    server = _Server(cls, TextAction, TextObservation,
+                     concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions,
+                                                          session_timeout=float(idle_timeout_s)),
+                     env_name=cls.ENV_ID.split("/")[-1], state_cls=EpisodeState)
+    server.register_routes(app, mode=os.environ.get("OPENENV_MODE", "simulation"))
+    app.add_middleware(_Guard, server=server, allow_remote=allow_remote, allowed_origins=tuple(allowed_origins))
 
     @app.get("/agentgym/sessions", tags=["Health"])
     def sessions() -> dict:
-        return {"env_id": cls.ENV_ID, "live": live_sessions(), "max_sessions": max_sessions}
+        return {"env_id": cls.ENV_ID, "live": live_sessions(), "max_sessions": max_sessions,
+                "open": len(server._sessions), "idle_timeout_s": idle_timeout_s}
 
     return app
 
 
+def check_bind(host: str, port: int, allow_remote: bool = False) -> None:
+    """One line before serving: a non-loopback interface without allow_remote, or an address
+    that cannot be bound, with the real cause (in use, not this machine's, needs privileges)."""
+    import errno
+    import socket
+
+    if not _is_loopback(_host_name(host if ":" not in host or host.startswith("[") else f"[{host}]")) \
+            and not allow_remote:
+        raise ConfigError(f"--host {host} serves other machines (anyone who can reach it can play episodes, and run "
+                          "commands in SWE sandboxes): add --allow-remote to mean it, or use --host 127.0.0.1")
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port must be 0-65535, got {port}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise AgentGymError(f"cannot serve on {host}:{port}: {host!r} is not a known address ({exc.strerror})") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            why = {errno.EADDRINUSE: "the port is in use (pick another with --port)",
+                   errno.EADDRNOTAVAIL: f"{host} is not an address of this machine",
+                   errno.EACCES: f"port {port} needs privileges (use a port above 1023)"}.get(
+                exc.errno, exc.strerror or str(exc))
+            raise AgentGymError(f"cannot serve on {host}:{port}: {why}") from None
+
+
 def serve(env_id: str, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = 16,
-          env_kwargs: dict | None = None, log_level: str = "warning", on_ready=None) -> None:
+          env_kwargs: dict | None = None, log_level: str = "warning", on_ready=None, idle_timeout_s: float = 300.0,
+          allow_remote: bool = False, allowed_origins: tuple[str, ...] | list[str] = ()) -> None:
     """Run the server in this process until interrupted."""
     import uvicorn
 
-    app = create_app(env_id, max_sessions=max_sessions, env_kwargs=env_kwargs)
+    check_bind(host, port, allow_remote)
+    app = create_app(env_id, max_sessions=max_sessions, env_kwargs=env_kwargs, idle_timeout_s=idle_timeout_s,
+                     allow_remote=allow_remote, allowed_origins=allowed_origins)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_ping_interval=10.0,
                             ws_ping_timeout=10.0)
     server = uvicorn.Server(config)
@@ -242,8 +461,8 @@ def serve(env_id: str, host: str = "127.0.0.1", port: int = 8000, max_sessions: 
         app.router.on_startup.append(on_ready)
     try:
         server.run()
-    except SystemExit as exc:  # uvicorn exits when it cannot bind
-        raise AgentGymError(f"could not serve on {host}:{port} (is the port in use?)") from exc
+    except SystemExit as exc:  # uvicorn exits when it cannot bind (the port was taken since check_bind)
+        raise AgentGymError(f"cannot serve on {host}:{port}: uvicorn could not start (see its message above)") from exc
 
 
 def free_port() -> int:
@@ -262,8 +481,9 @@ class ServerProcess:
     """
 
     def __init__(self, env_id: str, port: int | None = None, max_sessions: int = 16, env_kwargs: dict | None = None,
-                 startup_timeout_s: float = 300.0):
+                 startup_timeout_s: float = 300.0, extra_args: list[str] | None = None):
         self.env_id, self.max_sessions, self.env_kwargs = env_id, max_sessions, env_kwargs
+        self.extra_args = list(extra_args or [])
         self.port = port or free_port()
         self.startup_timeout_s = startup_timeout_s
         self.proc = None
@@ -285,6 +505,7 @@ class ServerProcess:
                "--max-sessions", str(self.max_sessions)]
         if self.env_kwargs:
             cmd += ["--env-kwargs", json.dumps(self.env_kwargs)]
+        cmd += self.extra_args
         log = tempfile.NamedTemporaryFile("w+", prefix="agentgym-serve-", suffix=".log", delete=False)
         self.log_path = log.name
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -16,6 +16,11 @@ def register(app: typer.Typer) -> None:
         host: str = typer.Option("127.0.0.1", help="interface to bind (default: loopback only)"),
         max_sessions: int = typer.Option(16, help="concurrent sessions (one environment instance each)"),
         env_kwargs: Optional[str] = typer.Option(None, help="JSON dict of keyword arguments for gym.make"),
+        idle_timeout: float = typer.Option(300.0, help="seconds after which a session nobody is connected to is freed"),
+        allow_remote: bool = typer.Option(False, "--allow-remote", help="allow --host beyond loopback and any Host "
+                                          "header (anyone who reaches the port can play, and run SWE commands)"),
+        allow_origin: Optional[List[str]] = typer.Option(None, "--allow-origin", help="a web page origin that may "
+                                                         "connect besides loopback pages (repeatable)"),
     ):
         """Serve an environment with OpenEnv's server (WebSocket /ws, /health, /schema, task routes)."""
         from agentgym.errors import ConfigError
@@ -28,10 +33,13 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--env-kwargs is not valid JSON: {exc}") from None
         if not isinstance(kwargs, dict):
             raise ConfigError("--env-kwargs must be a JSON object")
-        from agentgym.integrations.openenv_server import serve
+        from agentgym.integrations.openenv_server import check_bind, serve
+
+        check_bind(host, port, allow_remote)  # before the env server is built: one line with the real cause
 
         def ready():
             print(f"serving {env_id} with OpenEnv at http://{host}:{port} "
                   f"(ws://{host}:{port}/ws, /health; up to {max_sessions} sessions)", flush=True)
 
-        serve(env_id, host=host, port=port, max_sessions=max_sessions, env_kwargs=kwargs, on_ready=ready)
+        serve(env_id, host=host, port=port, max_sessions=max_sessions, env_kwargs=kwargs, on_ready=ready,
+              idle_timeout_s=idle_timeout, allow_remote=allow_remote, allowed_origins=tuple(allow_origin or ()))
