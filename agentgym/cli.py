@@ -31,11 +31,13 @@ COMMANDS_GROUP = "agentgym.commands"
 @app.command("envs")
 def envs_command():
     """List the registered agentgym environment ids."""
+    envs = sorted(agentgym.registered_envs().items())
     table = Table(title="agentgym environments")
-    table.add_column("id")
+    # ids are what users copy: never cut or wrapped (the description wraps instead)
+    table.add_column("id", no_wrap=True, min_width=max((len(env_id) for env_id, _ in envs), default=2))
     table.add_column("max steps", justify="right")
     table.add_column("description")
-    for env_id, meta in sorted(agentgym.registered_envs().items()):
+    for env_id, meta in envs:
         table.add_row(env_id, str(meta["max_episode_steps"] or "-"), meta["description"])
     console.print(table)
 
@@ -67,7 +69,8 @@ def rollout_command(
     episodes: int = typer.Option(1, help="episodes per task (the group size)"),
     limit: Optional[int] = typer.Option(None, help="play only the first N tasks"),
     out: Optional[Path] = typer.Option(None, help="write trajectories to this JSONL file"),
-    executor: str = typer.Option("inprocess", help="inprocess | process | ray (pip install agentgym[ray])"),
+    executor: str = typer.Option("inprocess", help="inprocess | process | ray (needs the ray extra: "
+                                 "pip install 'agentgym\\[ray]')"),  # \\[: not rich markup
     workers: int = typer.Option(2, help="worker processes for --executor process"),
     seed: int = typer.Option(0),
     max_live_envs: int = typer.Option(64, help="at most this many environments at once (each closed when its episode ends)"),

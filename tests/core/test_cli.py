@@ -71,3 +71,18 @@ def test_play_prints_environment_text_verbatim(monkeypatch):
         setattr(self, "count", 0) or setattr(self, "t", 0) or "[doc-7] [bold]x[/bold]", self._info(True)))
     result = runner.invoke(app, ["play", COUNTER_ID], input="quit\n")
     assert "[doc-7] [bold]x[/bold]" in result.output
+
+
+def test_envs_never_cuts_an_id_on_an_80_column_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    out = _agentgym("envs").stdout
+    assert max(len(line) for line in out.splitlines()) <= 80
+    for env_id in agentgym.registered_envs():
+        if env_id.startswith("agentgym/") and "Counter" not in env_id:  # the toy counter is registered here only
+            assert env_id in out, env_id
+
+
+def test_rollout_help_names_the_ray_extra(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    out = _agentgym("rollout", "--help").stdout
+    assert "pip install 'agentgym[ray]'" in out
