@@ -11,6 +11,9 @@ AlfredInfos. `Engine(game, fast=False)` is exactly that stock stack.
   since derivation writes a context into them).
 - Every symbol derived gets a deep copy of the context's variables (TextWorld's copy_context);
   derivation only reads them, so fresh dicts over the same values do.
+- Rule matching sorts the facts of a predicate on every query; they are kept sorted until they
+  change.
+- Each step lists all PDDL facts once per applicable action (dozens of times); once is enough.
 - A reset rebuilds the PDDL state, translating domain + problem to SAS twice with Fast
   Downward's Python translator; the translation depends on the problem text only, so resets of
   a game already played in this process reuse it. The grammar file is parsed once per text.
@@ -188,6 +191,24 @@ def _classes():
             facts = [atom.get_fact(self.name2type) for atom in atoms]
             self.add_facts([f for f in facts if not f.is_negation])
 
+        # Rule matching (textworld.logic State._all_applicable_assignments) sorts the facts of a
+        # signature on every query, thousands of times a step; kept sorted per signature here
+        # until a fact of that signature changes, the sort is a linear pass over sorted input.
+        def facts_with_signature(self, sig):
+            cache = self.__dict__.setdefault("_sorted_facts", {})
+            got = cache.get(sig)
+            if got is None:
+                got = cache[sig] = tuple(sorted(self._facts.get(sig, frozenset())))
+            return got
+
+        def add_fact(self, prop):
+            self.__dict__.get("_sorted_facts", {}).pop(prop.signature, None)
+            super().add_fact(prop)
+
+        def remove_fact(self, prop):
+            self.__dict__.get("_sorted_facts", {}).pop(prop.signature, None)
+            super().remove_fact(prop)
+
         @property
         def sas_replan(self):
             return _translated(self._logic.domain, self.pddl_problem, optimize=True)[1]
@@ -234,6 +255,34 @@ def _classes():
             self._logic.types = textworld.logic.TypeHierarchy()
             self._pddl_state = FastPddlState(self.downward_lib, data["pddl_problem"], self._logic)
             self._entity_infos = self._get_entity_infos()
+
+        def _gather_infos(self):
+            # PddlEnv._gather_infos with the fact list built once per step instead of once per
+            # applicable action (the state does not change while commands are derived).
+            self.state["command_templates"] = sorted(set(a.template for a in self._logic.actions.values()))
+            self.state["won"] = self._pddl_state.check_goal()
+            self.state["lost"] = False
+            self.state["_entity_infos"] = dict(self._entity_infos)
+            facts = list(self._pddl_state.facts)
+            self.state["_facts"] = list(facts)
+            if self.request_infos.facts:
+                self.state["facts"] = list(map(self._get_human_readable_fact, self.state["_facts"]))
+            self.state["last_action"] = None
+            self.state["_last_action"] = self._last_action
+            self.state["_valid_actions"] = list(self._pddl_state.all_applicable_actions())
+            mapping = {k: info.name for k, info in self._entity_infos.items()}
+            self.state["_valid_commands"] = []
+            for action in self.state["_valid_actions"]:
+                context = {"state": self._pddl_state, "facts": facts,
+                           "variables": {ph.name: self._entity_infos[var.name] for ph, var in action.mapping.items()},
+                           "mapping": action.mapping, "entity_infos": self._entity_infos}
+                action.command_template = self._logic.grammar.derive(action.command_template, context)
+                self.state["_valid_commands"].append(action.format_command(mapping))
+            self.state["admissible_commands"] = sorted(set(self.state["_valid_commands"]))
+            if self.request_infos.moves:
+                self.state["moves"] = self._moves
+            if self.request_infos.policy_commands:
+                self.state["policy_commands"] = self._pddl_state.replan(self._entity_infos)
 
         def reset(self):
             # PddlEnv.reset with FastPddlState; the same statements otherwise.

@@ -275,3 +275,25 @@ def test_shaped_rewards_add_up_to_the_score():
         total += reward
     assert abs(total - 1.0) < 1e-9 and info["success"]
     env.close()
+
+
+def test_the_task_generator_and_the_trainer_gate_refuse_held_out_games():
+    from agentgym.errors import HeldoutTaskError
+    from agentgym.tasks.generator import TaskGenerator
+    from agentgym.tasks.pool import TaskPool
+    from agentgym.tasks.splits import refuse_heldout
+
+    gen = TaskGenerator(SPACE, TaskPool(), seed=0)
+    heldout, unseen = SPACE.split("heldout")[0], SPACE.split("heldout_unseen")[0]
+    assert gen.admit(heldout, "sample") == "heldout"
+    assert gen.admit(unseen, "sample") == "heldout"
+    # a copy of a held-out-unseen game with another seed is a new game, but on a test floor plan
+    assert gen.admit(TaskSpec(ID, unseen.params, seed=unseen.seed + 1), "mutate") == "reserved"
+    keys = SPACE.heldout_keys()
+    for task in (heldout, unseen, TaskSpec(ID, unseen.params, seed=unseen.seed + 1)):
+        with pytest.raises(HeldoutTaskError):
+            refuse_heldout([task], keys, reserved=SPACE.reserved)
+    refuse_heldout(SPACE.split("train")[:50], keys, reserved=SPACE.reserved)  # train passes
+    rng = np.random.default_rng(1)
+    assert not any(SPACE.reserved(SPACE.mutate(unseen if i % 2 else heldout, rng)) != (i % 2 == 1)
+                   for i in range(40))  # mutation stays on its side of the floor-plan split

@@ -12,6 +12,7 @@ from agentgym.core import INFO_KEYS
 NEEDS = {  # what an id needs beyond the core install
     "agentgym/WebShop-Browser-v0": lambda: shutil.which("chromium") or pytest.skip("chromium not installed"),
     "agentgym/SWE-v0": lambda: shutil.which("bwrap") or pytest.skip("bubblewrap not installed"),
+    "agentgym/ALFWorld-v0": lambda: pytest.importorskip("alfworld", reason="needs the alfworld extra"),
 }
 ENV_IDS = sorted(i for i in agentgym.registered_envs() if i.startswith("agentgym/"))
 REMOTE = "agentgym/OpenEnv-v0"  # wraps a server: checked here against a served Household env
