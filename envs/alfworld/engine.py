@@ -15,8 +15,10 @@ AlfredInfos. `Engine(game, fast=False)` is exactly that stock stack.
   change.
 - Each step lists all PDDL facts once per applicable action (dozens of times); once is enough.
 - A reset rebuilds the PDDL state, translating domain + problem to SAS twice with Fast
-  Downward's Python translator; the translation depends on the problem text only, so resets of
-  a game already played in this process reuse it. The grammar file is parsed once per text.
+  Downward's Python translator (0.5-1.5 s). The translation depends on the problem text only: it
+  is kept in memory and on disk (`$AGENTGYM_CACHE/alfworld/sas/`, ~30 kB a game), and the
+  planner's second translation is made only when a plan is asked for. The grammar file is
+  parsed once per text.
 
 tests/alfworld/test_engine.py replays games in both modes and compares every observation,
 admissible-command list and fact set.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import os
 from typing import Any
 
 from agentgym.errors import require
@@ -57,7 +60,38 @@ def _parsed_query(expression: str):
 def _translated(domain: str, problem: str, optimize: bool = False):
     import fast_downward
 
-    return fast_downward.pddl2sas(domain, problem, verbose=False, optimize=optimize)
+    if optimize:  # only the planner reads this one
+        return fast_downward.pddl2sas(domain, problem, verbose=False, optimize=True)
+    return _disk_cached_translation(domain, problem)
+
+
+def _disk_cached_translation(domain: str, problem: str):
+    """Fast Downward's translation of a problem, kept on disk next to the game cache: 0.5-1.5 s
+    to compute, ~30 kB compressed and 2 ms to load, so the first reset of a game in a new
+    process is cheap too. Files are only read from our own cache folder (they are pickles)."""
+    import pickle
+    import zlib
+    from importlib.metadata import version
+
+    import fast_downward
+
+    from agentgym.envs.alfworld.games import cache_dir
+
+    key = hashlib.sha256(f"{version('fast-downward-textworld')}\n{domain}\n{problem}".encode()).hexdigest()[:24]
+    path = cache_dir() / "sas" / f"{key}.pkl.z"
+    try:
+        return pickle.loads(zlib.decompress(path.read_bytes()))
+    except Exception:  # missing or unreadable: translate again and rewrite
+        pass
+    result = fast_downward.pddl2sas(domain, problem, verbose=False)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{key}.{os.getpid()}.tmp")
+        tmp.write_bytes(zlib.compress(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), 6))
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache only costs speed
+        pass
+    return result
 
 
 @functools.lru_cache(maxsize=16)

@@ -51,6 +51,8 @@ class ALFWorldEnv(TextEnv):
         require("alfworld", "alfworld")
         require("fast_downward", "alfworld")
         self.task_space = OfficialTaskSpace(data_path) if data_path is not None else _GENERATED
+        if data_path is not None:
+            self.task_space._games  # index the folder now: a data_path without games fails at make
         self.data_path = data_path
         self.fast = bool(fast)
         self.shaped_rewards = bool(shaped_rewards)

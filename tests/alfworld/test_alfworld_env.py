@@ -113,8 +113,13 @@ def test_anchor_is_the_true_state_not_the_text(env):
 def test_fast_engine_gives_the_stock_engines_texts(tmp_path):
     game = games.load_game(SPACE.game_dir(SMALL) / games.GAME_FILE)
     runs = []
-    for fast in (False, True):
-        engine = Engine(game, fast=fast)
+    for fast in (False, True, "from disk"):
+        if fast == "from disk":  # the translation comes from the on-disk cache the run before wrote
+            from agentgym.envs.alfworld import engine as engine_module
+
+            engine_module._translated.cache_clear()
+            assert list((games.cache_dir() / "sas").glob("*.pkl.z"))
+        engine = Engine(game, fast=bool(fast))
         state = engine.reset()
         rng = np.random.default_rng(0)
         trace = [(state.feedback, state["admissible_commands"], engine.facts())]
@@ -123,7 +128,7 @@ def test_fast_engine_gives_the_stock_engines_texts(tmp_path):
             state = engine.step(commands[int(rng.integers(len(commands)))] if i % 4 else "dance")
             trace.append((state.feedback, state["admissible_commands"], engine.facts()))
         runs.append(trace)
-    assert runs[0] == runs[1]
+    assert runs[0] == runs[1] == runs[2]
 
 
 def test_generated_games_are_alfworld_files_checked_by_the_planner():
@@ -221,9 +226,8 @@ def test_bad_data_paths_and_game_files_are_one_line_errors_naming_the_file(tmp_p
         gym.make(ID, data_path=str(tmp_path / "nope"))
     assert "\n" not in str(err.value)
     (tmp_path / "empty").mkdir()
-    env = gym.make(ID, data_path=str(tmp_path / "empty")).unwrapped
     with pytest.raises(ConfigError, match="no ALFWorld games under .*empty"):
-        env.reset()
+        gym.make(ID, data_path=str(tmp_path / "empty"))
     data = tmp_path / "data"
     _official_layout(data)
     env = gym.make(ID, data_path=str(data)).unwrapped
