@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 
+from agentgym.chat import ChatConfig
 from agentgym.errors import ConfigError
 
 # feature -> (what it is, how to tell the task space has it)
@@ -157,6 +158,19 @@ def fit_to_env(cfg, space, user_keys: set[str] = frozenset()) -> list[str]:
     if cfg.env.categories and not has["categories"] and "env.categories" not in user_keys:
         cfg.env.categories = []
         notes.append("every task category (its task space has no category(spec))")
+    train_split = [] if cfg.env.fresh_tasks or cfg.env.tasks_file else space.split(cfg.env.split)
+    if cfg.sft.enabled and has["fresh_tasks"] and 0 < len(train_split) < cfg.sft.num_tasks and \
+            not user_keys & {"env.fresh_tasks", "env.tasks_file", "env.categories", "env.task_filter"}:
+        cfg.env.fresh_tasks = cfg.sft.num_tasks
+        notes.append(f"{cfg.env.fresh_tasks} fresh tasks from its generator (its {cfg.env.split} split has only "
+                     f"{len(train_split)}, fewer than sft.num_tasks; env.fresh_tasks=0 keeps the split)")
+    if not cfg.policy.model and cfg.tiny.build and cfg.env.chat == ChatConfig() and \
+            not any(k == "env.chat" or k.startswith("env.chat.") for k in user_keys):
+        # a model trained from scratch learns short prompts far faster; the bare action as reply, and
+        # the admissible actions it already took marked "(tried)" so it can search without a history
+        cfg.env.chat = ChatConfig(parser="raw", system_prompt="", history=1, memory=12, memory_style="marks")
+        notes.append("short prompts for a tiny model (env.chat: parser=raw, no system prompt, history=1, tried "
+                     "actions marked); set env.chat.* to choose")
     if not cfg.env.fresh_tasks and not cfg.env.tasks_file and not space.split(cfg.env.split):
         if not has["fresh_tasks"]:
             raise ConfigError(f"{cfg.env.id} has no {cfg.env.split} tasks: give its TaskSpace a {cfg.env.split!r} "
