@@ -354,6 +354,12 @@ def register(app: typer.Typer) -> None:
         label, tasks = resolve_tasks(env_id, split, limit, task_space=space)  # fail before loading a model
         if spec.kind == "hf":
             _device(device)  # an unusable device: one line before the model loads
+            try:
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()  # "Loading weights 20/20" bars: our own bar follows
+            except ImportError:
+                pass  # load_policy names the missing extra
 
         trained = training_settings(spec.target) if spec.kind == "hf" else {}
         chat = dict(run["chat"]) if run else dict(trained.get("chat") or {})
