@@ -44,10 +44,10 @@ def validate_config(cfg: TrainConfig) -> None:
     check_sft(cfg)
     if not cfg.policy.model and not cfg.tiny.build:
         raise ConfigError("no model: set policy.model=PATH_OR_HUB_ID or tiny.build=true")
-    if cfg.policy.model and not cfg.tiny.build:
+    if cfg.policy.model:  # a given model is always that model, tiny.build or not (trainers/setup.py)
         from agentgym.policies.model_files import check_model_path
 
-        check_model_path(cfg.policy.model)
+        check_model_path(cfg.policy.model, what="policy.model")
     check_update(cfg)
     check_scaling(cfg)
     check_async(cfg)
@@ -78,7 +78,8 @@ def check_sft(cfg: TrainConfig) -> None:
     if not 0.0 <= cfg.sft.dawdle_prob < 1.0:
         raise ConfigError(f"sft.dawdle_prob is a per-command probability in [0, 1), got {cfg.sft.dawdle_prob}")
     if cfg.sft.dawdle_prob and cfg.sft.expert != "searching":
-        raise ConfigError("sft.dawdle_prob is a trait of the searching expert: set sft.expert=searching")
+        raise ConfigError("sft.dawdle_prob is a trait of the searching expert: set sft.dawdle_prob=0 "
+                          "(or sft.expert=searching)")
     if not 0.0 <= cfg.sft.slip_prob < 1.0:
         raise ConfigError(f"sft.slip_prob is a per-turn probability in [0, 1), got {cfg.sft.slip_prob}")
 

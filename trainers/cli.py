@@ -119,11 +119,12 @@ def train_command(
     from agentgym.trainers.loop import train
     from agentgym.trainers.setup import run_dir_for
 
-    if not isinstance(nproc, int):  # called as a function (tests, scripts), not through typer
-        nproc, imports = 1, imports if isinstance(imports, list) else None
-        env = env if isinstance(env, str) else None
-        run_dir = run_dir if isinstance(run_dir, str) else None
-        resume = resume is True
+    # called as a plain function (tests, scripts): a typer OptionInfo default means "not given"
+    nproc = nproc if isinstance(nproc, int) else 1
+    imports = imports if isinstance(imports, list) else None
+    env = env if isinstance(env, str) else None
+    run_dir = run_dir if isinstance(run_dir, str) else None
+    resume = resume is True
     config, overrides = _split_config(config, overrides)
     cfg = _load(config, overrides, run_dir, imports, env)
     check_before_building(cfg)
