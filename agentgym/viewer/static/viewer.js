@@ -118,8 +118,12 @@ async function homePage() {
 }
 
 // --- a run: curves, trajectory files, evaluation reports -------------------------------------------
+// a source that is just one trajectory file (no metrics, no reports): its page is that file's episodes
+const soloFile = (run) => run.files.length === 1 && !run.has_metrics && !run.reports.length;
+
 async function runPage(si) {
   const run = await api(`/s/${si}`);
+  if (soloFile(run)) { location.replace(`#/s/${si}/f/0`); return; }
   setCrumbs([[run.name, null]]);
   const meta = h("p", { class: "muted" }, run.path,
     run.env ? ` · ${run.env}` : "", run.estimator ? ` · estimator ${run.estimator}` : "");
@@ -128,7 +132,7 @@ async function runPage(si) {
     parts.push(h("h2", {}, "Learning curves"));
     const box = h("div", { "data-testid": "curves" }, h("p", { class: "muted" }, "loading metrics…"));
     parts.push(box);
-    api(`/s/${si}/metrics`).then((records) => drawCurves(box, records)).catch((e) => box.replaceChildren(h("p", { class: "error" }, e.message)));
+    curveSeries(si).then((series) => drawCurves(box, series)).catch((e) => box.replaceChildren(h("p", { class: "error" }, e.message)));
   }
   parts.push(h("h2", {}, "Trajectories"));
   if (!run.files.length) {
@@ -176,44 +180,122 @@ async function reportPicker(si) {
 
 const DEFAULT_CURVES = ["rollout/success_rate", "eval/success_rate", "adv/abs_mean", "rollout/invalid_rate",
   "train/pg_loss", "train/kl", "rollout/mean_steps", "time/iteration_s"];
+const RUN_COLORS = ["#2f5fd0", "#d9822b", "#1f8a4c", "#8e44ad", "#c0392b", "#16a2b8"];
 
-function drawCurves(box, records) {
+// this run's metrics first, then every other source given to `agentgym view` that has metrics (overlaid)
+async function curveSeries(si) {
+  const sources = await api("/sources");
+  const series = [];
+  for (const src of [sources[si], ...sources.filter((x) => x.index !== si)]) {
+    const run = await api(`/s/${src.index}`);
+    if (run.has_metrics) series.push({ name: run.name, records: await api(`/s/${src.index}/metrics`) });
+  }
+  series.forEach((x, k) => { x.color = RUN_COLORS[k % RUN_COLORS.length]; });
+  return series;
+}
+
+// the curves' shared view: EMA smoothing, a step range (zoom), the other runs on or off
+function drawCurves(box, series) {
+  const view = { smooth: 0, lo: null, hi: null, overlay: true };
   const keys = new Set();
-  for (const r of records) for (const [k, v] of Object.entries(r)) if (k !== "step" && k !== "time" && typeof v === "number") keys.add(k);
+  for (const r of series[0].records) for (const [k, v] of Object.entries(r)) if (k !== "step" && k !== "time" && typeof v === "number") keys.add(k);
   const all = [...keys].sort();
   const shown = DEFAULT_CURVES.filter((k) => keys.has(k));
   const grid = h("div", { class: "curves" });
+  const redraw = () => grid.replaceChildren(...shown.map((k) => curve(k, view.overlay ? series : series.slice(0, 1), view, setZoom)));
   const select = h("select", { "aria-label": "add a curve" }, h("option", { value: "" }, "add a curve…"), all.map((k) => h("option", { value: k }, k)));
-  select.addEventListener("change", () => { if (select.value) { grid.prepend(curve(select.value, records)); select.value = ""; } });
-  for (const k of shown) grid.append(curve(k, records));
-  box.replaceChildren(h("p", {}, select, h("span", { class: "muted" }, ` ${records.length} records in metrics.jsonl`)), grid);
+  select.addEventListener("change", () => { if (select.value && !shown.includes(select.value)) { shown.unshift(select.value); redraw(); } select.value = ""; });
+  const smooth = h("input", { type: "range", min: 0, max: 0.95, step: 0.05, value: 0, "data-testid": "smooth", "aria-label": "smoothing" });
+  const smoothLabel = h("span", { class: "muted" }, "off");
+  smooth.addEventListener("input", () => { view.smooth = +smooth.value; smoothLabel.textContent = view.smooth ? `EMA ${view.smooth}` : "off"; redraw(); });
+  const lo = h("input", { type: "number", class: "stepbox", "data-testid": "zoom-lo", "aria-label": "first step shown", placeholder: "first" });
+  const hi = h("input", { type: "number", class: "stepbox", "data-testid": "zoom-hi", "aria-label": "last step shown", placeholder: "last" });
+  function setZoom(a, b) {
+    [view.lo, view.hi] = [a, b];
+    lo.value = a === null ? "" : String(a); hi.value = b === null ? "" : String(b);
+    redraw();
+  }
+  const typed = () => setZoom(lo.value === "" ? null : +lo.value, hi.value === "" ? null : +hi.value);
+  lo.addEventListener("change", typed); hi.addEventListener("change", typed);
+  const reset = h("button", { "data-testid": "zoom-reset", onclick: () => setZoom(null, null) }, "all steps");
+  const controls = [select, h("label", {}, "smoothing ", smooth, " ", smoothLabel), h("label", {}, "steps ", lo, " – ", hi), reset];
+  if (series.length > 1) {
+    const overlay = h("input", { type: "checkbox", "data-testid": "overlay" });
+    overlay.checked = true;
+    overlay.addEventListener("change", () => { view.overlay = overlay.checked; redraw(); });
+    controls.push(h("label", {}, overlay, " overlay other runs "),
+      h("span", { class: "legend" }, series.map((x) => h("span", {}, h("span", { class: "swatch", style: `background:${x.color}` }), x.name))));
+  }
+  box.replaceChildren(h("p", { class: "filters" }, ...controls),
+    h("p", { class: "muted" }, `${series[0].records.length} records in metrics.jsonl · drag across a plot to zoom, double-click for all steps`), grid);
+  redraw();
 }
 
-function curve(key, records) {
-  const pts = records.filter((r) => typeof r[key] === "number" && typeof r.step === "number").map((r) => [r.step, r[key]]);
-  const W = 320, H = 160, L = 42, R = 8, T = 8, B = 20;
+const compact = (y) => { const a = Math.abs(y); return a !== 0 && (a >= 1e4 || a < 1e-3) ? y.toExponential(1) : String(+y.toPrecision(3)); };
+const ema = (ys, w) => { let m = null; return ys.map((y) => (m = m === null ? y : w * m + (1 - w) * y)); };
+
+function curve(key, series, view, setZoom) {
+  const W = 340, H = 170, L = 50, R = 8, T = 8, B = 30;
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": key });
-  const fig = h("div", { class: "curve", "data-key": key, "data-points": pts.length }, h("div", { class: "title" }, key), svg);
-  if (!pts.length) return fig;
-  const xs = pts.map((p) => p[0]), ys = pts.map((p) => p[1]);
+  const lines = series.map((x) => {
+    const pts = x.records.filter((r) => typeof r[key] === "number" && typeof r.step === "number" && isFinite(r[key]))
+      .map((r) => [r.step, r[key]]).filter(([st]) => (view.lo === null || st >= view.lo) && (view.hi === null || st <= view.hi));
+    const smooth = view.smooth ? ema(pts.map((p) => p[1]), view.smooth) : null;
+    return { ...x, pts, smooth };
+  });
+  const own = lines[0];
+  const fig = h("div", { class: "curve", "data-key": key, "data-points": own.pts.length, "data-runs": lines.filter((l) => l.pts.length).length },
+    h("div", { class: "title" }, key), svg);
+  const every = lines.flatMap((l) => l.pts);
+  if (!every.length) return fig;
+  const xs = every.map((p) => p[0]), ys = every.map((p) => p[1]);
   let [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
   if (x1 === x0) x1 = x0 + 1;
   if (y1 === y0) { y0 -= 0.5; y1 += 0.5; }
   const X = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R), Y = (y) => T + (1 - (y - y0) / (y1 - y0)) * (H - T - B);
   svg.append(s("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }), s("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
-  const label = (x, y, text, anchor) => { const t = s("text", { x, y, "text-anchor": anchor }); t.textContent = text; svg.append(t); };
-  label(L - 4, T + 8, y1.toPrecision(3), "end"); label(L - 4, H - B, y0.toPrecision(3), "end");
-  label(L, H - 5, String(x0), "start"); label(W - R, H - 5, String(x1), "end");
-  svg.append(s("polyline", { class: "line", points: pts.map((p) => `${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join(" ") }));
-  if (pts.length <= 200) for (const p of pts) {
+  const label = (x, y, text, anchor, cls) => { const t = s("text", { x, y, "text-anchor": anchor, class: cls || "" }); t.textContent = text; svg.append(t); };
+  label(L - 4, T + 8, compact(y1), "end", "ylab"); label(L - 4, H - B, compact(y0), "end", "ylab");
+  label(L, H - B + 12, String(x0), "start", "xlab"); label(W - R, H - B + 12, String(x1), "end", "xlab");
+  label((L + W - R) / 2, H - 4, "step (iteration)", "middle", "xlab");
+  const path = (pts, ysOf, cls, color) => {
+    const line = s("polyline", { class: cls, "data-run": color, points: pts.map((p, k) => `${X(p[0]).toFixed(1)},${Y(ysOf(p, k)).toFixed(1)}`).join(" ") });
+    line.style.stroke = color; // CSSOM, not a style attribute: the page's CSP allows no inline styles
+    svg.append(line);
+  };
+  for (const l of [...lines].reverse()) { // this run drawn last, on top
+    if (!l.pts.length) continue;
+    path(l.pts, (p) => p[1], l.smooth ? "line raw" : "line", l.color);
+    if (l.smooth) path(l.pts, (p, k) => l.smooth[k], "line", l.color);
+  }
+  if (own.pts.length <= 200) for (const p of own.pts) {
     const c = s("circle", { class: "pt", cx: X(p[0]).toFixed(1), cy: Y(p[1]).toFixed(1), r: 2.2 });
+    c.style.fill = own.color;
     const t = s("title"); t.textContent = `step ${p[0]}: ${p[1]}`; c.append(t); svg.append(c);
   }
+  // drag across the plot to zoom every curve to that step range; double-click: all steps
+  const toStep = (ev) => { const r = svg.getBoundingClientRect(); const vx = ((ev.clientX - r.left) / r.width) * W; return x0 + ((vx - L) / (W - L - R)) * (x1 - x0); };
+  let from = null, band = null;
+  svg.addEventListener("mousedown", (ev) => { from = toStep(ev); band = s("rect", { class: "band", y: T, height: H - T - B, x: X(from), width: 0 }); svg.append(band); ev.preventDefault(); });
+  svg.addEventListener("mousemove", (ev) => { if (from === null) return; const a = X(from), b = X(toStep(ev)); band.setAttribute("x", Math.min(a, b)); band.setAttribute("width", Math.abs(b - a)); });
+  svg.addEventListener("mouseup", (ev) => {
+    if (from === null) return;
+    const to = toStep(ev), a = Math.min(from, to), b = Math.max(from, to);
+    from = null;
+    if (b - a < (x1 - x0) / 50) { band.remove(); return; } // a click, not a drag
+    setZoom(Math.floor(a), Math.ceil(b));
+  });
+  svg.addEventListener("dblclick", () => setZoom(null, null));
   return fig;
 }
 
 // --- a trajectory file: groups of episodes, with filters -------------------------------------------
-function matches(ep, q) {
+function matches(ep, q, g) {
+  const needle = (q.get("q") || "").trim().toLowerCase();
+  if (needle && g) {
+    const hay = [g.task_id, g.instruction, g.category, ep.category, ep.error].map((x) => String(x ?? "")).join("\n").toLowerCase();
+    if (!hay.includes(needle)) return false;
+  }
   const outcome = q.get("outcome") || "all";
   if (outcome === "success" && !(ep.success && !ep.infra_error)) return false;
   if (outcome === "failure" && (ep.success || ep.infra_error)) return false;
@@ -232,7 +314,7 @@ function setQuery(q) {
 async function filePage(si, fi, q) {
   const [run, data] = await Promise.all([api(`/s/${si}`), api(`/s/${si}/f/${fi}`)]);
   const file = run.files[fi] || { label: `file ${fi}` };
-  setCrumbs([[run.name, `#/s/${si}`], [file.label, null]]);
+  setCrumbs(soloFile(run) ? [[run.name, null]] : [[run.name, `#/s/${si}`], [file.label, null]]);
   const radios = ["all", "success", "failure", "infra"].map((v) => {
     const input = h("input", { type: "radio", name: "outcome", value: v, "data-testid": `filter-${v}` });
     input.checked = (q.get("outcome") || "all") === v;
@@ -257,45 +339,123 @@ async function filePage(si, fi, q) {
   const groupOf = new Map();
   let shown = 0;
   const groups = [];
+  const flat = []; // [episode, group] of every episode the filters keep
+  const row = (ep, g) => {
+    const box = h("input", { type: "checkbox", "aria-label": `select episode ${ep.index}` });
+    box.checked = chosen.has(ep.index);
+    box.addEventListener("change", () => { box.checked ? chosen.add(ep.index) : chosen.delete(ep.index); updateCmp(); });
+    return h("tr", { "data-episode": ep.index, "data-testid": "episode-row" }, h("td", {}, box),
+      h("td", {}, h("a", { href: `#/s/${si}/f/${fi}/e/${ep.index}` }, `episode ${ep.index}`)), g ? h("td", { class: "mono muted" }, g.task_id || "") : null,
+      h("td", {}, outcomePill(ep)),
+      h("td", { class: "num" }, num(ep.score, 2)), h("td", { class: "num" }, ep.steps), h("td", { class: "num" + (ep.invalid ? " bad" : "") }, ep.invalid),
+      h("td", { class: "num", "data-testid": "return" }, num(ep.return, 2)), h("td", { class: "num adv " + sign(ep.mean_adv), "data-testid": "mean-adv" }, signed(ep.mean_adv)),
+      h("td", { class: "muted" }, ep.infra_error ? ep.error || "" : ""));
+  };
   for (const g of data.groups) {
-    const eps = g.episodes.filter((ep) => matches(ep, q));
+    const eps = g.episodes.filter((ep) => matches(ep, q, g));
     for (const ep of g.episodes) groupOf.set(ep.index, g.group_id);
     if (!eps.length) continue;
     shown += eps.length;
     const wins = g.episodes.filter((e) => e.success && !e.infra_error).length;
-    const rows = eps.map((ep) => {
-      const box = h("input", { type: "checkbox", "aria-label": `select episode ${ep.index}` });
-      box.addEventListener("change", () => { box.checked ? chosen.add(ep.index) : chosen.delete(ep.index); updateCmp(); });
-      return h("tr", { "data-episode": ep.index, "data-testid": "episode-row" }, h("td", {}, box),
-        h("td", {}, h("a", { href: `#/s/${si}/f/${fi}/e/${ep.index}` }, `episode ${ep.index}`)), h("td", {}, outcomePill(ep)),
-        h("td", { class: "num" }, num(ep.score, 2)), h("td", { class: "num" }, ep.steps), h("td", { class: "num" + (ep.invalid ? " bad" : "") }, ep.invalid),
-        h("td", { class: "num" }, num(ep.return, 2)), h("td", { class: "num adv " + sign(ep.mean_adv) }, signed(ep.mean_adv)),
-        h("td", { class: "muted" }, ep.infra_error ? ep.error || "" : ""));
-    });
+    for (const ep of eps) flat.push([ep, g]);
+    const rows = eps.map((ep) => row(ep));
     groups.push(h("div", { class: "group", "data-group": g.group_id },
       h("div", { class: "group-head" }, h("strong", {}, `group ${g.group_id.split(":")[0]}`), h("span", { class: "mono muted" }, g.task_id || ""),
         g.category ? pill(g.category) : null, h("span", {}, `${wins}/${g.episodes.length} solved`)),
       h("div", {}, g.instruction),
       h("table", {}, h("tr", {}, ["", "episode", "outcome", "score", "steps", "invalid", "return", "mean adv", ""].map((c) => h("th", {}, c))), rows)));
   }
+  const search = h("input", { type: "search", placeholder: "search task, instruction, category…", "data-testid": "search", "aria-label": "search", value: q.get("q") || "" });
+  search.addEventListener("change", () => { search.value.trim() ? q.set("q", search.value.trim()) : q.delete("q"); setQuery(q); });
+  const SORTS = { "": "group order", "return-desc": "return, highest first", "return-asc": "return, lowest first",
+    "adv-desc": "mean advantage, highest first", "adv-asc": "mean advantage, lowest first" };
+  const sort = h("select", { "data-testid": "sort", "aria-label": "sort episodes" },
+    Object.entries(SORTS).map(([v, l]) => { const o = h("option", { value: v }, l); if ((q.get("sort") || "") === v) o.selected = true; return o; }));
+  sort.addEventListener("change", () => { sort.value ? q.set("sort", sort.value) : q.delete("sort"); setQuery(q); });
+  let body;
+  if (q.get("sort") && SORTS[q.get("sort")]) { // one table of every kept episode, in the chosen order (missing values last)
+    const [field, dir] = q.get("sort").split("-");
+    const value = (ep) => (field === "return" ? ep.return : ep.mean_adv);
+    const key = (ep) => (typeof value(ep) === "number" ? (dir === "desc" ? -value(ep) : value(ep)) : Infinity);
+    flat.sort((a, b) => key(a[0]) - key(b[0]) || a[0].index - b[0].index);
+    body = flat.length ? h("table", { "data-testid": "sorted" }, h("tr", {}, ["", "episode", "task", "outcome", "score", "steps", "invalid", "return", "mean adv", ""].map((c) => h("th", {}, c))),
+      flat.map(([ep, g]) => row(ep, g))) : h("p", { class: "muted" }, "no episode matches the filters");
+  } else {
+    body = groups.length ? h("div", {}, groups) : h("p", { class: "muted" }, "no episode matches the filters");
+  }
   show(h("h1", {}, file.label), h("p", { class: "muted" }, `${data.episodes} episodes in ${data.groups.length} groups`,
     data.estimator ? ` · advantages from ${data.estimator}` : "", data.bad_lines ? ` · ${data.bad_lines} unreadable line(s) skipped` : ""),
-  h("div", { class: "card filters" }, ...radios, h("label", {}, invalid, " with invalid steps"), cat, cmp,
+  h("div", { class: "card filters" }, search, ...radios, h("label", {}, invalid, " with invalid steps"), cat, h("label", {}, "sort ", sort), cmp,
     h("span", { class: "muted", "data-testid": "shown" }, `showing ${shown} of ${data.episodes} episodes`)),
-  groups.length ? h("div", {}, groups) : h("p", { class: "muted" }, "no episode matches the filters"));
+  advantageHistogram(flat.map(([ep]) => ep.mean_adv).filter((x) => typeof x === "number" && isFinite(x))),
+  body);
+}
+
+// the episodes' mean advantages (those the filters keep), in 20 equal bins
+function advantageHistogram(values) {
+  if (!values.length) return null;
+  const BINS = 20, W = 520, H = 120, L = 30, R = 8, T = 8, B = 24;
+  let lo = Math.min(...values), hi = Math.max(...values);
+  if (hi === lo) { lo -= 0.5; hi += 0.5; }
+  const counts = new Array(BINS).fill(0);
+  for (const v of values) counts[Math.min(BINS - 1, Math.floor(((v - lo) / (hi - lo)) * BINS))]++;
+  const top = Math.max(...counts);
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "histogram of mean advantages" });
+  const bw = (W - L - R) / BINS;
+  counts.forEach((c, k) => {
+    const hgt = (c / top) * (H - T - B);
+    const mid = lo + ((k + 0.5) / BINS) * (hi - lo);
+    const bar = s("rect", { class: "bar " + sign(mid), x: (L + k * bw + 1).toFixed(1), y: (H - B - hgt).toFixed(1), width: (bw - 2).toFixed(1), height: hgt.toFixed(1) });
+    const t = s("title"); t.textContent = `${c} episode(s) with mean advantage in [${compact(lo + (k / BINS) * (hi - lo))}, ${compact(lo + ((k + 1) / BINS) * (hi - lo))})`;
+    bar.append(t); svg.append(bar);
+  });
+  svg.append(s("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
+  const label = (x, y, text, anchor) => { const t = s("text", { x, y, "text-anchor": anchor }); t.textContent = text; svg.append(t); };
+  label(L, H - B + 12, compact(lo), "start"); label(W - R, H - B + 12, compact(hi), "end");
+  label(L - 4, T + 8, String(top), "end"); label((L + W - R) / 2, H - 3, "mean advantage of an episode", "middle");
+  if (lo < 0 && hi > 0) { const x0 = L + ((0 - lo) / (hi - lo)) * (W - L - R); svg.append(s("line", { class: "zero", x1: x0, y1: T, x2: x0, y2: H - B })); }
+  return h("div", { class: "card hist", "data-testid": "adv-hist", "data-counts": counts.join(","), "data-n": values.length },
+    h("div", { class: "title" }, `mean advantage per episode (${values.length} episodes)`), svg);
 }
 
 // --- one episode, step by step --------------------------------------------------------------------------
+// A byte-level tokenizer splits a multi-byte character (é, ✓, 中) over several tokens, and each
+// decoded alone is U+FFFD ("?"). The reply's text holds the character: a run of such tokens shows
+// the characters between its neighbours, on its first token (the others are marked as its bytes).
+function byteTokens(tokens, text) {
+  const out = tokens.map((t) => ({ text: t, cont: false }));
+  if (typeof text !== "string" || !tokens.some((t) => typeof t === "string" && t.includes("\ufffd"))) return out;
+  let pos = 0;
+  for (let k = 0; k < out.length;) {
+    const t = out[k].text;
+    if (typeof t !== "string") { k++; continue; }
+    if (!t.includes("\ufffd")) { const at = text.indexOf(t, pos); if (at >= 0 && at - pos < 8) pos = at + t.length; k++; continue; }
+    let j = k;
+    while (j < out.length && typeof out[j].text === "string" && out[j].text.includes("\ufffd")) j++;
+    const next = j < out.length && typeof out[j].text === "string" && out[j].text ? text.indexOf(out[j].text, pos) : text.length;
+    if (next > pos) {
+      out[k].text = text.slice(pos, next);
+      for (let m = k + 1; m < j; m++) out[m] = { text: "", cont: true };
+      pos = next;
+    }
+    k = j;
+  }
+  return out;
+}
+
 function tokensView(step) {
   const n = Math.max(step.logprobs.length, step.response_ids.length);
   if (!n) return longText(step.text);
   const box = h("div", { class: "tokens", "data-testid": "tokens" });
+  const pieces = step.tokens ? byteTokens(step.tokens, step.text) : [];
   for (let k = 0; k < n; k++) {
     const lp = step.logprobs[k];
     const id = step.response_ids[k];
-    const text = step.tokens && typeof step.tokens[k] === "string" ? step.tokens[k] : `⟨${id}⟩`;
+    const piece = pieces[k] && typeof pieces[k].text === "string" ? pieces[k] : { text: `⟨${id}⟩`, cont: false };
+    const text = piece.cont ? "\u200b" : piece.text;
     const p = typeof lp === "number" ? Math.exp(lp) : null;
-    const span = h("span", { class: "tok", "data-lp": lp ?? "", "data-tip": `token ${k} (id ${id}) ${JSON.stringify(text)}\nlogprob ${typeof lp === "number" ? lp.toFixed(4) : "n/a"}   p = ${p === null ? "n/a" : p.toFixed(3)}` }, text);
+    const what = piece.cont ? "a further byte of the character before" : JSON.stringify(piece.text);
+    const span = h("span", { class: "tok" + (piece.cont ? " cont" : ""), "data-lp": lp ?? "", "data-tip": `token ${k} (id ${id}) ${what}\nlogprob ${typeof lp === "number" ? lp.toFixed(4) : "n/a"}   p = ${p === null ? "n/a" : p.toFixed(3)}` }, text);
     if (p !== null) span.style.background = `rgba(220, 60, 50, ${(0.55 * (1 - p)).toFixed(3)})`;
     box.append(span);
   }
