@@ -174,41 +174,43 @@ class JudgeReward:
         return [{"role": "system", "content": self.system},
                 {"role": "user", "content": f"{episode}\n\nCriterion: {criterion or self.criterion}\n\nYour judgement:"}]
 
-    def judge(self, prompts: list[list[dict]]) -> list[Verdict]:
-        """Verdicts for chat prompts: cached answers reused, the others asked in one batch."""
+    def answers(self, prompts: list[list[dict]], readable=lambda text: parse_score(text).has_verdict,
+                cache_name: str | None = None) -> list[tuple[str | None, str]]:
+        """(answer text or None, why) per chat prompt: cached answers reused, the others asked in one
+        batch. `readable(text)` says whether an answer parses; a greedy judge's answers are cached
+        whatever they say (it would answer the same again), a sampling judge's only when readable."""
         t0 = time.perf_counter()
-        keys = [JudgeCache.key(self.name, p) for p in prompts]
-        answers: dict[str, tuple[str | None, str]] = {}
+        keys = [JudgeCache.key(cache_name or self.name, p) for p in prompts]
+        found: dict[str, tuple[str | None, str]] = {}
         todo: list[int] = []
         for i, k in enumerate(keys):
-            if k in answers:  # the same prompt twice in one batch: asked once, counted as a hit
+            if k in found:  # the same prompt twice in one batch: asked once, counted as a hit
                 self.cache.hits += 1
                 continue
             cached = self.cache.get(k)
+            found[k] = (cached, "")
             if cached is None:
                 todo.append(i)
-                answers[k] = (None, "")
-            else:
-                answers[k] = (cached, "")
         if todo:
             self.stats.calls += 1
-            for i, (text, why) in zip(todo, ask(self.policy, [prompts[i] for i in todo], self.sampling,
-                                                 self.timeout_s, self.name)):
-                answers[keys[i]] = (text, why)
+            replies = ask(self.policy, [prompts[i] for i in todo], self.sampling, self.timeout_s, self.name)
+            for i, (text, why) in zip(todo, replies):
+                found[keys[i]] = (text, why)
                 if text is None:
                     self.stats.errors += 1
-                elif parse_score(text).has_verdict or self.sampling.temperature == 0:
-                    # a greedy judge answers a prompt the same way every time, unreadable answers
-                    # included; a sampling judge's unreadable answer is asked again next time
+                elif self.sampling.temperature == 0 or readable(text):
                     self.cache.put(keys[i], text)
+        self.stats.prompts += len(prompts)
+        self.stats.seconds += time.perf_counter() - t0
+        return [found[k] for k in keys]
+
+    def judge(self, prompts: list[list[dict]]) -> list[Verdict]:
+        """One Verdict per chat prompt (see `answers`)."""
         out = []
-        for k in keys:
-            text, why = answers[k]
+        for text, why in self.answers(prompts):
             v = parse_score(text) if text is not None else Verdict(None, why or NO_VERDICT.rationale)
             self.stats.no_verdict += not v.has_verdict
             out.append(v)
-        self.stats.prompts += len(prompts)
-        self.stats.seconds += time.perf_counter() - t0
         return out
 
     def score(self, trajectories: Sequence[Trajectory]) -> list[Verdict]:

@@ -59,8 +59,9 @@ class RelativeJudge:
             groups[t.group_id].append(i)
         members = list(groups.values())
         prompts = [self.prompt([trajectories[i] for i in idx]) for idx in members]
-        # the judge's per-prompt machinery (cache, batching, timeout) with a different parser
-        texts = self._answers(prompts)
+        # the judge's machinery (cache under this judge's own name, batching, timeout), another parser
+        texts = self.judge.answers(prompts, readable=lambda text: bool(_LINE.search(text or "")),
+                                   cache_name=self.name)
         out: list[Verdict | None] = [None] * len(trajectories)
         for idx, (text, why) in zip(members, texts):
             verdicts = parse_group_scores(text, len(idx)) if text is not None else [Verdict(None, why)] * len(idx)
@@ -68,22 +69,3 @@ class RelativeJudge:
                 out[i] = v
                 self.judge.stats.no_verdict += not v.has_verdict
         return out  # type: ignore[return-value]
-
-    def _answers(self, prompts: list[list[dict]]) -> list[tuple[str | None, str]]:
-        from agentgym.rewards.judge import JudgeCache, ask
-
-        j = self.judge
-        keys = [JudgeCache.key(self.name, p) for p in prompts]
-        cached = [j.cache.get(k) for k in keys]
-        todo = [i for i, c in enumerate(cached) if c is None]
-        answers: list[tuple[str | None, str]] = [(c, "") for c in cached]
-        if todo:
-            j.stats.calls += 1
-            for i, res in zip(todo, ask(j.policy, [prompts[i] for i in todo], j.sampling, j.timeout_s, self.name)):
-                answers[i] = res
-                if res[0] is not None and any(v.has_verdict for v in parse_group_scores(res[0], 1_000)):
-                    j.cache.put(keys[i], res[0])
-                elif res[0] is None:
-                    j.stats.errors += 1
-        j.stats.prompts += len(prompts)
-        return answers
