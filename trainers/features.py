@@ -127,6 +127,9 @@ def config_for_env(env_id: str, source: str = "generic", overrides: list[str] | 
                     dropped.append(f"{section}.{key}")
     data.setdefault("env", {})["id"] = env_id
     user = _flat_keys(parse_overrides(list(overrides or [])))
+    given = parse_overrides(list(overrides or [])).get("env", {})
+    if isinstance(given, dict) and given.get("id") not in (None, env_id) and check_env_id(given["id"]) != env_id:
+        raise ConfigError(f"--env {env_id} and env.id={given['id']} name two envs: give one")
     if "name" not in user and data.get("name", "generic") == "generic":
         data["name"] = env_id.split("/")[-1]  # runs/MyEnv-v0
     cfg = load_config(data, overrides)
