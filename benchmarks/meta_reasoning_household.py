@@ -134,15 +134,15 @@ def parse_args():
     return args
 
 
-def main() -> None:
-    args = parse_args()
+def start(args, log):
+    """What both household reward benchmarks start from: the runs finished so far (runs.json), the
+    held-out set and the shared behaviour-cloned warm start with its held-out success."""
     import torch
 
     torch.set_num_threads(1)
     from action_scorer import ActionScorer
     from agentgym.registration import get_task_space
 
-    log = lambda s: print(s, flush=True)  # noqa: E731
     out = Path(args.runs)
     out.mkdir(parents=True, exist_ok=True)
     raw = out / "runs.json"
@@ -154,6 +154,13 @@ def main() -> None:
     warm = ca.behaviour_clone(scorer, space, args, log)
     warm_heldout = evaluate_with_redundancy(scorer, eval_set, args, seed=10_000)
     log(f"warm start held-out success {warm_heldout:.3f}, redundant-step rate {EVAL_LOG[-1]['redundant']:.3f}")
+    return raw, done, space, eval_set, warm, warm_heldout
+
+
+def main() -> None:
+    args = parse_args()
+    log = lambda s: print(s, flush=True)  # noqa: E731
+    raw, done, space, eval_set, warm, warm_heldout = start(args, log)
     meta_cfg = MetaReasoningConfig(planning=args.planning, explore=args.explore, reflection=args.reflection,
                                    format_penalty=0.0, weight=1.0)
     t0 = time.perf_counter()

@@ -60,23 +60,8 @@ def run(seed, warm, space, eval_set, args, log, warm_heldout) -> dict:
 def main() -> None:
     sys.argv += [] if "--runs" in sys.argv else ["--runs", "runs/rubric_reward"]
     args = mr.parse_args()
-    import torch
-
-    torch.set_num_threads(1)
-    from action_scorer import ActionScorer
-    from agentgym.registration import get_task_space
-
     log = lambda s: print(s, flush=True)  # noqa: E731
-    out = Path(args.runs)
-    out.mkdir(parents=True, exist_ok=True)
-    raw = out / "runs.json"
-    done = json.loads(raw.read_text()) if raw.exists() else []
-    space = get_task_space(ca.ENV_ID)
-    eval_set = ca.heldout_tasks(space, args.eval_tasks)
-    torch.manual_seed(0)
-    scorer = ActionScorer(args.buckets, args.dim, args.hidden)
-    warm = ca.behaviour_clone(scorer, space, args, log)
-    warm_heldout = mr.evaluate_with_redundancy(scorer, eval_set, args, seed=10_000)
+    raw, done, space, eval_set, warm, warm_heldout = mr.start(args, log)
     t0 = time.perf_counter()
     for seed in range(args.seeds):
         if any(r["seed"] == seed for r in done):
