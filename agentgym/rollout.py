@@ -21,6 +21,7 @@ from agentgym import progress
 from agentgym.chat import ChatConfig, ChatEnv
 from agentgym.executors import EnvResult, make_executor
 from agentgym.policies.base import Completion, Policy, SamplingParams, TurnContext
+from agentgym.continuation import TokenContinuation, supports_tokens
 from agentgym.tasks.spec import TaskSpec
 from agentgym.trajectory import Step, Trajectory
 
@@ -69,6 +70,10 @@ class RolloutRequest:
     keep_groups: over-sampling; once this many groups have finished, every other group is stopped
         and marked metadata["dropped"] = "oversampled" (returned, never silently lost: the caller
         counts and drops them). Groups finishing on the same turn are kept in task order.
+    on_template_mismatch: with chat history="full" and a token-level policy (HF, vLLM, Ray), each
+        episode is continued token in / token out (agentgym.continuation); a chat template
+        that rewrites earlier turns raises ("error") or re-renders that turn ("per-turn", counted in
+        the trajectory's metadata["retokenized_turns"]).
     """
 
     env: str | Callable[[], ChatEnv]
@@ -86,6 +91,7 @@ class RolloutRequest:
     max_live_envs: int | None = 256
     episode_time_limit: float | None = None
     keep_groups: int | None = None
+    on_template_mismatch: str = "error"  # history="full": "error" or "per-turn" (agentgym/continuation.py)
 
 
 def collect(env: str | Callable[[], ChatEnv], tasks: Sequence[TaskSpec], policy: Policy, group_size: int = 1, *,
@@ -113,6 +119,9 @@ def play(request: RolloutRequest, policy: Policy,
     episode_time_limit, keep_groups = r.episode_time_limit, r.keep_groups
     if group_size < 1:
         raise ValueError("group_size must be >= 1")
+    continuation = None
+    if ChatConfig.of(r.chat).history == "full" and supports_tokens(policy):
+        policy = continuation = TokenContinuation(policy, r.on_template_mismatch)  # token in, token out
     env_id = env if isinstance(env, str) else ""
     if env_id:
         from agentgym.registration import check_env_id
@@ -204,6 +213,11 @@ def play(request: RolloutRequest, policy: Policy,
             _drop_overflow(episodes, group_size, keep_groups, finished_groups)
     finally:
         pool.close()
+        if continuation is not None:
+            continuation.close()
+            for ep in episodes:
+                if turns := continuation.retokenized.get(str(ep.index)):
+                    ep.traj.metadata["retokenized_turns"] = turns
     return [ep.traj for ep in episodes]
 
 

@@ -17,6 +17,7 @@ without LoRA an optional frozen deep copy (`reference="copy"`).
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,15 @@ def _resolve_dtype(dtype: Any, device: str) -> torch.dtype:
                 "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}[str(dtype)]
     except KeyError:
         raise ConfigError(f"unknown dtype {dtype!r}; choose fp32, bf16 or fp16") from None
+
+
+@dataclass
+class _Prefix:
+    """A conversation's cached context: its token ids and, per layer, keys and values [heads, len, dim]."""
+
+    ids: list[int]
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    version: int  # the weights' version they were computed with
 
 
 class HFPolicy:
@@ -113,6 +123,9 @@ class HFPolicy:
         self.max_prompt_tokens = max_prompt_tokens
         self.stop_strings = list(stop_strings or [])
         self.reference_model = None
+        self.reuse_kv = True  # growing conversations: a turn's KV cache is extended by the next turn
+        self._prefixes: dict[str, _Prefix] = {}
+        self.last_prefill_tokens: list[int] = []
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(0)
         self._last_seed: int | None = None
@@ -138,73 +151,140 @@ class HFPolicy:
     def generate(self, prompts: list[Messages], sampling: SamplingParams | None = None,
                  contexts: list[TurnContext] | None = None, batch_size: int = 64) -> list[Completion]:
         sampling = sampling or SamplingParams()
-        if sampling.seed is not None and sampling.seed != self._last_seed:
-            self.reseed(sampling.seed)
-        out: list[Completion] = []
-        for start in range(0, len(prompts), batch_size):
-            prompt_ids = [self.encode_prompt(m) for m in prompts[start:start + batch_size]]
-            out.extend(self.generate_ids(prompt_ids, sampling))
-        return out
+        prompt_ids = [self.encode_prompt(m) for m in prompts]
+        return self.generate_ids(prompt_ids, sampling, batch_size=batch_size)
 
     @torch.inference_mode()
-    def generate_ids(self, prompt_ids: list[list[int]], sampling: SamplingParams) -> list[Completion]:
+    def generate_ids(self, prompt_ids: list[list[int]], sampling: SamplingParams | None = None,
+                     cache_keys: list[str] | None = None, batch_size: int = 64) -> list[Completion]:
+        """Sample a reply to each prompt, given as token ids. cache_keys: one key per prompt (an
+        episode of a growing conversation): the prompt's longest prefix cached under its key by the
+        previous call is not prefilled again, and the prompt + reply are cached for the next one
+        (`forget` drops keys). Prompts are batched by length, `batch_size` at a time."""
+        sampling = sampling or SamplingParams()
+        if sampling.seed is not None and sampling.seed != self._last_seed:
+            self.reseed(sampling.seed)
         was_training = self.model.training
         self.model.eval()
         try:
-            return self._sample(prompt_ids, sampling)
+            order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))  # little padding per batch
+            out: list[Completion | None] = [None] * len(prompt_ids)
+            for start in range(0, len(order), batch_size):
+                rows = order[start:start + batch_size]
+                keys = [cache_keys[i] for i in rows] if cache_keys is not None else None
+                for i, c in zip(rows, self._sample([prompt_ids[i] for i in rows], sampling, keys)):
+                    out[i] = c
+            return out  # type: ignore[return-value]
         finally:
             self.model.train(was_training)
 
-    def _sample(self, prompt_ids: list[list[int]], sampling: SamplingParams) -> list[Completion]:
+    def forget(self, cache_keys=None) -> None:
+        """Drop the cached prefixes of these keys (their episodes ended); None: all of them (the
+        weights were replaced in a way torch does not count, e.g. through `.data`)."""
+        if cache_keys is None:
+            self._prefixes.clear()
+        for key in cache_keys or ():
+            self._prefixes.pop(key, None)
+
+    def _weights_version(self) -> int:
+        return sum(int(p._version) for p in self.model.parameters())
+
+    def _cached_prefix(self, key: str | None, ids: list[int], version: int) -> "_Prefix | None":
+        entry = self._prefixes.get(key) if key is not None else None
+        if entry is None or entry.version != version or len(entry.ids) >= len(ids) or ids[:len(entry.ids)] != entry.ids:
+            return None  # another conversation, other weights, or nothing new to feed
+        return entry
+
+    def _sample(self, prompt_ids: list[list[int]], sampling: SamplingParams,
+                cache_keys: list[str] | None = None) -> list[Completion]:
+        """Prefill (the part of each prompt not cached), then decode one token per step; a row
+        leaves the batch as soon as it ends, so finished replies cost nothing more."""
+        from transformers.cache_utils import DynamicCache
+
         batch = len(prompt_ids)
-        width = max(len(p) for p in prompt_ids)
         pad = self.tokenizer.pad_token_id
-        input_ids = torch.full((batch, width), pad, dtype=torch.long)
-        attention = torch.zeros((batch, width), dtype=torch.long)
-        for i, ids in enumerate(prompt_ids):  # left padding: every prompt ends at the last column
-            input_ids[i, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            attention[i, width - len(ids):] = 1
-        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        version = self._weights_version() if cache_keys is not None else 0
+        prefixes = [self._cached_prefix(k, p, version) for k, p in zip(cache_keys or [None] * batch, prompt_ids)]
+        cached = [len(e.ids) if e is not None else 0 for e in prefixes]
+        new = [p[c:] for p, c in zip(prompt_ids, cached)]
+        width_cache, width_new = max(cached), max(len(n) for n in new)
+        # columns: [pad][cached prefix][pad][new prompt tokens]; position ids continue each row's prefix
+        input_ids = torch.full((batch, width_new), pad, dtype=torch.long)
+        attention = torch.zeros((batch, width_cache + width_new), dtype=torch.long)
+        positions = torch.zeros((batch, width_new), dtype=torch.long)
+        for i, (c, ids) in enumerate(zip(cached, new)):
+            input_ids[i, width_new - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            attention[i, width_cache - c:width_cache] = 1
+            attention[i, width_cache + width_new - len(ids):] = 1
+            positions[i, width_new - len(ids):] = torch.arange(c, c + len(ids))
+        past = None
+        if width_cache:
+            layers = []
+            for layer in range(len(next(e for e in prefixes if e is not None).layers)):
+                k0, v0 = next(e for e in prefixes if e is not None).layers[layer]
+                keys = k0.new_zeros((batch, k0.shape[0], width_cache, k0.shape[2]))
+                values = v0.new_zeros((batch, v0.shape[0], width_cache, v0.shape[2]))
+                for i, e in enumerate(prefixes):
+                    if e is not None:
+                        keys[i, :, width_cache - cached[i]:] = e.layers[layer][0]
+                        values[i, :, width_cache - cached[i]:] = e.layers[layer][1]
+                layers.append((keys.to(self.device), values.to(self.device)))
+            past = DynamicCache(ddp_cache_data=layers)
+        self.last_prefill_tokens = [len(n) for n in new]  # what this call prefilled, per prompt (benchmarks)
+        step_ids, attention, positions = input_ids.to(self.device), attention.to(self.device), positions.to(self.device)
 
         responses: list[list[int]] = [[] for _ in range(batch)]
         logprobs: list[list[float]] = [[] for _ in range(batch)]
-        finished = torch.zeros(batch, dtype=torch.bool, device=self.device)
         reasons = ["length"] * batch
         eos = torch.tensor(sorted(self.eos_ids), device=self.device)
-        past = None
-        step_ids, step_pos = input_ids, positions
-        for _ in range(sampling.max_new_tokens):
-            out = self.model(input_ids=step_ids, attention_mask=attention, position_ids=step_pos,
-                             past_key_values=past, use_cache=True)
+        live = torch.arange(batch, device=self.device)  # batch rows still decoding -> their prompt index
+        for step in range(sampling.max_new_tokens):
+            out = self.model(input_ids=step_ids, attention_mask=attention, position_ids=positions,
+                             past_key_values=past, use_cache=True, logits_to_keep=1)
             past = out.past_key_values
             logits = out.logits[:, -1, :].float()
             token = self._pick(logits, sampling)
             token_logprob = torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
-            for i in torch.nonzero(~finished).flatten().tolist():
-                responses[i].append(int(token[i]))
-                logprobs[i].append(float(token_logprob[i]))
-            hit_eos = torch.isin(token, eos) & ~finished
-            for i in torch.nonzero(hit_eos).flatten().tolist():
-                reasons[i] = "stop"
-            finished |= hit_eos
-            if self.stop_strings:
-                for i in torch.nonzero(~finished).flatten().tolist():
-                    tail = self.tokenizer.decode(responses[i][-8:])
-                    if any(s in tail for s in self.stop_strings):
-                        finished[i] = True
-                        reasons[i] = "stop"
-            if bool(finished.all()):
+            rows = live.tolist()
+            done = torch.isin(token, eos)
+            for b, i in enumerate(rows):
+                responses[i].append(int(token[b]))
+                logprobs[i].append(float(token_logprob[b]))
+                if done[b]:
+                    reasons[i] = "stop"
+                elif self.stop_strings and any(s in self.tokenizer.decode(responses[i][-8:]) for s in self.stop_strings):
+                    done[b] = True
+                    reasons[i] = "stop"
+            last = step == sampling.max_new_tokens - 1
+            if cache_keys is not None:
+                for b in (range(len(rows)) if last else torch.nonzero(done).flatten().tolist()):
+                    self._keep_prefix(cache_keys[rows[b]], prompt_ids[rows[b]] + responses[rows[b]][:-1], past, b,
+                                      attention[b], version)
+            if last or bool(done.all()):
                 break
-            # Finished rows keep being fed (pad) so the batch stays rectangular; their tokens are dropped.
-            step_ids = torch.where(finished, torch.full_like(token, pad), token)[:, None]
-            step_pos = step_pos[:, -1:] + 1
-            attention = torch.cat([attention, torch.ones((batch, 1), dtype=attention.dtype, device=self.device)], 1)
+            keep = torch.nonzero(~done).flatten()
+            if len(keep) < len(rows):  # finished rows leave the batch (and its KV cache)
+                past.batch_select_indices(keep)
+                live, token, attention, positions = live[keep], token[keep], attention[keep], positions[keep]
+            step_ids = token[:, None]
+            positions = positions[:, -1:] + 1
+            attention = torch.cat([attention, torch.ones((len(live), 1), dtype=attention.dtype, device=self.device)], 1)
         return [
             Completion(text=self.tokenizer.decode(r, skip_special_tokens=True), prompt_ids=list(p), response_ids=r,
                        response_logprobs=lp, finish_reason=why)
             for p, r, lp, why in zip(prompt_ids, responses, logprobs, reasons)
         ]
+
+    def _keep_prefix(self, key: str, ids: list[int], past, row: int, row_attention: torch.Tensor, version: int) -> None:
+        """Cache row `row`'s keys and values (its attended columns: prompt + reply without its last
+        token, which was sampled but never fed) under `key` for the episode's next turn."""
+        if not self.reuse_kv:
+            return
+        columns = torch.nonzero(row_attention).flatten()
+        layers = [(layer.keys[row].index_select(1, columns).clone(), layer.values[row].index_select(1, columns).clone())
+                  for layer in past.layers]
+        if layers and layers[0][0].shape[1] == len(ids):
+            self._prefixes[key] = _Prefix(ids, layers, version)
 
     def _pick(self, logits: torch.Tensor, sampling: SamplingParams) -> torch.Tensor:
         if sampling.temperature <= 0:

@@ -94,10 +94,14 @@ class PolicyWorker:
             for name, value in state.items():
                 params[name].copy_(value.to(params[name].device, params[name].dtype))
 
-    def generate(self, prompts: list, sampling: SamplingParams | None, version: int) -> list[Completion] | None:
-        """None when this process does not hold weights `version` (Ray restarted it)."""
+    def generate(self, prompts: list, sampling: SamplingParams | None, version: int,
+                 as_ids: bool = False) -> list[Completion] | None:
+        """None when this process does not hold weights `version` (Ray restarted it). as_ids:
+        the prompts are token ids (a conversation continued token in / token out)."""
         if version != self.version:
             return None
+        if as_ids:
+            return self.policy.generate_ids(prompts, sampling or SamplingParams())
         return self.policy.generate(prompts, sampling, None)
 
 
@@ -169,8 +173,26 @@ class RayRolloutPolicy:
         return {"tensors": {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters()
                             if everything or p.requires_grad}}
 
+    # --- what the rollout engine asks of a token-level policy (agentgym.continuation) ---------
+    @property
+    def tokenizer(self):
+        return self.trainer.tokenizer
+
+    @property
+    def eos_ids(self) -> set[int]:
+        return self.trainer.eos_ids
+
+    def encode_prompt(self, messages: Messages) -> list[int]:
+        return self.trainer.encode_prompt(messages)  # the replicas load the same model folder: same ids
+
+    def generate_ids(self, prompt_ids: list[list[int]], sampling: SamplingParams | None = None) -> list[Completion]:
+        return self._fan_out(prompt_ids, sampling, as_ids=True)
+
     def generate(self, prompts: list[Messages], sampling: SamplingParams | None = None,
                  contexts: list[TurnContext] | None = None) -> list[Completion]:
+        return self._fan_out(prompts, sampling, as_ids=False)
+
+    def _fan_out(self, prompts: list, sampling: SamplingParams | None, as_ids: bool) -> list[Completion]:
         if not prompts:
             return []
         self.sync()
@@ -184,10 +206,10 @@ class RayRolloutPolicy:
             s = sampling
             if sampling is not None and sampling.seed is not None and i:
                 s = dataclasses.replace(sampling, seed=sampling.seed + i)
-            refs.append((i, chunk, s, self.replicas[i].generate.remote(chunk, s, self._synced_version)))
-        return [c for i, chunk, s, ref in refs for c in self._answer(i, chunk, s, ref)]
+            refs.append((i, chunk, s, self.replicas[i].generate.remote(chunk, s, self._synced_version, as_ids)))
+        return [c for i, chunk, s, ref in refs for c in self._answer(i, chunk, s, ref, as_ids)]
 
-    def _answer(self, i: int, chunk: list, sampling: SamplingParams | None, ref) -> list[Completion]:
+    def _answer(self, i: int, chunk: list, sampling: SamplingParams | None, ref, as_ids: bool = False) -> list[Completion]:
         """Replica i's completions for `chunk`. A replica that died or restarted is waited for,
         given the weights again and asked once more; only if that fails too are its prompts
         error completions. One that does not answer in time is killed (Ray restarts it)."""
@@ -216,7 +238,7 @@ class RayRolloutPolicy:
             except (AgentGymError, ray.exceptions.RayError) as exc:
                 return self._failed(chunk, f"policy replica {i} {what} and did not take the weights back: "
                                            f"{type(exc).__name__}")
-            ref = self.replicas[i].generate.remote(chunk, sampling, version)
+            ref = self.replicas[i].generate.remote(chunk, sampling, version, as_ids)
         return self._failed(chunk, f"policy replica {i} {what} twice in one call")
 
     @staticmethod

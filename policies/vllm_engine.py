@@ -504,6 +504,23 @@ class VLLMRolloutPolicy:
         self.sync()
         return self.engine.generate(prompts, sampling, contexts)
 
+    # --- what the rollout engine asks of a token-level policy (agentgym.continuation) ---------
+    @property
+    def tokenizer(self):
+        return self.trainer.tokenizer
+
+    @property
+    def eos_ids(self) -> set[int]:
+        return self.trainer.eos_ids
+
+    def encode_prompt(self, messages: Messages) -> list[int]:
+        return self.trainer.encode_prompt(messages)  # the same model folder: the same ids (tests/vllm)
+
+    def generate_ids(self, prompt_ids: list[list[int]], sampling: SamplingParams | None = None) -> list[Completion]:
+        self.wake_up()
+        self.sync()
+        return self.engine.generate_ids(prompt_ids, sampling or SamplingParams())
+
     def reseed(self, seed: int) -> None:
         if self.engine is not None:
             self.engine.reseed(seed)

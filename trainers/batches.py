@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import threading
 import time
 from collections import Counter
@@ -55,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from agentgym.continuation import supports_tokens
 from agentgym.policies.base import SamplingParams
 from agentgym.rollout import collect
 from agentgym.trainers.checks import rollouts_ahead
@@ -98,21 +100,40 @@ class _LockedSource:
 class _VersionedPolicy:
     """The producer's policy as collect() sees it: stamps each completion with the version of the
     weights that produced it, loads newer weights between turns when partial rollouts are on,
-    and stops a batch in progress when training ends."""
+    and stops a batch in progress when training ends. Token-level when its policy is (growing
+    conversations are then continued token in / token out, agentgym.continuation)."""
 
-    def __init__(self, engine: "AsyncRollouts"):
+    def __init__(self, engine: "BatchProducer"):
         self.engine = engine
+        policy = engine.rollout_policy
+        if supports_tokens(policy):
+            self.tokenizer, self.eos_ids, self.encode_prompt = policy.tokenizer, policy.eos_ids, policy.encode_prompt
+            self.generate_ids = self._generate_ids
+            if callable(getattr(policy, "forget", None)):
+                self.forget = policy.forget
 
-    def generate(self, prompts, sampling=None, contexts=None):
+    def _before(self) -> None:
         engine = self.engine
         if engine._stop:
             raise _Stopped()
         if engine.partial:
             engine._refresh_weights()
-        out = engine.rollout_policy.generate(prompts, sampling, contexts)
+
+    def _stamped(self, out: list) -> list:
         for c in out:
-            c.policy_version = engine.loaded_version
+            c.policy_version = self.engine.loaded_version
         return out
+
+    def generate(self, prompts, sampling=None, contexts=None):
+        self._before()
+        return self._stamped(self.engine.rollout_policy.generate(prompts, sampling, contexts))
+
+    def _generate_ids(self, prompt_ids, sampling=None, cache_keys=None):
+        self._before()
+        policy = self.engine.rollout_policy
+        if cache_keys is not None and "cache_keys" in inspect.signature(policy.generate_ids).parameters:
+            return self._stamped(policy.generate_ids(prompt_ids, sampling, cache_keys=cache_keys))
+        return self._stamped(policy.generate_ids(prompt_ids, sampling))
 
 
 def make_rollout_copy(policy):
@@ -121,11 +142,11 @@ def make_rollout_copy(policy):
     import torch
 
     clone = copy.copy(policy)
-    clone.model = copy.deepcopy(policy.model).eval()
-    for p in clone.model.parameters():
-        p.requires_grad_(False)
+    clone.model = copy.deepcopy(policy.model).eval()  # requires_grad kept: under inference_mode it costs nothing,
+    # and torch picks other CPU kernels for weights that do not require grad (logprobs 5e-7 apart)
     clone.tokenizer = copy.deepcopy(policy.tokenizer)  # fast tokenizers are not safe to share across threads
     clone.reference_model = None
+    clone._prefixes = {}  # its own cached conversations
     clone._generator = torch.Generator(device=policy.device)
     clone._generator.manual_seed(0)
     clone._last_seed = None
@@ -204,6 +225,8 @@ class BatchProducer:
             params = dict(self.rollout_policy.model.named_parameters())
             for name, tensor in snap.items():
                 params[name].data.copy_(tensor)
+            if callable(forget := getattr(self.rollout_policy, "forget", None)):
+                forget()  # cached conversation prefixes were computed with the old weights
             self.loaded_version = version
 
     def _produce(self, j: int) -> RolloutBatch:

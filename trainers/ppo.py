@@ -34,16 +34,44 @@ def clip_range(eps: float, asymmetric: bool) -> tuple[float, float]:
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, want_hidden: bool = False,
-                   want_entropy: bool = False):
+                   want_entropy: bool = False, positions: torch.Tensor | None = None):
     """logprobs[b, p-1] = log pi(input_ids[b, p] | input_ids[b, :p]); optionally last hidden states,
-    and with want_entropy a third value: the entropy of pi(. | input_ids[b, :p]) at the same places."""
-    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=want_hidden, use_cache=False)
-    all_logp = torch.log_softmax(out.logits[:, :-1, :].float(), dim=-1)
-    logp = all_logp.gather(-1, input_ids[:, 1:, None])[..., 0]
-    hidden = out.hidden_states[-1] if want_hidden else None
+    and with want_entropy a third value: the entropy of pi(. | input_ids[b, :p]) at the same places.
+
+    positions: optional [B, T-1] mask of the places wanted (the loss tokens). The LM head and the
+    log-softmax then run on those rows alone, zeros elsewhere: in an agent's update most tokens
+    are prompt and observation (95% in the main job), whose vocabulary-wide logits are not needed."""
+    if positions is None or not _head_is_linear(model):
+        out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=want_hidden,
+                    use_cache=False)
+        all_logp = torch.log_softmax(out.logits[:, :-1, :].float(), dim=-1)
+        logp = all_logp.gather(-1, input_ids[:, 1:, None])[..., 0]
+        hidden = out.hidden_states[-1] if want_hidden else None
+        if want_entropy:
+            return logp, hidden, -(all_logp.exp() * all_logp).sum(-1)
+        return logp, hidden
+    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, use_cache=False,
+                logits_to_keep=1)
+    hidden = out.hidden_states[-1]  # after the final norm: what the LM head reads
+    where = positions.bool()
+    picked = torch.log_softmax(model.get_output_embeddings()(hidden[:, :-1][where]).float(), dim=-1)
+    logp = torch.zeros(where.shape, dtype=picked.dtype, device=picked.device)
+    logp = logp.index_put((where.nonzero(as_tuple=True)), picked.gather(-1, input_ids[:, 1:][where][:, None])[:, 0])
     if want_entropy:
-        return logp, hidden, -(all_logp.exp() * all_logp).sum(-1)
-    return logp, hidden
+        entropy = torch.zeros(where.shape, dtype=picked.dtype, device=picked.device)
+        entropy = entropy.index_put((where.nonzero(as_tuple=True)), -(picked.exp() * picked).sum(-1))
+        return logp, hidden if want_hidden else None, entropy
+    return logp, hidden if want_hidden else None
+
+
+def _head_is_linear(model) -> bool:
+    """Whether logits are exactly the output embedding of the last hidden state (no soft-capping or
+    scaling after it), so the head can be applied to chosen positions only."""
+    config = getattr(model, "config", None)
+    if config is None or not callable(getattr(model, "get_output_embeddings", None)):
+        return False
+    return not any(getattr(config, name, None) for name in ("final_logit_softcapping", "logit_scale",
+                                                           "logits_scaling", "output_multiplier_scale"))
 
 
 def reference_logprobs(policy, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

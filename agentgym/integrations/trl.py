@@ -10,12 +10,13 @@ played by agentgym's rollout engine with the trainer's own model, the K copies o
 sequence: first prompt, then every reply and the observation tokens between replies, exactly as
 generated (never re-tokenized). `env_reward` hands the environment's return to GRPO.
 
-Multi-turn contexts are continued at the token level, as TRL's own tool loop does: the context of
-turn k is turn k-1's context, the reply's ids as sampled, then the tokens the chat template puts
-after a reply and around the new observation. Re-rendering the whole conversation from text
-instead would re-tokenize the replies (a sampled id sequence is often not the tokenizer's own
-spelling of its text), and a reply would be trained in a context other than the one it was
-sampled in.
+Multi-turn contexts are continued at the token level by agentgym's rollout engine (the same code
+as for agentgym's own trainer, `agentgym.continuation`): the context of turn k is turn k-1's
+context, the reply's ids as sampled, then the tokens the chat template puts after a reply and
+around the new observation, and only those new tokens are prefilled (the episode's KV cache is
+kept between turns). Re-rendering the whole conversation from text instead would re-tokenize the
+replies (a sampled id sequence is often not the tokenizer's own spelling of its text), and a
+reply would be trained in a context other than the one it was sampled in.
 
     from agentgym.integrations.trl import AgentGymRollout, grpo_config, grpo_trainer   # before trl (see below)
 
@@ -91,52 +92,6 @@ def grpo_trainer(model: Any, rollout: "AgentGymRollout", args: Any, train_datase
     reward_funcs = kwargs.pop("reward_funcs", None) or [env_reward]
     return GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset,
                        rollout_func=rollout, **kwargs)
-
-
-class _Continuation:
-    """A Policy for one collect call: each episode's context grows by the ids actually sampled
-    plus the template's tokens for the new observation (see the module docstring)."""
-
-    def __init__(self, policy):
-        self.policy = policy
-        self.tok = policy.tokenizer
-        self.contexts: dict[str, tuple[list, list[int], bool]] = {}  # episode -> (messages, ids, ended with eos)
-
-    def _render(self, messages: list, generation_prompt: bool) -> str:
-        return self.tok.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
-
-    def _between(self, before: list, after: list, ended_with_eos: bool) -> list[int]:
-        """Tokens after the reply: the template's end of the assistant turn, the new user turn and
-        the next generation prompt, rendered as text and tokenized on their own."""
-        reply = after[len(before)]
-        a, b = self._render(before, True), self._render(after, True)
-        rest = b[len(a):] if b.startswith(a) else None
-        if rest is None or reply.get("role") != "assistant" or not rest.startswith(reply["content"]):
-            raise ConfigError("the chat template rewrites earlier turns, so an episode is not one growing "
-                              "sequence; AgentGymRollout needs a template that only appends")
-        tail = rest[len(reply["content"]):]
-        eos = self.tok.eos_token
-        if ended_with_eos and eos and tail.startswith(eos):
-            tail = tail[len(eos):]  # the sampled reply already ends with it
-        return list(self.tok(tail, add_special_tokens=False)["input_ids"])
-
-    def generate(self, prompts, sampling=None, contexts=None):
-        policy = self.policy
-        if sampling is not None and sampling.seed is not None and sampling.seed != policy._last_seed:
-            policy.reseed(sampling.seed)
-        ids = []
-        for messages, ctx in zip(prompts, contexts):
-            previous = self.contexts.get(ctx.episode)
-            if previous is None:
-                ids.append(policy.encode_prompt(messages))
-            else:
-                before, prev_ids, ended = previous
-                ids.append(prev_ids + self._between(before, messages[:len(before) + 2], ended))
-        completions = policy.generate_ids(ids, sampling)
-        for messages, ctx, p, c in zip(prompts, contexts, ids, completions):
-            ended = bool(c.response_ids) and c.response_ids[-1] in policy.eos_ids
-            self.contexts[ctx.episode] = (list(messages), p + list(c.response_ids), ended)
-        return completions
 
 
 class AgentGymRollout:
@@ -227,7 +182,7 @@ class AgentGymRollout:
                                   top_k=int(getattr(args, "top_k", 0) or 0),
                                   max_new_tokens=self.max_new_tokens,
                                   seed=self.seed * 1_000_003 + self.calls)
-        policy = _Continuation(self._policy_for(trainer))
+        policy = self._policy_for(trainer)  # collect continues each episode token in / token out
         base_seed = self.seed + 10_000 * self.calls
         self.calls += 1
         trajs = []
@@ -245,7 +200,7 @@ class AgentGymRollout:
                                 "env_reward": [], "env_success": [], "env_turns": []}
         max_len = getattr(args, "max_completion_length", None)
         for traj, prompt in zip(trajs, prompts):
-            prompt_ids, completion, logprobs, mask = self._sequence(traj, policy.policy, prompt)
+            prompt_ids, completion, logprobs, mask = self._sequence(traj, policy, prompt)
             if max_len and len(completion) > max_len:
                 completion, logprobs, mask = completion[:max_len], logprobs[:max_len], mask[:max_len]
             out["prompt_ids"].append(prompt_ids)

@@ -1,0 +1,130 @@
+"""Token in, token out: growing conversations continued at the token level.
+
+With `history="full"` an episode is one conversation that only grows. Re-rendering it from text
+each turn would re-tokenize the model's replies, and a sampled id sequence is often not the
+tokenizer's own spelling of its text (an untrained model's id 233 comes back as [178, 130, 128]),
+so the episode could not be trained as one sequence and a reply would be scored in a context
+other than the one it was sampled in. Instead the context of turn k is
+
+    context(k-1) + the reply's ids as sampled + the template's ids for what follows the reply
+    (end of the assistant turn, the new user message, the next generation prompt)
+
+where the last part is the chat template's rendering of turn k minus its rendering of turn k-1,
+tokenized on its own. The same code serves every engine (HF, vLLM, Ray replicas) and TRL's
+adapter. An engine that can reuse its KV cache (HFPolicy) is told which conversation each prompt
+continues, so only the new tokens are prefilled.
+
+A template whose rendering of turn k does not extend its rendering of turn k-1 (some strip earlier
+reasoning, some re-space) cannot give one sequence: with on_mismatch="error" (the default) the
+first such turn raises one line naming the template and the first differing character; with
+"per-turn" that turn is re-rendered from text, the episode goes on in a new sequence, and the
+trajectory counts it (metadata["retokenized_turns"]).
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from typing import Any
+
+from agentgym.errors import ConfigError
+from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
+
+ON_MISMATCH = ("error", "per-turn")
+_instances = itertools.count()
+
+
+class TemplateMismatch(ConfigError):
+    """The chat template rewrites earlier turns: an episode is not one growing token sequence."""
+
+
+def check_chat_template(tokenizer: Any) -> None:
+    if not getattr(tokenizer, "chat_template", None):
+        name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        raise ConfigError(f"the tokenizer of {name!r} has no chat template: set tokenizer.chat_template (or use "
+                          "an instruct model's tokenizer) so that conversations can be rendered")
+
+
+def supports_tokens(policy: Any) -> bool:
+    """Whether a policy generates from token ids (LLM engines) rather than from messages only."""
+    return callable(getattr(policy, "generate_ids", None)) and callable(getattr(policy, "encode_prompt", None)) \
+        and getattr(policy, "tokenizer", None) is not None
+
+
+class TokenContinuation:
+    """A Policy for one rollout of growing conversations over a token-level `policy`.
+
+    Keeps, per episode (TurnContext.episode), the messages of its last prompt and the exact ids
+    of that prompt plus the sampled reply. `close()` releases the engine's cached prefixes."""
+
+    def __init__(self, policy: Any, on_mismatch: str = "error"):
+        if on_mismatch not in ON_MISMATCH:
+            raise ConfigError(f"on_template_mismatch must be one of {', '.join(ON_MISMATCH)}, got {on_mismatch!r}")
+        self.policy = policy
+        self.tok = policy.tokenizer
+        check_chat_template(self.tok)
+        self.on_mismatch = on_mismatch
+        self.contexts: dict[str, tuple[list, list[int], bool]] = {}  # episode -> (messages, ids, ended with eos)
+        self.retokenized: dict[str, int] = {}  # episode -> turns re-rendered from text (per-turn fallback)
+        self._key = f"continuation-{next(_instances)}:"  # cache keys unique to this rollout
+        self._caches = "cache_keys" in inspect.signature(policy.generate_ids).parameters  # KV reuse (HFPolicy)
+
+    def _render(self, messages: list) -> str:
+        return self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def between(self, before: list, after: list, ended_with_eos: bool) -> list[int] | None:
+        """The ids that follow the reply `after[len(before)]` up to the next generation prompt, or
+        None (after raising, with on_mismatch="error") when `after` does not extend `before`."""
+        a, b = self._render(before), self._render(after)
+        reply = after[len(before)] if len(after) > len(before) else {}
+        content = str(reply.get("content", ""))
+        problem = None
+        if not b.startswith(a):
+            problem = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        elif reply.get("role") != "assistant" or not b[len(a):].startswith(content):
+            problem = len(a)
+        if problem is not None:
+            if self.on_mismatch == "error":
+                name = getattr(self.tok, "name_or_path", "") or type(self.tok).__name__
+                raise TemplateMismatch(
+                    f"the chat template of {name!r} does not extend the previous turn's rendering (first difference at "
+                    f"character {problem}: {a[problem:problem + 24]!r} became {b[problem:problem + 24]!r}), so an "
+                    "episode is not one token sequence: use a template that only appends, or set "
+                    "rollout.on_template_mismatch=per-turn to train each such turn as its own sequence")
+            return None
+        tail = b[len(a) + len(content):]
+        eos = self.tok.eos_token
+        if ended_with_eos and eos and tail.startswith(eos):
+            tail = tail[len(eos):]  # the sampled reply already ends with it
+        return list(self.tok(tail, add_special_tokens=False)["input_ids"])
+
+    def generate(self, prompts: list[Messages], sampling: SamplingParams | None = None,
+                 contexts: list[TurnContext] | None = None) -> list[Completion]:
+        if contexts is None:
+            raise ValueError("TokenContinuation needs the rollout's TurnContexts (which episode each prompt continues)")
+        ids = []
+        for messages, ctx in zip(prompts, contexts):
+            previous = self.contexts.get(ctx.episode)
+            continued = None
+            if previous is not None:
+                before, prev_ids, ended = previous
+                tail = self.between(before, messages, ended)
+                if tail is None:
+                    self.retokenized[ctx.episode] = self.retokenized.get(ctx.episode, 0) + 1
+                else:
+                    continued = prev_ids + tail
+            ids.append(continued if continued is not None else self.policy.encode_prompt(messages))
+        if self._caches:
+            completions = self.policy.generate_ids(ids, sampling, cache_keys=[self._key + c.episode for c in contexts])
+        else:
+            completions = self.policy.generate_ids(ids, sampling)
+        eos_ids = getattr(self.policy, "eos_ids", set()) or {self.tok.eos_token_id}
+        for messages, ctx, p, c in zip(prompts, contexts, ids, completions):
+            if c.error is None and c.response_ids is not None:
+                ended = bool(c.response_ids) and c.response_ids[-1] in eos_ids
+                self.contexts[ctx.episode] = (list(messages), list(p) + list(c.response_ids), ended)
+        return completions
+
+    def close(self) -> None:
+        if self._caches and callable(getattr(self.policy, "forget", None)):
+            self.policy.forget([self._key + e for e in self.contexts])
