@@ -3,12 +3,13 @@
 Measured in one run, in CPU seconds of this process (time.process_time: the figures are per
 core and hardly move with other processes on a shared machine):
 
-* steps/s with random admissible commands, over one train game of each task type, for
+* steps/s with random admissible commands, over one game of each task type (fixed seeds), for
   agentgym/ALFWorld-v0 with `fast=False` (ALFWorld's engine as alfworld runs it: TextWorld's
   PddlEnv + AlfredDemangler + AlfredInfos) and `fast=True` (ours: same texts, engine.py), and
   for agentgym/Household-v0 on the same number of its own train tasks;
-* reset seconds: the first reset of a game (load: grammar parse, PDDL -> SAS translation) and
-  a reset of the game just played (what GRPO groups do);
+* reset seconds: the first reset of a game in the env (load; ours reads the PDDL -> SAS
+  translation the build cached, the `cold` row translates again) and a reset of the game just
+  played (what GRPO groups do);
 * with --hostile N: N steps of benchmarks/hostile.py's hostile actions on ALFWorld-v0
   (exceptions, info dicts missing keys, fds / child processes left).
 
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 
 import gymnasium as gym
+import numpy as np
 
 import agentgym  # noqa: F401
 from agentgym.envs.alfworld import scenes
@@ -37,17 +39,29 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def one_game_per_type(space):
-    train = space.split("train")
-    return [next(t for t in train if t.params["task_type"] == tt) for tt in scenes.TASK_TYPES]
+    """One training-side game of each task type, drawn from fixed seeds (the same every run)."""
+    return [space.sample(np.random.default_rng(k), task_type=tt) for k, tt in enumerate(scenes.TASK_TYPES)]
 
 
-def measure(env_id: str, tasks, steps_per_task: int, seed: int = 0, **kwargs) -> dict:
-    """Steps/s over random admissible commands, first-reset and repeat-reset seconds."""
+def _forget(space, task) -> None:
+    """Make the next load of `task` translate its PDDL again (memory and disk caches emptied)."""
+    from agentgym.envs.alfworld import engine, games
+
+    data = games.load_game(space.game_dir(task) / games.GAME_FILE)
+    engine.sas_path(data["pddl_domain"], data["pddl_problem"]).unlink(missing_ok=True)
+    engine.forget_translations()
+
+
+def measure(env_id: str, tasks, steps_per_task: int, seed: int = 0, cold: bool = False, **kwargs) -> dict:
+    """Steps/s over random admissible commands, first-reset and repeat-reset seconds; `cold`:
+    every first reset of a game translates its PDDL (no cached translation)."""
     rng = random.Random(seed)
     env = gym.make(env_id, **kwargs).unwrapped
     first, again, step_time, steps = [], [], 0.0, 0
     try:
         for task in tasks:
+            if cold:
+                _forget(env.task_space, task)
             t = CLOCK()
             _, info = env.reset(options={"task": task})
             first.append(CLOCK() - t)
@@ -69,9 +83,9 @@ def measure(env_id: str, tasks, steps_per_task: int, seed: int = 0, **kwargs) ->
             steps += done
     finally:
         env.close()
-    return {"env": env_id, **{k: v for k, v in kwargs.items()}, "tasks": len(tasks), "steps": steps,
-            "steps_per_s": round(steps / step_time, 1), "first_reset_s": round(statistics.mean(first), 3),
-            "repeat_reset_s": round(statistics.mean(again), 4)}
+    return {"env": env_id, **{k: v for k, v in kwargs.items()}, **({"translation": "cold"} if cold else {}),
+            "tasks": len(tasks), "steps": steps, "steps_per_s": round(steps / step_time, 1),
+            "first_reset_s": round(statistics.mean(first), 5), "repeat_reset_s": round(statistics.mean(again), 5)}
 
 
 def _hostile_module():
@@ -99,6 +113,7 @@ def main() -> None:
     rows = [
         measure("agentgym/ALFWorld-v0", games, args.stock_steps or args.steps, fast=False),
         measure("agentgym/ALFWorld-v0", games, args.steps, fast=True),
+        measure("agentgym/ALFWorld-v0", games, 20, cold=True, fast=True),
         measure("agentgym/Household-v0", household, args.steps),
     ]
     stock, ours = rows[0], rows[1]

@@ -1,5 +1,6 @@
 """Build the shipped ALFWorld-v0 splits: `python -m agentgym.envs.alfworld.build [--train N]
-[--heldout N] [--unseen N]` (games per task type and split).
+[--heldout N] [--unseen N]` (games per task type and split); `--verify` instead plays every
+game of the shipped splits through ALFWorldEnv with the oracle and counts its wins.
 
 Every candidate game is generated, solved by the planner and replayed (games.check_game) into
 the game cache ($AGENTGYM_CACHE/alfworld, ~70 kB a game), so the build is resumable: a rerun
@@ -43,13 +44,38 @@ class _ResumableSpace(ALFWorldTaskSpace):
             return False
 
 
+def verify() -> dict:
+    """The oracle (each game's walkthrough) played through ALFWorldEnv on every shipped game."""
+    from agentgym.envs.alfworld.env import ALFWorldEnv
+
+    env, space = ALFWorldEnv(), ALFWorldTaskSpace()
+    out: dict = {}
+    t0 = time.time()
+    for name in space.split_names:
+        for spec in space.split(name):
+            _, info = env.reset(options={"task": spec})
+            for action in space.solve(spec):
+                _, _, terminated, _, info = env.step(action)
+            row = out.setdefault(f"{name}/{spec.params['task_type']}", [0, 0])
+            row[0] += bool(terminated and info["success"])
+            row[1] += 1
+    env.close()
+    return {"solved": {k: f"{v[0]}/{v[1]}" for k, v in sorted(out.items())},
+            "total": f"{sum(v[0] for v in out.values())}/{sum(v[1] for v in out.values())}",
+            "seconds": round(time.time() - t0)}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train", type=int, default=160)
     ap.add_argument("--heldout", type=int, default=20)
     ap.add_argument("--unseen", type=int, default=20)
     ap.add_argument("--out", default=str(SPLIT_DIR))
+    ap.add_argument("--verify", action="store_true", help="play the oracle on every shipped game instead")
     args = ap.parse_args(argv)
+    if args.verify:
+        print(json.dumps(verify()))
+        return
     space = _ResumableSpace()
     t0 = time.time()
     splits = space.build_splits({"heldout_unseen": args.unseen, "heldout": args.heldout, "train": args.train},

@@ -67,20 +67,33 @@ def _translated(domain: str, problem: str, optimize: bool = False):
     return _disk_cached_translation(domain, problem)
 
 
+def sas_path(domain: str, problem: str):
+    """Where the translation of a problem is kept on disk."""
+    from importlib.metadata import version
+
+    from agentgym.envs.alfworld.games import cache_dir
+
+    key = hashlib.sha256(f"{version('fast-downward-textworld')}\n{domain}\n{problem}".encode()).hexdigest()[:24]
+    return cache_dir() / "sas" / f"{key}.pkl.z"
+
+
+def forget_translations() -> None:
+    """Empty the in-memory caches of translations and grammars (benchmarks measure cold loads)."""
+    _translated.cache_clear()
+    _game_logic.cache_clear()
+
+
 def _disk_cached_translation(domain: str, problem: str):
     """Fast Downward's translation of a problem, kept on disk next to the game cache: 0.5-1.5 s
     to compute, ~30 kB compressed and 2 ms to load, so the first reset of a game in a new
     process is cheap too. Files are only read from our own cache folder (they are pickles)."""
     import pickle
     import zlib
-    from importlib.metadata import version
 
     import fast_downward
 
-    from agentgym.envs.alfworld.games import cache_dir
-
-    key = hashlib.sha256(f"{version('fast-downward-textworld')}\n{domain}\n{problem}".encode()).hexdigest()[:24]
-    path = cache_dir() / "sas" / f"{key}.pkl.z"
+    path = sas_path(domain, problem)
+    key = path.name.split(".")[0]
     try:
         return pickle.loads(zlib.decompress(path.read_bytes()))
     except Exception:  # missing or unreadable: translate again and rewrite
