@@ -162,10 +162,8 @@ def main() -> None:
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:  # usage errors: click's, or those of the click copy newer typer vendors
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()
             sys.exit(exc.exit_code)
         raise

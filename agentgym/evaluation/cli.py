@@ -297,6 +297,8 @@ def register(app: typer.Typer) -> None:
         workers: int = typer.Option(2, help="worker processes for --executor process"),
         confidence: float = typer.Option(0.95, help="confidence level of the intervals"),
         save_trajectories: bool = typer.Option(True, help="with --out, also save every trajectory"),
+        imports: Optional[list[str]] = typer.Option(None, "--import", help="a module to import first (it registers "
+                                                    "your env); repeatable"),
     ):
         """Evaluate a policy on held-out tasks: success rate, score, steps, invalid actions, pass@k, CIs.
 
@@ -319,6 +321,12 @@ def register(app: typer.Typer) -> None:
         if from_run is None and is_run_dir(env):
             from_run, env = Path(str(env)), None
         run = run_settings(from_run) if from_run is not None else {}
+        for module in imports or []:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise ConfigError(f"cannot import {module!r} (--import): {exc}; check the module name and that its "
+                                  "folder is on PYTHONPATH") from None
         if run:
             for module in run["imports"]:  # the modules that registered the run's env
                 try:
@@ -377,6 +385,11 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[yellow]note:[/yellow] {run['note']}", highlight=False)
         elif trained:
             console.print(f"[dim]chat settings from {trained['source']}: {chat}[/dim]")
+            folder = Path(trained["source"]).parent
+            if is_run_dir(folder) and (folder / "eval_heldout.jsonl").is_file():
+                # its tasks, episode length and sampling are the env's defaults here, not the run's
+                console.print(f"[yellow]note:[/yellow] to compare with the run's own figures, evaluate it as the "
+                              f"trainer did: agentgym eval {folder}", highlight=False, soft_wrap=True)
         if spec.is_llm and episodes > 1 and temperature == 0:
             console.print("[yellow]warning:[/yellow] greedy decoding with --episodes > 1 repeats one episode; "
                           "pass@k needs --temperature > 0")

@@ -89,3 +89,8 @@ def test_rollout_help_names_the_ray_extra(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     out = _agentgym("rollout", "--help").stdout
     assert "pip install 'agentgym[ray]'" in out
+
+
+def test_a_usage_error_is_a_usage_line_not_a_traceback():
+    done = _agentgym("eval", "agentgym/Household-v0", "--no-such-option")
+    assert done.returncode == 2 and "No such option" in done.stderr and "Traceback" not in done.stderr, done.stderr

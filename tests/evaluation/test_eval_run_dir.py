@@ -90,3 +90,15 @@ def test_a_folder_that_is_not_a_run_and_an_unusable_device_are_one_line(counter_
     if not torch.cuda.is_available():
         result = CliRunner().invoke(app, ["eval", counter_env, "--policy", f"hf:{tmp_path}", "--device", "cuda"])
         assert result.exit_code != 0 and "--device=cuda but this machine has" in str(result.exception)
+
+
+def test_eval_imports_the_module_that_registers_a_users_env(tmp_path, monkeypatch):
+    (tmp_path / "my_counter.py").write_text(
+        "import agentgym\nfrom agentgym.toy import register_counter\nregister_counter()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from agentgym.toy import COUNTER_ID
+
+    result = CliRunner().invoke(app, ["eval", COUNTER_ID, "--import", "my_counter", "--policy", "oracle"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, ["eval", COUNTER_ID, "--import", "no_such_module_here"])
+    assert result.exit_code != 0 and "cannot import 'no_such_module_here'" in str(result.exception)
