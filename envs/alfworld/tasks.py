@@ -11,7 +11,8 @@ task generator refuses (`reserved`); train and heldout are disjoint games on the
 Official games (OfficialTaskSpace, `data_path=`): every `<dir>/game.tw-pddl` under the
 folder, with ALFWorld's splits as ours: train -> train, valid_seen -> heldout, valid_unseen ->
 heldout_unseen. Params {"game": "<path relative to data_path>"}, so ids do not depend on where
-the data lives. Like alfworld's loader, "movable" and "Sliced" games are left out.
+the data lives. Like alfworld's loader, "movable" and "Sliced" games and games marked
+unsolvable are left out.
 
 Run `python -m agentgym.envs.alfworld.build` to (re)build the shipped splits (resumable).
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -184,6 +186,24 @@ def _combos(task_type: str, plans: tuple[int, ...]) -> list[tuple[int, str, str]
     return _COMBOS[key]
 
 
+_SOLVABLE = re.compile(r'"solvable":\s*(true|false|null)')
+
+
+def _marked_solvable(path: Path) -> bool:
+    """Whether a game file says `"solvable": false` or null (alfworld's loader skips those, and
+    so do we, so split sizes match the literature's). alfworld writes the key after the PDDL, so
+    the file's tail is read first. A file we cannot read stays in: its reset names the problem."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 16384))
+            match = _SOLVABLE.search(f.read().decode("utf-8", "replace"))
+        if match is None:
+            match = _SOLVABLE.search(path.read_text(errors="replace"))
+    except OSError:
+        return True
+    return match is None or match.group(1) == "true"
+
+
 class OfficialTaskSpace(TaskSpace):
     """ALFWorld's official games under `data_path` (what `alfworld-download` fetches, e.g.
     $ALFWORLD_DATA/json_2.1.1): train, valid_seen and valid_unseen play as our train, heldout
@@ -208,7 +228,7 @@ class OfficialTaskSpace(TaskSpace):
             if "movable" in str(rel) or "Sliced" in str(rel):
                 continue
             split = OFFICIAL_SPLITS.get(rel.parts[0]) if rel.parts else None
-            if split is not None:
+            if split is not None and _marked_solvable(Path(root) / games.GAME_FILE):
                 found[split].append(rel.as_posix())
         if not any(found.values()):
             raise ConfigError(f"no ALFWorld games under {self.data_path}: expected train/, valid_seen/ or "

@@ -192,6 +192,10 @@ def _official_layout(tmp_path):
         for i, spec in enumerate(specs):
             dest = tmp_path / split / f"{spec.params['task_type']}-x-{i}" / f"trial_T2019_{i}"
             shutil.copytree(SPACE.game_dir(spec), dest)
+    unsolvable = tmp_path / "valid_seen" / "pick_and_place_simple-x-9" / "trial_9"  # skipped, as alfworld does
+    shutil.copytree(SPACE.game_dir(SMALL), unsolvable)
+    game = json.loads((unsolvable / games.GAME_FILE).read_text())
+    (unsolvable / games.GAME_FILE).write_text(json.dumps(dict(game, solvable=False, walkthrough=None)))
     (tmp_path / "train" / "pick_and_place_with_movable_recep-x-0" / "trial_1").mkdir(parents=True)
     shutil.copy(SPACE.game_dir(SMALL) / games.GAME_FILE,
                 tmp_path / "train" / "pick_and_place_with_movable_recep-x-0" / "trial_1")  # skipped, as alfworld does
