@@ -78,8 +78,8 @@ class ALFWorldEnv(TextEnv):
                                       f"{str(exc).splitlines()[0] if str(exc) else ''}): re-download or regenerate it"
                                       ) from None
             self._engine_game = path
-            self._params = self.task_space.traj_data(task).get("pddl_params", {})
-            self._task_type = self.task_space.traj_data(task).get("task_type", "")
+            traj = self.task_space.traj_data(task)
+            self._params, self._task_type = traj.get("pddl_params", {}), traj.get("task_type", "")
         return self._engine
 
     def _reset(self, task: TaskSpec):
