@@ -39,9 +39,22 @@ def _load(config: Optional[str], overrides: Optional[List[str]], run_dir: Option
                           "--env ENV_ID (e.g. --env agentgym/Household-v0)")
     else:
         cfg = load_config(config, extra)
+        _note_foreign_env_settings(config, cfg, log or _note)
     cfg.imports = list(dict.fromkeys([*cfg.imports, *(imports or [])]))
     import_modules(cfg.imports)
     return cfg
+
+
+def _note_foreign_env_settings(config: str, cfg, log) -> None:
+    """`household-tiny env.id=OTHER`: the preset's env settings (a step limit, say) still apply to
+    OTHER; say so, and that --env leaves them out."""
+    from agentgym.trainers.config import _read_yaml
+
+    section = _read_yaml(config).get("env") or {}
+    if section.get("id") and section["id"] != cfg.env.id and section.get("env_kwargs") == cfg.env.env_kwargs \
+            and cfg.env.env_kwargs:
+        log(f"note: env.env_kwargs={cfg.env.env_kwargs} are {config}'s settings for {section['id']}, applied to "
+            f"{cfg.env.id}; `agentgym train {config} --env {cfg.env.id}` leaves them out")
 
 
 def _note(line: str) -> None:

@@ -173,3 +173,9 @@ def test_the_readme_lamp_env_trains_with_the_readme_command(tmp_path, monkeypatc
     assert code == 0, text
     assert "fresh tasks from its generator" not in text  # 20 train tasks are enough for sft.num_tasks=20
     assert "short prompts for a tiny model" in text and (tmp_path / "run" / "summary.json").is_file()
+
+
+def test_a_presets_step_limit_on_another_env_is_never_silent():
+    code, text = _cli("train", "household-tiny", f"env.id={GUESS_ID}", "--print-config")
+    assert code == 0, text
+    assert "max_episode_steps" in text and f"--env {GUESS_ID}` leaves them out" in " ".join(text.split())
