@@ -67,6 +67,10 @@ def _translated(domain: str, problem: str, optimize: bool = False):
     return _disk_cached_translation(domain, problem)
 
 
+class UnreachableGoal(ValueError):
+    """A game whose goal no sequence of actions reaches."""
+
+
 def sas_path(domain: str, problem: str):
     """Where the translation of a problem is kept on disk."""
     from importlib.metadata import version
@@ -246,6 +250,10 @@ def _classes():
             self.downward_lib = downward_lib
             self.pddl_problem = pddl_problem
             self.task, self.sas = _translated(game_logic.domain, pddl_problem)
+            if "Atom dummy(val1)" in self.sas:
+                # The translator proved the goal unreachable and returned its stand-in task (the
+                # stock PddlState then fails with KeyError: 'val1').
+                raise UnreachableGoal("the goal cannot be reached (Fast Downward's translator proves it)")
             # The planner's translation (optimize=True) is only read by replan(): made on demand.
             self._replan_loaded = False
             self._actions = {a.name: a for a in self.task.actions}

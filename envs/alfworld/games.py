@@ -233,13 +233,18 @@ def check_game(game: dict, plan_problem: str | None = None) -> list[str]:
     reads an object of another type (receptacle capacity, `full`, is commented out), so the plan
     is the same, and the planner's search is 10-100x faster (6.6 s -> 0.06 s on a pick_two
     bedroom). The replay in the full game is what makes the walkthrough trustworthy either way."""
+    from agentgym.envs.alfworld.engine import UnreachableGoal
+
     engine, planner = _checkers()
-    engine.load(game)
-    state = engine.reset()
-    if state["won"]:
-        raise GameError("the goal already holds at the start")
-    planner.load(game if plan_problem is None else dict(game, pddl_problem=plan_problem))
-    planner.reset()
+    try:
+        engine.load(game)
+        state = engine.reset()
+        if state["won"]:
+            raise GameError("the goal already holds at the start")
+        planner.load(game if plan_problem is None else dict(game, pddl_problem=plan_problem))
+        planner.reset()
+    except UnreachableGoal:
+        raise GameError("the planner finds no plan (the goal is unreachable)") from None
     plan = planner.plan()
     if not plan:
         raise GameError("the planner finds no plan")

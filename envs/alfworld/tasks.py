@@ -272,9 +272,13 @@ class OfficialTaskSpace(TaskSpace):
             return list(data["walkthrough"])
         from agentgym.envs.alfworld.engine import Engine
 
-        engine = Engine(data)
-        engine.reset()
-        plan = engine.plan()
+        try:
+            engine = Engine(data)
+            engine.reset()
+            plan = engine.plan()
+        except Exception as exc:  # noqa: BLE001 - any failure of the engine on this file
+            raise games.GameError(f"ALFWorld game {path} does not load or plan ({type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else ''}): remove it from the data") from None
         if not plan:
             raise games.GameError(f"the planner finds no plan for ALFWorld game {path}: remove it from the data")
         return plan

@@ -305,3 +305,23 @@ def test_the_task_generator_and_the_trainer_gate_refuse_held_out_games():
     rng = np.random.default_rng(1)
     assert not any(SPACE.reserved(SPACE.mutate(unseen if i % 2 else heldout, rng)) != (i % 2 == 1)
                    for i in range(40))  # mutation stays on its side of the floor-plan split
+
+
+def test_a_game_whose_goal_is_unreachable_is_one_line_naming_the_file(tmp_path):
+    layout = _official_layout(tmp_path)
+    env = gym.make(ID, data_path=str(tmp_path)).unwrapped
+    spec = env.task_space.split("train")[0]
+    path = env.task_space.game_dir(spec) / games.GAME_FILE
+    game = json.loads(path.read_text())
+    problem = game["pddl_problem"][:game["pddl_problem"].index("(:goal")]
+    # No object of this type exists in the bathroom: Fast Downward proves the goal unreachable.
+    problem += "(:goal (exists (?o - object) (and (objectType ?o AppleType) (holds agent1 ?o))))\n)"
+    path.write_text(json.dumps(dict(game, pddl_problem=problem, walkthrough=None)))
+    for call in (lambda: env.task_space.solve(spec), lambda: env.reset(options={"task": spec})):
+        with pytest.raises(games.GameError) as err:
+            call()
+        assert str(path) in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(games.GameError, match="no plan"):
+        games.check_game(dict(game, pddl_problem=problem))
+    assert layout
+    env.close()
