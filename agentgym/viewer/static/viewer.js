@@ -232,7 +232,8 @@ function drawCurves(box, series) {
 }
 
 const compact = (y) => { const a = Math.abs(y); return a !== 0 && (a >= 1e4 || a < 1e-3) ? y.toExponential(1) : String(+y.toPrecision(3)); };
-const ema = (ys, w) => { let m = null; return ys.map((y) => (m = m === null ? y : w * m + (1 - w) * y)); };
+// exponential moving average, debiased as TensorBoard's: the first points are not pulled toward 0 or y0
+const ema = (ys, w) => { let m = 0; return ys.map((y, k) => { m = w * m + (1 - w) * y; return m / (1 - w ** (k + 1)); }); };
 
 function curve(key, series, view, setZoom) {
   const W = 340, H = 170, L = 50, R = 8, T = 8, B = 30;
