@@ -75,9 +75,21 @@ class Sandbox:
     #: where the support files (the grading harness) are, as the command sees them
     support_dir = str(Path(__file__).parent / "data" / "sandbox")
 
-    def __init__(self, workspace: str | Path, limits: Limits | None = None):
+    def __init__(self, workspace: str | Path, limits: Limits | None = None, suite: str | Path | None = None):
         self.workspace = Path(workspace)
         self.limits = limits or Limits()
+        # grading only: the project's tests, which a command may read but never change
+        self.suite = Path(suite) if suite is not None else None
+
+    @property
+    def workspace_dir(self) -> str:
+        """The workspace as a command sees it."""
+        return str(self.workspace)
+
+    @property
+    def suite_dir(self) -> str | None:
+        """The test suite folder as a command sees it (None when the sandbox has none)."""
+        return None if self.suite is None else str(self.suite)
 
     def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None,
             channel_key: bytes | None = None) -> CommandResult:

@@ -34,6 +34,7 @@ from agentgym.envs.swe.workspace import PathError, replace_from_tar
 SUPPORT_DIR = Path(__file__).parent / "data" / "sandbox"
 INNER_SUPPORT = "/.agentgym/support"
 INNER_SOURCE = "/.agentgym/src"
+INNER_SUITE = "/.agentgym/suite"
 
 # Runs inside the sandbox as the unprivileged user: copy in, run, stream the result out on fd 3.
 # The agent's command gets no fd 3, so it cannot forge the workspace stream.
@@ -115,8 +116,8 @@ class BwrapSandbox(Sandbox):
     name = "bwrap"
     support_dir = INNER_SUPPORT
 
-    def __init__(self, workspace, limits: Limits | None = None, uid: int | None = None):
-        super().__init__(workspace, limits)
+    def __init__(self, workspace, limits: Limits | None = None, uid: int | None = None, suite=None):
+        super().__init__(workspace, limits, suite)
         self.bwrap = bwrap_path()
         if self.bwrap is None:
             raise SandboxUnavailable("bubblewrap (bwrap) is not installed: `apt-get install bubblewrap`")
@@ -132,6 +133,12 @@ class BwrapSandbox(Sandbox):
             self.uid = os.getuid()
         self.python_bin = os.path.join(sys.prefix, "bin")
         self._last_tar_digest: str | None = None
+
+    workspace_dir = "/workspace"
+
+    @property
+    def suite_dir(self) -> str | None:
+        return None if self.suite is None else INNER_SUITE
 
     @staticmethod
     def _python_binds() -> list[str]:
@@ -167,6 +174,7 @@ class BwrapSandbox(Sandbox):
             "--perms", "0755", "--dir", "/.agentgym",
             "--ro-bind", str(self.workspace), INNER_SOURCE,
             "--ro-bind", str(SUPPORT_DIR), INNER_SUPPORT,
+            *(["--ro-bind", str(self.suite), INNER_SUITE] if self.suite is not None else []),
             "--perms", "01777", "--size", str(lim.workspace_bytes), "--tmpfs", "/workspace",
             "--perms", "01777", "--size", str(lim.tmp_bytes), "--tmpfs", "/tmp",
             "--proc", "/proc", "--dev", "/dev",

@@ -21,8 +21,11 @@ AGENT_UID = 1000
 class DockerSandbox(Sandbox):
     name = "docker"
 
-    def __init__(self, workspace, limits: Limits | None = None, image: str = DEFAULT_IMAGE, client=None):
-        super().__init__(workspace, limits)
+    workspace_dir = "/workspace"
+
+    def __init__(self, workspace, limits: Limits | None = None, image: str = DEFAULT_IMAGE, client=None,
+                 suite=None):
+        super().__init__(workspace, limits, suite)  # not mounted: docker grades fail closed
         from agentgym.errors import require
 
         docker = require("docker", "swe")

@@ -16,8 +16,8 @@ from agentgym.envs.swe.sandbox_bwrap import SUPPORT_DIR
 class LocalSandbox(Sandbox):
     name = "local"
 
-    def __init__(self, workspace, limits: Limits | None = None):
-        super().__init__(workspace, limits)
+    def __init__(self, workspace, limits: Limits | None = None, suite=None):
+        super().__init__(workspace, limits, suite)
 
     def run(self, command: str, timeout: float | None = None, env: dict[str, str] | None = None,
             channel_key: bytes | None = None) -> CommandResult:

@@ -1,10 +1,12 @@
 """Running a project's pytest suite in a sandbox and reading per-test outcomes.
 
-Grading runs the harness data/sandbox/agentgym_grade.py (outside the workspace, `python -I`) on
-a link-free copy of the agent's files; outcomes come back on a socket the sandbox hands the
-harness, HMAC'd with a key only the harness reads, never from the output the tested code
-could print. A test that does not appear in the report (collection error, crashed
-interpreter, tampering) counts as failed.
+Grading runs the harness data/sandbox/agentgym_grade.py (outside the workspace, `python -I`):
+pytest runs the project's own tests (a read-only suite folder, never taken from the agent) in a
+process that never imports the agent's code; the agent's package, from a link-free copy of its
+files, lives in a second process reached over a socket (data/sandbox/agentgym_remote.py).
+Outcomes come back on a socket the sandbox hands the harness, HMAC'd with a key only the
+harness reads, never from the output. A test that does not appear in the report (collection
+error, crashed process, tampering) counts as failed.
 """
 
 from __future__ import annotations
@@ -52,9 +54,11 @@ def run_pytest(sandbox, paths: list[str], timeout: float = 60.0) -> TestReport:
     outcomes from its report channel, never from the output: see the threat model in
     envs/swe/README.md. No report, a report with a bad MAC, more than one report or a run that
     did not finish -> `complete` is False and every test counts as failed."""
+    if sandbox.suite_dir is None:
+        raise ValueError("run_pytest needs a sandbox made with suite= (the project's tests, read-only)")
     key = secrets.token_hex(32).encode()
     harness = f"{sandbox.support_dir}/{GRADER}"
-    quoted = " ".join(shlex.quote(p) for p in paths)
+    quoted = " ".join(shlex.quote(p) for p in [sandbox.workspace_dir, sandbox.suite_dir, *paths])
     cmd = f"exec python -I {shlex.quote(harness)} {{fd}} {quoted}"
     result = sandbox.run(cmd, timeout=timeout, env=PYTEST_ENV, channel_key=key)
     report = TestReport(result=result)
@@ -86,13 +90,21 @@ def parse_channel(raw: bytes | None, key: bytes) -> dict | None:
 
 def prepare_grading_copy(repo: str, agent_workspace: Path, root: Path) -> Path:
     """`root`/ws: the agent's folders and regular files (no links of any kind, no pytest config
-    or conftest files) plus the project's original visible + hidden tests."""
+    or conftest files, no test folders)."""
     ws = root / "ws"
     copy_regular_files(agent_workspace, ws, skip_top=(VISIBLE_TESTS, HIDDEN_TESTS), drop=GRADING_DROP)
+    return ws
+
+
+def prepare_suite(repo: str, root: Path) -> Path:
+    """`root`/suite: the project's original visible + hidden tests (mounted read-only in the
+    sandbox; the agent's process never gets a writable copy)."""
+    suite = root / "suite"
+    suite.mkdir(mode=0o755)
     src = repo_path(repo)
     for name in (VISIBLE_TESTS, HIDDEN_TESTS):
-        copy_regular_files(src / name, ws / name)
-    return ws
+        copy_regular_files(src / name, suite / name)
+    return suite
 
 
 @dataclass
@@ -111,7 +123,8 @@ def grade(params: dict, agent_workspace: Path, backend: str = "bwrap", limits: L
     root = temp_root()
     try:
         ws = prepare_grading_copy(params["repo"], agent_workspace, root)
-        with make_sandbox(backend, ws, limits) as sandbox:
+        suite = prepare_suite(params["repo"], root)
+        with make_sandbox(backend, ws, limits, suite=suite) as sandbox:
             report = run_pytest(sandbox, [VISIBLE_TESTS, HIDDEN_TESTS], timeout=(limits or Limits()).max_timeout)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -128,8 +141,8 @@ def baseline_report(repo: str, backend: str = "local") -> TestReport:
     root = temp_root()
     try:
         ws = root / "ws"
-        copy_regular_files(repo_path(repo), ws)
-        with make_sandbox(backend, ws) as sandbox:
+        copy_regular_files(repo_path(repo), ws, skip_top=(VISIBLE_TESTS, HIDDEN_TESTS))
+        with make_sandbox(backend, ws, suite=prepare_suite(repo, root)) as sandbox:
             return run_pytest(sandbox, [VISIBLE_TESTS, HIDDEN_TESTS])
     finally:
         shutil.rmtree(root, ignore_errors=True)

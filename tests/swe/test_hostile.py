@@ -123,7 +123,8 @@ def test_grading_copy_has_no_links_and_reads_no_host_file(tmp_path):
                 assert not p.is_symlink(), p
                 if p.is_file():
                     assert b"HOST SECRET" not in p.read_bytes(), p
-        assert (out / "hidden_tests").is_dir() and (out / "tests").is_dir()
+        # the tests never come from (or go into) the agent's copy: they are a read-only suite of their own
+        assert not (out / "hidden_tests").exists() and not (out / "tests").exists()
     finally:
         secret.unlink()
         secret_dir.rmdir()

@@ -1,23 +1,29 @@
-"""The grading harness, run inside the sandbox as `python -I <this file> FD TESTPATH...`.
+"""The grading harness, run inside the sandbox as
+`python -I <this file> FD WORKSPACE SUITE TESTPATH...`.
 
-Threat model (see envs/swe/README.md): everything in the workspace is hostile. This file lives
-outside the workspace (a read-only bind) and is run with `-I` (no PYTHONPATH, no script or
-current folder on sys.path, no user site), so nothing the agent wrote can replace it, pytest, or
-the standard library. FD is one end of a socket pair whose other end the host reads.
+Threat model (see envs/swe/README.md): everything in WORKSPACE is hostile, and code that runs in
+an interpreter can rewrite anything in it (pytest, the reporter, the test modules, the stack).
+So this process, which runs pytest on the project's tests (SUITE, read-only, never in the
+workspace) and writes the verdict, never imports the agent's code:
 
-1. Before any workspace code can be imported, read the key the host wrote on FD.
-2. Fork. The child closes FD (a socket: it cannot be reopened through /proc either), appends the
-   workspace at the END of sys.path (it can add modules, never shadow installed ones), runs
-   pytest with conftest files, cache and plugin autoload off, and streams one line per finished
-   test to the parent over a pipe, tagged with a per-run token, then `DONE` and `os._exit`
-   (atexit hooks of the tested code never run).
-3. The parent never imports workspace code, makes itself undumpable (the child cannot read its
-   memory or ptrace it), keeps the first record of each test (a second record for the same test
-   marks it `error`), and writes exactly one report, HMAC'd with the key, on FD.
+1. Read the key the host wrote on FD (a socket), make this process undumpable (no ptrace, no
+   /proc/PID/mem or /proc/PID/fd from the agent's process, which runs as the same user).
+2. `import PKG` for a name at the top of WORKSPACE gives a module whose attributes live in a
+   second process, started on first use (agentgym_remote.py): it imports the agent's package and
+   answers calls over a socket pair. Values come back as data (exact builtin types) or as
+   references; see agentgym_remote.py for what crosses and what the tests' objects allow.
+3. pytest runs with conftest files, cache and plugin autoload off, `-c /dev/null`, and
+   `--import-mode=importlib`: test modules are loaded from their files by path, and WORKSPACE is
+   never on sys.path, so no module of the agent can stand in for a test module.
+4. One record per test from pytest's own reports in this process, then exactly one report on FD,
+   HMAC'd with the key. The agent's process is killed before the report is written.
 """
 
 import os
 import sys
+
+TEST_DIRS = ("tests", "hidden_tests")
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _read_key(fd):
@@ -31,105 +37,142 @@ def _read_key(fd):
 
 
 def _undumpable():
-    try:
-        import ctypes
+    import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except Exception:
-        pass
+    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
+        raise OSError("cannot make the grader undumpable")
 
 
-def _child(w, token, paths):
+def _agent_names(workspace, suite):
+    """Top-level modules and packages of the workspace, minus anything named like a test."""
+    tests = {"conftest"}
+    for d in TEST_DIRS:
+        tests.add(d)
+        for _dirpath, _dirs, files in os.walk(os.path.join(suite, d)):
+            tests.update(f[:-3] for f in files if f.endswith(".py"))
+    names = {}
+    for entry in os.listdir(workspace):
+        path = os.path.join(workspace, entry)
+        if entry.endswith(".py") and os.path.isfile(path):
+            names[entry[:-3]] = False
+        elif os.path.isdir(path):
+            names[entry] = True
+    return {n: pkg for n, pkg in names.items() if n.isidentifier() and n not in tests}
+
+
+class _Agent:
+    """The agent's process, started when a test first imports its package."""
+
+    def __init__(self, workspace):
+        self.workspace = workspace
+        self.peer = None
+        self.proc = None
+
+    def connect(self):
+        if self.peer is None:
+            import socket
+            import subprocess
+
+            import agentgym_remote
+
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", os.path.join(HERE, "agentgym_remote.py"), str(theirs.fileno()), self.workspace],
+                stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), cwd=self.workspace)
+            theirs.close()
+            self.peer = agentgym_remote.Peer(ours.detach(), restricted=True)
+        return self.peer
+
+    def kill(self):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _install_finder(agent, names):
+    import importlib.abc
+    import importlib.machinery
+    import types
+
+    class RemoteModule(types.ModuleType):
+        def __getattr__(self, name):
+            if name.startswith("__") and name.endswith("__") and name not in ("__all__", "__version__"):
+                raise AttributeError(name)
+            return agent.connect().request("getattr", self.__dict__["_agentgym_ref"], name)
+
+    class Loader(importlib.abc.Loader):
+        def create_module(self, spec):
+            return RemoteModule(spec.name)
+
+        def exec_module(self, module):
+            module.__dict__["_agentgym_ref"] = agent.connect().request("import", module.__name__)
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path=None, target=None):
+            top = fullname.partition(".")[0]
+            if top not in names:
+                return None
+            if "." not in fullname:
+                if path is not None:
+                    return None  # a lookup by location (pytest loading a test file): not ours
+                return importlib.machinery.ModuleSpec(fullname, Loader(), is_package=names[top])
+            parent = sys.modules.get(fullname.rpartition(".")[0])
+            if not isinstance(parent, RemoteModule):
+                return None
+            return importlib.machinery.ModuleSpec(fullname, Loader(), is_package=True)
+
+    sys.meta_path.append(Finder())  # last: installed and standard modules always win
+
+
+def main():
+    fd = int(sys.argv[1])
+    workspace, suite, paths = sys.argv[2], sys.argv[3], sys.argv[4:]
+    key = _read_key(fd)
+    _undumpable()
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, HERE)
+    import hashlib
+    import hmac
     import json
 
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):
         os.environ.pop(name, None)
+    agent = _Agent(workspace)
+    _install_finder(agent, _agent_names(workspace, suite))
     import pytest
 
-    outcomes = {}
-
-    def emit(obj):
-        line = (token + " " + json.dumps(obj) + "\n").encode()
-        os.write(w, line)
+    results = {}
 
     class Reporter:
         def pytest_runtest_logreport(self, report):
-            entry = outcomes.setdefault(report.nodeid, {"outcome": "passed", "message": ""})
+            entry = results.setdefault(report.nodeid, {"outcome": "passed", "message": ""})
             if report.failed and entry["outcome"] == "passed":
                 entry["outcome"] = "failed" if report.when == "call" else "error"
                 crash = getattr(report.longrepr, "reprcrash", None)
                 entry["message"] = (crash.message if crash is not None else str(report.longrepr))[:800]
             elif report.skipped and report.when != "teardown" and entry["outcome"] == "passed":
                 entry["outcome"] = "skipped"
-            if report.when == "teardown":
-                emit({"nodeid": report.nodeid, **outcomes.pop(report.nodeid)})
 
         def pytest_collectreport(self, report):
             if report.failed:
-                emit({"nodeid": report.nodeid or "<collection>", "outcome": "error",
-                      "message": str(report.longrepr)[-800:]})
+                results[report.nodeid or "<collection>"] = {"outcome": "error", "message": str(report.longrepr)[-800:]}
 
-    cwd = os.getcwd()
-    sys.path.append(cwd)
-    args = ["-q", "-p", "no:cacheprovider", "--noconftest", "--import-mode=append", "--tb=no", "--no-header",
-            "-c", "/dev/null", "--rootdir", cwd, *paths]
+    os.chdir(suite)
+    args = ["-q", "-p", "no:cacheprovider", "--noconftest", "--import-mode=importlib", "--tb=no", "--no-header",
+            "-c", "/dev/null", "--rootdir", suite, *paths]
+    done = False
     try:
         pytest.main(args, plugins=[Reporter()])
-        emit({"done": True})
+        done = True
     finally:
+        agent.kill()
+        body = json.dumps({"done": done, "results": results}, sort_keys=True).encode()
+        mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+        out = mac + b" " + body + b"\n"
+        while out:
+            out = out[os.write(fd, out):]
         os._exit(0)
-
-
-def main():
-    fd = int(sys.argv[1])
-    paths = sys.argv[2:]
-    key = _read_key(fd)
-    import hashlib
-    import hmac
-    import json
-    import secrets
-
-    token = secrets.token_hex(16)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        os.close(fd)
-        key = None
-        _child(w, token, paths)
-    os.close(w)
-    _undumpable()
-    results, done, buf = {}, False, b""
-    while True:
-        chunk = os.read(r, 65536)
-        if not chunk:
-            break
-        buf += chunk
-        *lines, buf = buf.split(b"\n")
-        for line in lines:
-            tok, _, body = line.decode("utf-8", "replace").partition(" ")
-            if tok != token or done:
-                continue
-            try:
-                rec = json.loads(body)
-            except ValueError:
-                continue
-            if rec.get("done") is True:
-                done = True
-                continue
-            nodeid = str(rec.get("nodeid"))
-            if nodeid in results:
-                results[nodeid] = {"outcome": "error", "message": "reported more than once"}
-            else:
-                results[nodeid] = {"outcome": str(rec.get("outcome")), "message": str(rec.get("message", ""))[:800]}
-    os.waitpid(pid, 0)
-    body = json.dumps({"done": done, "results": results}, sort_keys=True).encode()
-    mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
-    out = mac + b" " + body + b"\n"
-    while out:
-        out = out[os.write(fd, out):]
-    os._exit(0)
 
 
 if __name__ == "__main__":
