@@ -8,12 +8,18 @@ agentgym trains one sequence per episode (`ppo.sample_mode=full`), as TRL must.
 
 The two trainers alternate iteration by iteration (a TRL step, then an agentgym iteration,
 run from a callback at the end of TRL's step), so a shared machine's load falls on both alike.
-Printed per trainer: seconds per iteration (wall clock and this process's CPU time), generated
-(model) tokens per iteration, generated tokens per second, and the ratio TRL / agentgym.
-Also printed: the sequences and tokens each trainer runs its update on (agentgym's full mode
-starts a new sequence wherever the re-rendered conversation does not extend the previous turn's
-ids; the TRL adapter continues at the token level, so one sequence per episode).
-The first iteration of each (warm-up) is left out of the means.
+Both start from the same warm start (the tiny model after a short SFT on oracle episodes of the
+same task categories), so rollouts succeed sometimes and both trainers really train: rollout
+success and the loss are printed for each.
+
+Printed per trainer: seconds per iteration (wall clock and this process's CPU time), where they
+go (rollout vs the rest), generated (model) tokens per iteration, the sequences and tokens each
+trainer runs its update on, trained tokens per second, and `speedup` = TRL s/iter / agentgym's.
+Both trainers play their episodes with agentgym's rollout engine (the adapter is ours), so the
+engine's gains (token in / token out, KV reuse across turns) count for both; the difference is
+in the update. The first iteration of each (warm-up) is left out of the means. Written to
+docs/trl_vs_agentgym.json (`--out`), keeping what other scripts wrote there
+(benchmarks/main_job_speed.py adds main_job_cpu_s_per_iter_ratio).
 
 Usage: python benchmarks/trl_vs_agentgym.py [--iterations 6] [--tasks 4] [--group 4] [--quick]
 """
@@ -21,7 +27,9 @@ Usage: python benchmarks/trl_vs_agentgym.py [--iterations 6] [--tasks 4] [--grou
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 import statistics
 import tempfile
 import time
@@ -34,6 +42,7 @@ import torch  # noqa: E402
 import agentgym  # noqa: E402
 
 CHAT = {"history": "full", "show_admissible": True}
+CATEGORIES = ["pick_and_place/easy", "look_at_obj_in_light/easy"]  # short tasks: a warm start solves some
 
 
 class FixedOrder:
@@ -63,8 +72,10 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=4, help="tasks per iteration")
     ap.add_argument("--group", type=int, default=4, help="episodes per task (TRL's num_generations)")
     ap.add_argument("--max-new-tokens", type=int, default=24)
-    ap.add_argument("--max-turns", type=int, default=6)
+    ap.add_argument("--max-turns", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--sft-tasks", type=int, default=300, help="oracle episodes of the warm start")
+    ap.add_argument("--out", default="docs/trl_vs_agentgym.json")
     ap.add_argument("--quick", action="store_true", help="3 iterations of 2 tasks x 2 episodes")
     args = ap.parse_args()
     if args.quick:
@@ -84,12 +95,16 @@ def main() -> None:
 
     env_id = agentgym.registration.check_env_id(args.env)
     work = Path(tempfile.mkdtemp(prefix="trl_vs_agentgym_"))
+    space = agentgym.get_task_space(env_id)
+    categories = CATEGORIES if env_id == "agentgym/Household-v0" else None
     model_dir = args.model
     if model_dir is None:
         t = time.perf_counter()
-        model_dir = build_tiny_model(work / "tiny", env_id=env_id, num_tasks=24, chat=CHAT)
-        print(f"tiny model built in {time.perf_counter() - t:.0f}s: {model_dir}")
-    tasks = agentgym.get_task_space(env_id).split("train")[: args.iterations * args.tasks]
+        tiny = build_tiny_model(work / "tiny", env_id=env_id, num_tasks=64, chat=CHAT)
+        model_dir = warm_start(env_id, tiny, work / "warm", categories, args)
+        print(f"tiny model built and warm-started in {time.perf_counter() - t:.0f}s: {model_dir}")
+    tasks = [t for t in space.split("train") if categories is None or space.category(t) in categories]
+    tasks = tasks[len(tasks) // 2:][: args.iterations * args.tasks]  # not the warm start's first half
     batch = args.tasks * args.group
 
     # --- agentgym's trainer, driven iteration by iteration --------------------------------------
@@ -97,7 +112,7 @@ def main() -> None:
         f"env.id={env_id}", f"policy.model={model_dir}", f"run_dir={work}/agentgym", f"iterations={args.iterations}",
         f"rollout.tasks_per_iter={args.tasks}", f"rollout.group_size={args.group}",
         f"rollout.max_new_tokens={args.max_new_tokens}", f"env.max_turns={args.max_turns}", "estimator.name=grpo",
-        "ppo.sample_mode=full", "ppo.epochs=1", f"ppo.minibatch_size={batch}", f"ppo.micro_batch_size={batch}",
+        "ppo.sample_mode=full", "ppo.epochs=1", f"ppo.minibatch_size={batch}", "ppo.micro_batch_size=4",
         f"ppo.lr={args.lr}", "ppo.clip_eps=0.2", "ppo.kl_coef=0.0", "eval.every=0", "log.plot=false",
         "log.tensorboard=false", "torch_threads=1",
     ])
@@ -111,8 +126,9 @@ def main() -> None:
         w, c = time.perf_counter(), time.process_time()
         m = run_iteration(cfg, i, policy, optimizer, scheduler, producer, heads)
         ours.append({"wall": time.perf_counter() - w, "cpu": time.process_time() - c,
-                     "tokens": m["rollout"]["response_tokens"], "success": m["rollout"]["success_rate"],
-                     "trained": m["train"]["tokens"], "sequences": m["train"]["samples"]})
+                     "rollout_wall": m["time"]["rollout_s"], "tokens": m["rollout"]["response_tokens"],
+                     "success": m["rollout"]["success_rate"], "trained": m["train"]["tokens"],
+                     "sequences": m["train"]["samples"], "loss": m["train"].get("pg_loss", 0.0)})
 
     # --- TRL's GRPOTrainer with AgentGymRollout ------------------------------------------------
     rollout = AgentGymRollout(env_id, chat=CHAT, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens)
@@ -120,21 +136,29 @@ def main() -> None:
     generated: list[tuple[int, int, int]] = []
 
     def counting(prompts, trainer):
+        t = time.perf_counter()
         out = rollout(prompts, trainer)
         trained = sum(len(p) + len(c) for p, c in zip(out["prompt_ids"], out["completion_ids"]))
-        generated.append((sum(sum(m) for m in out["env_mask"]), trained, len(out["prompt_ids"])))
+        generated.append((sum(sum(m) for m in out["env_mask"]), trained, len(out["prompt_ids"]),
+                          time.perf_counter() - t))
         return out
+
+    losses: list[float] = []
 
     class Alternate(TrainerCallback):
         def on_step_begin(self, a, state, control, **kw):
             self.wall, self.cpu = time.perf_counter(), time.process_time()
 
+        def on_log(self, a, state, control, logs=None, **kw):
+            if logs and "loss" in logs:
+                losses.append(float(logs["loss"]))
+
         def on_step_end(self, a, state, control, **kw):
             wall, cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
             trajs = rollout.last_trajectories
-            tokens, trained, sequences = generated[-1]
-            theirs.append({"wall": wall, "cpu": cpu, "tokens": tokens, "trained": trained, "sequences": sequences,
-                           "success": sum(t.success for t in trajs) / max(len(trajs), 1)})
+            tokens, trained, sequences, rollout_wall = generated[-1]
+            theirs.append({"wall": wall, "cpu": cpu, "rollout_wall": rollout_wall, "tokens": tokens, "trained": trained,
+                           "sequences": sequences, "success": sum(t.success for t in trajs) / max(len(trajs), 1)})
             agentgym_iteration(state.global_step - 1)  # not inside TRL's timed step
 
     config = grpo_config(output_dir=str(work / "trl"), num_generations=args.group, per_device_train_batch_size=batch,
@@ -148,27 +172,63 @@ def main() -> None:
     trainer.rollout_func = counting
     trainer.train()
 
-    def row(name, runs):
+    for r, loss in zip(theirs, losses):  # TRL logs the step's loss after on_step_end
+        r["loss"] = loss
+
+    def row(name, runs) -> dict:
         runs = runs[1:] if len(runs) > 1 else runs
-        wall = statistics.mean(r["wall"] for r in runs)
-        cpu = statistics.mean(r["cpu"] for r in runs)
-        tokens = statistics.mean(r["tokens"] for r in runs)
-        success = statistics.mean(r["success"] for r in runs)
-        trained = statistics.mean(r["trained"] for r in runs)
-        sequences = statistics.mean(r["sequences"] for r in runs)
-        print(f"| {name} | {wall:.2f} | {cpu:.2f} | {tokens:.0f} | {tokens / wall:.1f} | {tokens / cpu:.1f} | "
-              f"{sequences:.0f} | {trained:.0f} | {success:.2f} |")
-        return wall, cpu, tokens / wall, tokens / cpu
+        mean = {k: statistics.mean(r.get(k, 0.0) for r in runs) for k in runs[0]}
+        out = {"s_per_iter": mean["wall"], "cpu_s_per_iter": mean["cpu"], "rollout_s_per_iter": mean["rollout_wall"],
+               "update_and_rest_s_per_iter": mean["wall"] - mean["rollout_wall"],
+               "generated_tokens_per_iter": mean["tokens"], "trained_sequences_per_iter": mean["sequences"],
+               "trained_tokens_per_iter": mean["trained"], "trained_tokens_per_s": mean["trained"] / mean["wall"],
+               "rollout_success": mean["success"], "loss_per_iter": [r.get("loss", 0.0) for r in runs],
+               "iterations_measured": len(runs)}
+        print(f"| {name} | {out['s_per_iter']:.2f} | {out['cpu_s_per_iter']:.2f} | {out['rollout_s_per_iter']:.2f} | "
+              f"{mean['tokens']:.0f} | {mean['sequences']:.0f} | {mean['trained']:.0f} | "
+              f"{out['trained_tokens_per_s']:.0f} | {mean['success']:.2f} | "
+              f"{', '.join(f'{x:+.3f}' for x in out['loss_per_iter'])} |")
+        return out
 
     print(f"\n{env_id}, {args.tasks} tasks x {args.group} episodes per iteration, <= {args.max_turns} turns x "
           f"{args.max_new_tokens} tokens, {args.iterations} iterations (means over iterations 2..{args.iterations})\n")
-    print("| trainer | s/iter (wall) | s/iter (CPU) | generated tokens/iter | tokens/s (wall) | tokens/s (CPU) | "
-          "trained sequences/iter | trained tokens/iter | rollout success |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    t = row("TRL GRPOTrainer + AgentGymRollout", theirs)
-    a = row("agentgym (grpo, sample_mode=full)", ours)
-    print(f"\nratio TRL / agentgym: s/iter {t[0] / a[0]:.2f} (wall), {t[1] / a[1]:.2f} (CPU); "
-          f"tokens/s {t[2] / a[2]:.2f} (wall), {t[3] / a[3]:.2f} (CPU)")
+    print("| trainer | s/iter (wall) | s/iter (CPU) | rollout s/iter | generated tokens/iter | trained sequences/iter | "
+          "trained tokens/iter | trained tokens/s | rollout success | loss per iteration |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    trl = row("TRL GRPOTrainer + AgentGymRollout", theirs)
+    ours_row = row("agentgym (grpo, sample_mode=full)", ours)
+    speedup = trl["s_per_iter"] / ours_row["s_per_iter"]
+    print(f"\nspeedup = TRL s/iter / agentgym s/iter: {speedup:.2f} (wall), "
+          f"{trl['cpu_s_per_iter'] / ours_row['cpu_s_per_iter']:.2f} (CPU)")
+    out_path = Path(args.out)
+    report = json.loads(out_path.read_text()) if out_path.is_file() else {}
+    report.update({
+        "command": "python " + " ".join(sys.argv),
+        "setting": {"env": env_id, "categories": categories, "tasks_per_iter": args.tasks, "group": args.group,
+                    "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens, "iterations": args.iterations,
+                    "warm_start_sft_tasks": args.sft_tasks, "lr": args.lr},
+        "trl": trl, "agentgym": ours_row, "speedup": speedup,
+        "speedup_cpu": trl["cpu_s_per_iter"] / ours_row["cpu_s_per_iter"],
+    })
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(report, indent=2))
+    print(f"written: {out_path}")
+
+
+def warm_start(env_id: str, tiny_dir, out: Path, categories, args) -> Path:
+    """The tiny model after SFT on oracle episodes (history "full", as the trainers play them)."""
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.sft import run_sft
+
+    cfg = load_config({"env": {"chat": dict(CHAT), "categories": categories}}, [
+        f"env.id={env_id}", f"policy.model={tiny_dir}", "tiny.build=false", f"sft.num_tasks={args.sft_tasks}",
+        "sft.epochs=2", "sft.lr=1e-3", "sft.batch_size=16", "seed=0", f"env.max_turns={args.max_turns}"])
+    policy = HFPolicy(tiny_dir)
+    stats = run_sft(policy, cfg)
+    print(f"warm start: SFT on {stats['trajectories']} oracle episodes, final loss {stats['final_loss']:.3f}")
+    policy.save(out)
+    return out
 
 
 if __name__ == "__main__":

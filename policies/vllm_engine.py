@@ -177,6 +177,9 @@ class VLLMPolicy:
             kwargs["max_num_batched_tokens"] = max(4096, max_model_len or context_len or 0)  # >= the longest prompt
         if enable_lora:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
+        # Prompts that share a prefix (a group's system prompt and task; a growing conversation's
+        # earlier turns) are prefilled once; the counters behind prefix_cache_hit_rate() need stats.
+        kwargs.update(enable_prefix_caching=True, disable_log_stats=False)
         kwargs.update(engine_kwargs)
 
         vllm = require("vllm", "vllm")
@@ -208,6 +211,18 @@ class VLLMPolicy:
         self.sync_seconds: list[float] = []
         if initial_adapter:
             self.sync_lora(initial_adapter, copy=False)
+
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Share of prompt tokens served from vLLM's prefix cache since the engine started (None
+        when vLLM keeps no stats)."""
+        try:
+            metrics = {m.name: m for m in self.llm.get_metrics()}
+        except Exception:  # stats off (engine_args disable_log_stats=True) or another vLLM
+            return None
+        queries, hits = metrics.get("vllm:prefix_cache_queries"), metrics.get("vllm:prefix_cache_hits")
+        if queries is None or hits is None or not getattr(queries, "value", 0):
+            return None
+        return float(hits.value) / float(queries.value)
 
     # --- tokens ---------------------------------------------------------------------------
     def _eos_ids(self, base_path: str) -> set[int]:
@@ -503,6 +518,9 @@ class VLLMRolloutPolicy:
         self.wake_up()
         self.sync()
         return self.engine.generate(prompts, sampling, contexts)
+
+    def prefix_cache_hit_rate(self) -> float | None:
+        return self.engine.prefix_cache_hit_rate() if self.engine is not None else None
 
     # --- what the rollout engine asks of a token-level policy (agentgym.continuation) ---------
     @property

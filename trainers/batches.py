@@ -249,7 +249,8 @@ class BatchProducer:
                                    seed=int(rng.integers(2**31)) + first_group, sampling=sampling,
                                    executor=self.executor, env_kwargs=cfg.env.env_kwargs, chat=cfg.env.chat,
                                    max_turns=cfg.env.max_turns, episode_time_limit=r.episode_time_limit_s,
-                                   keep_groups=r.tasks_per_iter if r.oversample_groups else None)
+                                   keep_groups=r.tasks_per_iter if r.oversample_groups else None,
+                                   on_template_mismatch=r.on_template_mismatch)
         mark_partial(trajectories)
         kept = [t for t in trajectories if not t.metadata.get("dropped")]
         dropped = [t for t in trajectories if t.metadata.get("dropped")]

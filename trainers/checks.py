@@ -85,6 +85,11 @@ def check_sft(cfg: TrainConfig) -> None:
 
 
 def check_update(cfg: TrainConfig) -> None:
+    from agentgym.continuation import ON_MISMATCH
+
+    if cfg.rollout.on_template_mismatch not in ON_MISMATCH:
+        raise ConfigError(f"rollout.on_template_mismatch={cfg.rollout.on_template_mismatch!r} is unknown; choose "
+                          f"{' or '.join(ON_MISMATCH)}")
     pc = cfg.ppo
     if pc.sample_mode not in ("per-step", "full"):
         raise ConfigError(f"ppo.sample_mode must be per-step or full, got {pc.sample_mode!r}")

@@ -103,7 +103,10 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 32
-    # Asynchronous rollouts and long-tail control (trainers/async_rollout.py)
+    # history=full: a chat template that rewrites earlier turns stops the run ("error") or that turn is
+    # re-rendered and trained as a new sequence ("per-turn", counted: rollout/retokenized_turns)
+    on_template_mismatch: str = "error"
+    # Asynchronous rollouts and long-tail control (trainers/batches.py)
     max_staleness: int = 0  # K > 0: generate the next batches while training, from weights <= K updates old
     partial_rollouts: bool = False  # async: load newer weights between turns (episodes may span an update)
     episode_time_limit_s: float | None = None  # cut episodes still running after this many seconds

@@ -88,6 +88,7 @@ def _rollout_stats(trajectories) -> dict:
         "episodes": len(live),
         "infra_errors": len(trajectories) - len(live),
         "response_tokens": sum(len(s.response_ids or []) for t in live for s in t.steps),
+        "retokenized_turns": sum(t.metadata.get("retokenized_turns", 0) for t in live),
     }
 
 
@@ -139,6 +140,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         "tasks": producer.source.metrics(),
         "time": {"rollout_s": t_rollout, "update_s": t_update, "iteration_s": time.perf_counter() - t0},
     }
+    if callable(hit_rate := getattr(producer.rollout_policy, "prefix_cache_hit_rate", None)):
+        metrics["rollout"]["prefix_cache_hit_rate"] = hit_rate()  # vLLM: prompt tokens its prefix cache served
     if async_metrics := producer.finish(iteration, policy, batch, samples):  # publishes the new weights
         metrics["async"] = async_metrics
     metrics["time"]["train_tokens_per_s"] = train_tokens / max(t_update, 1e-9)

@@ -197,5 +197,6 @@ def test_vllm_engine_trains_exactly_what_it_sampled(toy_env_id, tmp_path):
         trajectories = _collect(engine, toy_env_id)
         assert not [t.error for t in trajectories if t.infra_error]
         check_one_sequence_per_episode(trajectories, trainer)
+        assert engine.prefix_cache_hit_rate() > 0.3  # later turns find their conversation's earlier turns cached
     finally:
         engine.close()
