@@ -100,3 +100,10 @@ def test_config_and_redundant_rate():
     t = traj([("", "look", True, "a"), ("", "look", True, "a"), ("", "go", True, "b"), ("", "back", True, "a"),
               ("", "x", True, "c")])
     assert redundant_step_rate([t]) == pytest.approx(2 / 4)  # a->a and b->a
+
+
+def test_the_chat_layers_action_parser_reads_tagged_replies():
+    from agentgym.parsing import TagActionParser
+
+    parsed = TagActionParser().parse(reply("planning", "go to desk 1", "the mug is likely on the desk"))
+    assert parsed.action == "go to desk 1" and parsed.error is None
