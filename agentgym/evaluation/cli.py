@@ -190,7 +190,7 @@ def run_settings(run_dir: str | Path) -> dict[str, Any]:
             "chat": dict(env.get("chat") or {}), "env_kwargs": dict(env.get("env_kwargs") or {}),
             "seed": int(cfg.get("seed", 0)), "imports": list(cfg.get("imports") or []), "model": str(model),
             "note": note, "dtype": pol.get("dtype"), "max_prompt_tokens": pol.get("max_prompt_tokens"),
-            "device": pol.get("device", "cpu"),
+            "device": pol.get("device", "cpu"), "engine": pol.get("engine") or "hf",
             # the figure this evaluation reproduces: the run's final evaluation, of final_model's weights
             "expected": summary.get("heldout_success_after") if not note else None}
 
@@ -383,6 +383,10 @@ def register(app: typer.Typer) -> None:
                           highlight=False)
             if run["note"]:
                 console.print(f"[yellow]note:[/yellow] {run['note']}", highlight=False)
+            if run["engine"] != "hf" and temperature > 0:
+                console.print(f"[yellow]note:[/yellow] the run generated with policy.engine={run['engine']}, this "
+                              "evaluation with transformers: sampled episodes differ, expect the figure within its "
+                              "interval rather than equal", highlight=False, soft_wrap=True)
         elif trained:
             console.print(f"[dim]chat settings from {trained['source']}: {chat}[/dim]")
             folder = Path(trained["source"]).parent
