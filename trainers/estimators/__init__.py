@@ -26,7 +26,8 @@ Each spec names its policy loss (trainers/policy_losses.py) and declares its own
 defaults (`estimator.options.<name>=value`, see options.py).
 
 Shared rules (common.py): groups are trajectories with equal group_id; infra_error
-trajectories are left out of every statistic and get all-zero advantages; std is unbiased
+trajectories, and judged ones with no verdict (metadata["no_verdict"], agentgym.rewards), are
+left out of every statistic and get all-zero advantages; std is unbiased
 (ddof=1); NaN/inf rewards raise ValueError naming the trajectory; a group of one episode with
 a group-relative estimator raises ConfigError (set group_size >= 2).
 
