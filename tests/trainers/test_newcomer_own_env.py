@@ -179,3 +179,12 @@ def test_a_presets_step_limit_on_another_env_is_never_silent():
     code, text = _cli("train", "household-tiny", f"env.id={GUESS_ID}", "--print-config")
     assert code == 0, text
     assert "max_episode_steps" in text and f"--env {GUESS_ID}` leaves them out" in " ".join(text.split())
+
+
+def test_train_env_with_a_given_model_trains_that_model(tmp_path, tiny_model_dir):
+    run = tmp_path / "run"
+    code, text = _cli("train", "--env", GUESS_ID, f"policy.model={tiny_model_dir}", *TINY, "--run-dir", str(run))
+    assert code == 0, text
+    assert not (run / "tiny_model").exists() and (run / "final_model" / "config.json").is_file()
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["policy"]["model"] == str(tiny_model_dir) and config["env"]["chat"]["parser"] is None
