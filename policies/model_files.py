@@ -53,9 +53,9 @@ def check_model_path(model: str, what: str = "model") -> None:
             isinstance(try_to_load_from_cache(model, "adapter_config.json"), str):
         return
     if hub_offline():
-        raise ConfigError(f"{what} {model!r} is not in the local Hugging Face cache and offline mode is on "
-                          "(HF_HUB_OFFLINE=1): download it where there is network (`hf download "
-                          f"{model}`) or pass a local folder")
+        raise ConfigError(f"{what} {model!r} is no local folder and not in the local Hugging Face cache, and "
+                          "offline mode is on (HF_HUB_OFFLINE=1): check the spelling, or download it where there is "
+                          f"network (`hf download {model}`)")
     _check_on_hub(model, what)
 
 
@@ -78,9 +78,9 @@ def _check_on_hub(model: str, what: str) -> None:
     except Exception as exc:
         if not {c.__name__ for c in type(exc).__mro__} & _UNREACHABLE:
             return  # the hub answered with something else (rate limit, 5xx): let transformers try
-        raise ConfigError(f"{what} {model!r} is not in the local Hugging Face cache and the hub cannot be "
-                          f"reached ({type(exc).__name__}): download it where there is network (`hf download "
-                          f"{model}`), pass a local folder, or set HF_HUB_OFFLINE=1 to use only the cache") from None
+        raise ConfigError(f"{what} {model!r} is no local folder, not in the local Hugging Face cache, and the hub "
+                          f"cannot be reached ({type(exc).__name__}): check the spelling, download it where there is "
+                          f"network (`hf download {model}`), or set HF_HUB_OFFLINE=1 to use only the cache") from None
 
 
 def check_device(device: str, what: str = "policy.device") -> None:
