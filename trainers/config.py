@@ -208,6 +208,40 @@ def list_presets() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
 
 
+# A config is a few hundred lines: bounds far above any real one, far below what hurts.
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_DEPTH = 32
+MAX_YAML_NODES = 100_000
+
+
+def safe_yaml(text: str, where: str):
+    """yaml.safe_load for config text, refusing what only a hostile or broken file has: aliases
+    (`*name`, whose nesting expands a 1 KB file to 10^9 values, or loops), nesting deeper than
+    MAX_YAML_DEPTH, more than MAX_YAML_NODES values, numbers Python will not read. yaml.YAMLError
+    for text that is not YAML; ConfigError (one line naming `where`) for the rest."""
+    import yaml
+
+    depth = nodes = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise ConfigError(f"{where} uses a YAML alias (*{event.anchor}): configs take no aliases; write the "
+                              "values out")
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise ConfigError(f"{where} nests deeper than {MAX_YAML_DEPTH} levels: not a config")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        if isinstance(event, yaml.NodeEvent):
+            nodes += 1
+            if nodes > MAX_YAML_NODES:
+                raise ConfigError(f"{where} holds more than {MAX_YAML_NODES} values: not a config")
+    try:
+        return yaml.safe_load(text)
+    except (ValueError, OverflowError, RecursionError) as exc:  # e.g. an integer of 5,000 digits
+        raise ConfigError(f"{where} holds a value Python cannot read ({str(exc).splitlines()[0][:100]})") from None
+
+
 def _read_yaml(source: str | Path) -> dict:
     import yaml
 
@@ -219,7 +253,17 @@ def _read_yaml(source: str | Path) -> dict:
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = path.read_bytes()[: MAX_YAML_BYTES + 1]
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise ConfigError(f"{path} is larger than {MAX_YAML_BYTES >> 20} MiB: not a config")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
+    try:
+        data = safe_yaml(text, str(path)) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
@@ -237,11 +281,13 @@ def parse_overrides(pairs: list[str]) -> dict:
             raise ConfigError(f"override {pair!r} is not of the form key=value (e.g. estimator.name=grpo)")
         key, raw = pair.split("=", 1)
         try:
-            value = yaml.safe_load(raw) if raw != "" else ""
+            value = safe_yaml(raw, f"override {key.strip()}") if raw != "" else ""
         except yaml.YAMLError:
             value = raw
         node = tree
         parts = key.strip().split(".")
+        if not all(p.strip() for p in parts):
+            raise ConfigError(f"override {pair[:80]!r} has an empty key part: write section.field=value")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
@@ -272,11 +318,12 @@ def _build(cls, data: dict, prefix: str = ""):
             kwargs[key] = _build(sub, value, f"{prefix}{key}.")
         else:
             kwargs[key] = _coerce(value, ftype, f"{prefix}{key}")
+            _check_value(f"{prefix}{key}", kwargs[key], str(ftype))  # before a section's own checks read it
     try:
         return cls(**kwargs)
     except ConfigError:
         raise
-    except (ValueError, TypeError) as exc:  # a section's own checks (ChatConfig's) name the field, not the section
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a section's own checks name the field
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: {exc}") from None
 
 
@@ -338,7 +385,9 @@ def load_config(source: str | Path | dict | None = None, overrides: list[str] | 
     data = {} if source is None else (dict(source) if isinstance(source, dict) else _read_yaml(source))
     data = _resolve_key_aliases(_merge(data, parse_overrides(overrides or [])))
     cfg = _build(TrainConfig, data)
+    check_types(cfg)
     check_ranges(cfg)
+    check_section_rules(cfg)
     validate_config(cfg)  # the rules across sections (trainers/checks.py)
     return cfg
 
@@ -366,7 +415,21 @@ RANGES = [
     ("tasks.min_active", 0, None, "tasks"),
     ("policy.vllm.max_model_len", 16, None, "tokens"), ("policy.vllm.gpu_memory_utilization", 1e-12, 1, "a share"),
     ("policy.vllm.kv_cache_gib", 1e-12, None, "GiB"), ("policy.vllm.max_lora_rank", 1, None, "a LoRA rank"),
+    ("seed", 0, 2**32 - 1, "a random seed"), ("env.max_tasks", 1, None, "tasks"),
+    ("policy.max_prompt_tokens", 1, None, "tokens"), ("tiny.num_tasks", 1, None, "tasks"),
+    ("env.chat.max_admissible", 0, None, "actions"),
+    ("env.chat.memory", 0, None, "episodes"), ("env.chat.memory_max_words", 1, None, "words"),
+    ("rollout.max_staleness", 0, None, "updates"), ("rollout.oversample_groups", 0, None, "groups"),
+    ("rollout.episode_time_limit_s", 1e-12, None, "seconds"),
+    ("ppo.value_coef", 0, None, "a loss weight"), ("ppo.entropy_coef", 0, None, "a bonus weight"),
+    ("ppo.is_cap", 1e-12, None, "an importance-weight cap"), ("sft.max_steps", 1, None, "optimizer steps"),
+    ("sft.weight_decay", 0, None, "a decay"), ("eval.max_new_tokens", 1, None, "tokens"),
+    ("ray.num_cpus", 1, None, "CPUs"), ("ray.policy_num_cpus", 0, None, "CPUs"), ("ray.policy_num_gpus", 0, None, "GPUs"),
+    ("estimator.gamma", 0, 1, "a discount"), ("estimator.lam", 0, 1, "a GAE lambda"),
+    ("estimator.eps", 1e-12, None, "a small constant"),
 ]
+MAX_INT = 2**63 - 1  # what torch, numpy and the JSON records hold
+MAX_STR = 1 << 20
 
 
 def check_ranges(cfg: TrainConfig) -> None:
@@ -378,10 +441,270 @@ def check_ranges(cfg: TrainConfig) -> None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or \
                 (low is not None and value < low) or (high is not None and value > high):
-            bounds = f">= {low:g}" if high is None else f"in [{low:g}, {high:g}]"
+            bounds = f">= {low:g}" if high is None else f"in [{low:g}, {high}]"
             if low == 1e-12:  # the stand-in for "strictly positive"
                 bounds = "> 0" if high is None else f"in (0, {high:g}]"
             raise ConfigError(f"{dotted}={value!r} is out of range: {what}, {bounds}")
+
+
+def check_types(cfg: TrainConfig) -> None:
+    """Every field against its declared type, one line for the first that is off: numbers
+    finite and within int64, booleans true/false, strings without NUL bytes, and mappings and
+    lists holding plain data (strings, numbers, booleans, null, lists, mappings)."""
+    def walk(obj, prefix):
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            name = f"{prefix}{f.name}"
+            if dataclasses.is_dataclass(value):
+                walk(value, name + ".")
+            else:
+                _check_value(name, value, str(f.type))
+
+    walk(cfg, "")
+
+
+def _check_value(name: str, value: Any, type_text: str) -> None:
+    kinds = {k.strip() for k in type_text.split("|")}
+    if "Any" in kinds or (value is None and "None" in kinds):
+        if value is not None:
+            _check_plain(name, value)
+        return
+    ok = False
+    if type(value) is bool:
+        ok = "bool" in kinds
+    elif type(value) is int:
+        ok = bool(kinds & {"int", "float"})
+        if ok and abs(value) > MAX_INT:
+            raise ConfigError(f"{name}={str(value)[:20]}... is out of range: a number of at most 19 digits")
+    elif type(value) is float:
+        if "float" in kinds:
+            ok = True
+            if not math.isfinite(value):
+                raise ConfigError(f"{name}={value!r} is not a finite number")
+    elif type(value) is str:
+        ok = "str" in kinds
+        if ok and ("\x00" in value or len(value) > MAX_STR):
+            raise ConfigError(f"{name} holds a NUL byte or more than {MAX_STR} characters")
+    elif type(value) is dict:
+        ok = "dict" in kinds
+        if ok:
+            _check_plain(name, value)
+            bad = next((k for k in value if not isinstance(k, str)), None)
+            if bad is not None:
+                raise ConfigError(f"{name} has a key {bad!r} that is not a string: write it in quotes")
+    elif type(value) is list:
+        ok = "list" in kinds
+        if ok:
+            _check_plain(name, value)
+    if not ok:
+        want = " or ".join(sorted(k for k in kinds if k != "None")) + (" or null" if "None" in kinds else "")
+        want = want.replace("dict", "a mapping").replace("list", "a list").replace("str", "text")
+        raise ConfigError(f"{name} must be {want}, got {type(value).__name__} {_short(value)}")
+
+
+def _check_plain(name: str, value: Any, depth: int = 0, budget: list | None = None) -> None:
+    """Plain data only, bounded (a mapping of kwargs, a list of globs)."""
+    budget = budget if budget is not None else [10_000]
+    budget[0] -= 1
+    if depth > MAX_YAML_DEPTH or budget[0] < 0:
+        raise ConfigError(f"{name} is nested too deeply or too large for a config value")
+    if value is None or type(value) in (bool, str):
+        return
+    if type(value) is int:
+        if abs(value) > MAX_INT:
+            raise ConfigError(f"{name} holds a number of more than 19 digits")
+        return
+    if type(value) is float:
+        if not math.isfinite(value):
+            raise ConfigError(f"{name} holds {value!r}: numbers must be finite")
+        return
+    if type(value) in (list, tuple):
+        for item in value:
+            _check_plain(name, item, depth + 1, budget)
+        return
+    if type(value) is dict:
+        for k, v in value.items():
+            _check_plain(name, k, depth + 1, budget)
+            _check_plain(f"{name}.{k}" if isinstance(k, str) else name, v, depth + 1, budget)
+        return
+    raise ConfigError(f"{name} holds a {type(value).__name__}: config values are text, numbers, booleans, null, "
+                      "lists and mappings")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+DEVICE_RE = __import__("re").compile(r"(cpu|mps|meta|(cuda|xpu)(:\d{1,3})?)")
+DTYPES = ("fp32", "float32", "bf16", "bfloat16", "fp16", "float16", "auto")
+LORA_TYPES = {"r": int, "lora_alpha": (int, float), "lora_dropout": (int, float), "target_modules": (str, list),
+              "bias": str, "use_rslora": bool, "modules_to_save": (list, type(None))}
+
+
+def check_section_rules(cfg: TrainConfig) -> None:
+    """Rules within one section that would otherwise fail when the run starts (a device name,
+    attention heads that do not divide the width, LoRA settings, the env's keyword arguments,
+    categories the task space does not have), one line each."""
+    if not cfg.name.strip() or "/" in cfg.name or "\\" in cfg.name or cfg.name.strip(".") == "":
+        raise ConfigError(f"name={cfg.name!r} must be a plain name (it names the run dir runs/<name>): e.g. "
+                          "name=household-grpo")
+    if cfg.policy.model:
+        _check_model_name(cfg.policy.model)
+    if not DEVICE_RE.fullmatch(cfg.policy.device):
+        raise ConfigError(f"policy.device={cfg.policy.device!r} is not a device: use cpu, cuda, cuda:N or mps")
+    if cfg.policy.dtype is not None and cfg.policy.dtype not in DTYPES:
+        raise ConfigError(f"policy.dtype={cfg.policy.dtype!r} is unknown; choose fp32, bf16 or fp16 (or null)")
+    if cfg.policy.reference not in (None, "copy"):
+        raise ConfigError(f"policy.reference={cfg.policy.reference!r}: the only reference is copy (or null)")
+    if cfg.tiny.arch not in ("llama", "qwen2"):
+        raise ConfigError(f"tiny.arch={cfg.tiny.arch!r} is unknown; choose llama or qwen2")
+    if cfg.tiny.hidden % cfg.tiny.heads:
+        raise ConfigError(f"tiny.heads={cfg.tiny.heads} does not divide tiny.hidden={cfg.tiny.hidden}: attention "
+                          "heads split the width evenly (e.g. tiny.heads=4 or 8)")
+    if cfg.policy.lora is not None:
+        _check_lora(cfg.policy.lora)
+    _check_env_kwargs(cfg)
+    _check_tasks_file(cfg)
+    _check_categories(cfg)
+
+
+def _check_tasks_file(cfg: TrainConfig) -> None:
+    """env.tasks_file: a JSONL of this env's tasks whose params its task space accepts."""
+    if not cfg.env.tasks_file:
+        return
+    from agentgym.tasks.splits import load_split
+
+    tasks = load_split(cfg.env.tasks_file)  # SplitFileError: one line naming file:line
+    try:
+        from agentgym.registration import get_task_space
+
+        space = get_task_space(cfg.env.id)
+    except Exception:  # noqa: BLE001 - an env registered later (imports): checked when loaded
+        return
+    for i, spec in enumerate(tasks, 1):
+        if spec.env_id != space.env_id:
+            raise ConfigError(f"env.tasks_file {cfg.env.tasks_file}: task {i} is for {spec.env_id}, not {cfg.env.id}: "
+                              "train on a file of this env's tasks (or set env.id)")
+        try:
+            space.check_params(spec.params)
+        except (ValueError, TypeError, KeyError) as exc:
+            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"env.tasks_file {cfg.env.tasks_file}: task {i} has params {cfg.env.id} cannot play "
+                              f"({first})") from None
+
+
+def _check_model_name(model: str) -> None:
+    """policy.model that is not a local path must at least be spelled like a hub id."""
+    from agentgym.policies.model_files import looks_local
+
+    if looks_local(model):
+        return
+    try:
+        from huggingface_hub.utils import validate_repo_id
+    except ImportError:
+        return
+    try:
+        validate_repo_id(model)
+    except Exception:  # noqa: BLE001 - HFValidationError and friends
+        raise ConfigError(f"policy.model={_short(model)} is neither a local folder nor a hub id (org/name of letters, "
+                          "digits, '-', '_', '.')") from None
+
+
+def _check_lora(lora: dict) -> None:
+    for key, value in lora.items():
+        want = LORA_TYPES.get(key)
+        if want is not None and (type(value) is bool and want is not bool or not isinstance(value, want)):
+            raise ConfigError(f"policy.lora.{key}={_short(value)} has the wrong type for LoRA's {key}")
+    if "r" in lora and lora["r"] < 1:
+        raise ConfigError(f"policy.lora.r={lora['r']} is out of range: a LoRA rank, >= 1")
+    if "lora_alpha" in lora and not lora["lora_alpha"] > 0:
+        raise ConfigError(f"policy.lora.lora_alpha={lora['lora_alpha']} is out of range: > 0")
+    if "lora_dropout" in lora and not 0 <= lora["lora_dropout"] < 1:
+        raise ConfigError(f"policy.lora.lora_dropout={lora['lora_dropout']} is out of range: in [0, 1)")
+    unknown = sorted(set(lora) - set(LORA_TYPES))
+    if unknown:
+        try:
+            from peft import LoraConfig
+        except ImportError:
+            return  # peft says it when the policy is built
+        known = [f.name for f in dataclasses.fields(LoraConfig)]
+        for key in unknown:
+            if key not in known:
+                raise ConfigError(unknown_key("policy.lora", key, known))
+
+
+GYM_MAKE_KWARGS = ("max_episode_steps", "autoreset", "apply_api_compatibility", "disable_env_checker",
+                   "render_mode")  # gym.make's own, besides the env's
+
+
+def _env_class(env_id: str):
+    """The registered env's class, None when it is not registered yet (a user env whose
+    `imports` run when training starts)."""
+    try:
+        import gymnasium
+
+        entry = gymnasium.spec(env_id).entry_point
+    except Exception:  # noqa: BLE001 - unknown ids are refused, in one line, when the run starts
+        return None
+    if callable(entry):
+        return entry
+    try:
+        import importlib
+
+        module, _, attr = str(entry).partition(":")
+        return getattr(importlib.import_module(module), attr)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _check_env_kwargs(cfg: TrainConfig) -> None:
+    if not cfg.env.env_kwargs:
+        return
+    import inspect
+
+    cls = _env_class(cfg.env.id)
+    if cls is None:
+        return
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    known = [n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    known += [k for k in GYM_MAKE_KWARGS if k not in known]
+    for key in cfg.env.env_kwargs:
+        if key not in known:
+            raise ConfigError(unknown_key("env.env_kwargs", key, known) + f" ({cfg.env.id} takes no {key!r})")
+
+
+def _check_categories(cfg: TrainConfig) -> None:
+    """Each env.categories glob must match a category of the env's training tasks (else the
+    task filter draws forever before failing)."""
+    if not cfg.env.categories:
+        return
+    bad = next((c for c in cfg.env.categories if not isinstance(c, str)), None)
+    if bad is not None:
+        raise ConfigError(f"env.categories holds {_short(bad)}: each entry is a glob of task categories (text)")
+    if cfg.env.tasks_file or cfg.env.fresh_tasks:
+        return  # their tasks are checked when they are loaded or drawn
+    try:
+        from agentgym.registration import get_task_space
+
+        space = get_task_space(cfg.env.id)
+        have = {space.category(t) for t in space.split(cfg.env.split)}
+    except Exception:  # noqa: BLE001 - an env registered later (imports) or without categories
+        return
+    if not have:
+        return
+    import fnmatch
+
+    for glob in cfg.env.categories:
+        if not any(fnmatch.fnmatchcase(c, glob) for c in have):
+            sample = ", ".join(sorted(have)[:6]) + (", ..." if len(have) > 6 else "")
+            raise ConfigError(f"env.categories={glob!r} matches no category of {cfg.env.id}'s {cfg.env.split} tasks "
+                              f"({sample})")
 
 
 def save_config(cfg: TrainConfig, path: str | Path) -> None:
