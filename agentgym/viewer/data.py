@@ -154,11 +154,13 @@ class EpisodeFile:
                     continue
                 try:
                     d = json.loads(line)
-                except json.JSONDecodeError:
-                    self.bad_lines += 1  # a torn last line of a file being written
+                except (ValueError, RecursionError):
+                    self.bad_lines += 1  # a torn last line of a file being written, or not JSON at all
                     continue
-                if isinstance(d, dict):
+                if _readable_episode(d):
                     self.episodes.append(d)
+                else:
+                    self.bad_lines += 1  # JSON, but not an episode this viewer can show: counted, skipped
         _fill_categories(self.episodes)
         self.groups: dict[str, list[int]] = {}
         for i, ep in enumerate(self.episodes):
@@ -252,6 +254,27 @@ class EpisodeFile:
             "drop_abs_adv_below": meta.get("drop_abs_adv_below"),
             "group_episodes": self.groups.get(gid, [i]), "steps": steps,
         })
+
+
+def _readable_episode(d: Any) -> bool:
+    """An episode record whose parts have the shapes the views read (a file written by hand or
+    by another tool may hold anything): steps a list of mappings, metadata a mapping whose
+    advantages are lists of numbers and whose tokens are a list."""
+    if not isinstance(d, dict):
+        return False
+    steps = d.get("steps")
+    if steps is not None and not (isinstance(steps, list) and all(isinstance(s, dict) for s in steps)):
+        return False
+    meta = d.get("metadata")
+    if meta is None:
+        return True
+    if not isinstance(meta, dict):
+        return False
+    adv = meta.get("advantage")
+    if adv is not None and not (isinstance(adv, dict) and all(
+            isinstance(v, list) and all(isinstance(x, (int, float)) or x is None for x in v) for v in adv.values())):
+        return False
+    return meta.get("tokens") is None or isinstance(meta.get("tokens"), list)
 
 
 def _fill_categories(episodes: list[dict]) -> None:
