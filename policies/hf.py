@@ -208,10 +208,26 @@ class HFPolicy:
         cached = [len(e.ids) if e is not None else 0 for e in prefixes]
         new = [p[c:] for p, c in zip(prompt_ids, cached)]
         width_cache, width_new = max(cached), max(len(n) for n in new)
+        self.last_prefill_tokens = [len(n) for n in new]  # what this call prefilled, per prompt (benchmarks)
+        # identical prompts (a group's episodes at their first turn, or in the same state) are
+        # prefilled once and their cache copied: rows sample independently from there
+        expand = None
+        if not width_cache:
+            unique: dict[tuple, int] = {}
+            expand = [unique.setdefault(tuple(p), len(unique)) for p in prompt_ids]
+            if len(unique) == batch:
+                expand = None
+            else:
+                first = {u: i for i, u in reversed(list(enumerate(expand)))}
+                new = [new[first[u]] for u in range(len(unique))]
+                for i in range(batch):
+                    if first[expand[i]] != i:
+                        self.last_prefill_tokens[i] = 0
+        rows_in = len(new)
         # columns: [pad][cached prefix][pad][new prompt tokens]; position ids continue each row's prefix
-        input_ids = torch.full((batch, width_new), pad, dtype=torch.long)
-        attention = torch.zeros((batch, width_cache + width_new), dtype=torch.long)
-        positions = torch.zeros((batch, width_new), dtype=torch.long)
+        input_ids = torch.full((rows_in, width_new), pad, dtype=torch.long)
+        attention = torch.zeros((rows_in, width_cache + width_new), dtype=torch.long)
+        positions = torch.zeros((rows_in, width_new), dtype=torch.long)
         for i, (c, ids) in enumerate(zip(cached, new)):
             input_ids[i, width_new - len(ids):] = torch.tensor(ids, dtype=torch.long)
             attention[i, width_cache - c:width_cache] = 1
@@ -230,8 +246,14 @@ class HFPolicy:
                         values[i, :, width_cache - cached[i]:] = e.layers[layer][1]
                 layers.append((keys.to(self.device), values.to(self.device)))
             past = DynamicCache(ddp_cache_data=layers)
-        self.last_prefill_tokens = [len(n) for n in new]  # what this call prefilled, per prompt (benchmarks)
-        step_ids, attention, positions = input_ids.to(self.device), attention.to(self.device), positions.to(self.device)
+        attention, positions = attention.to(self.device), positions.to(self.device)
+        out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention, position_ids=positions,
+                         past_key_values=past, use_cache=True, logits_to_keep=1)
+        past = out.past_key_values
+        if expand is not None:
+            index = torch.tensor(expand, device=self.device)
+            past.batch_select_indices(index)
+            out.logits, attention, positions = out.logits[index], attention[index], positions[index]
 
         responses: list[list[int]] = [[] for _ in range(batch)]
         logprobs: list[list[float]] = [[] for _ in range(batch)]
@@ -239,9 +261,6 @@ class HFPolicy:
         eos = torch.tensor(sorted(self.eos_ids), device=self.device)
         live = torch.arange(batch, device=self.device)  # batch rows still decoding -> their prompt index
         for step in range(sampling.max_new_tokens):
-            out = self.model(input_ids=step_ids, attention_mask=attention, position_ids=positions,
-                             past_key_values=past, use_cache=True, logits_to_keep=1)
-            past = out.past_key_values
             logits = out.logits[:, -1, :].float()
             token = self._pick(logits, sampling)
             token_logprob = torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
@@ -266,9 +285,11 @@ class HFPolicy:
             if len(keep) < len(rows):  # finished rows leave the batch (and its KV cache)
                 past.batch_select_indices(keep)
                 live, token, attention, positions = live[keep], token[keep], attention[keep], positions[keep]
-            step_ids = token[:, None]
             positions = positions[:, -1:] + 1
             attention = torch.cat([attention, torch.ones((len(live), 1), dtype=attention.dtype, device=self.device)], 1)
+            out = self.model(input_ids=token[:, None], attention_mask=attention, position_ids=positions,
+                             past_key_values=past, use_cache=True, logits_to_keep=1)
+            past = out.past_key_values
         return [
             Completion(text=self.tokenizer.decode(r, skip_special_tokens=True), prompt_ids=list(p), response_ids=r,
                        response_logprobs=lp, finish_reason=why)

@@ -110,7 +110,10 @@ def check_scaling(cfg: TrainConfig) -> None:
     """Executors, policy engines, Ray and data parallel: names asked of their registries."""
     from agentgym.executors_ray import validate_ray_config
 
-    check_executor(cfg.env.executor)
+    try:
+        check_executor(cfg.env.executor)
+    except ConfigError as exc:
+        raise ConfigError(f"env.executor: {exc}") from None
     check_engine(cfg.policy.engine)
     validate_ray_config(cfg.ray)
     if cfg.data_parallel not in DATA_PARALLEL:

@@ -30,7 +30,7 @@ CASES = [
     ("env.chat.max_admissible=-1", "env.chat: max_admissible must be a non-negative int"),
     ("rollout.group_siz=4", "did you mean rollout.group_size?"),
     ("rollout.top_p=1.5", "rollout.top_p=1.5 is out of range"),
-    ("rollout.executor=threads", "env.executor='threads' is unknown"),
+    ("rollout.executor=fibers", "env.executor: unknown executor 'fibers'; choose one of inprocess, process, ray, threads"),
     ("estimator.omgea=0.5", "unknown key estimator.omgea: did you mean estimator.omega?"),
     ("estimator.gamma=1.5", "gamma=1.5 is out of range"),
     ("ppo.lrr=1e-4", "did you mean ppo.lr?"),
