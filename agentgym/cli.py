@@ -69,9 +69,9 @@ def rollout_command(
     episodes: int = typer.Option(1, help="episodes per task (the group size)"),
     limit: Optional[int] = typer.Option(None, help="play only the first N tasks"),
     out: Optional[Path] = typer.Option(None, help="write trajectories to this JSONL file"),
-    executor: str = typer.Option("inprocess", help="inprocess | process | ray (needs the ray extra: "
-                                 "pip install 'agentgym\\[ray]')"),  # \\[: not rich markup
-    workers: int = typer.Option(2, help="worker processes for --executor process"),
+    executor: str = typer.Option("inprocess", help="inprocess | threads (envs that wait on I/O) | process | ray "
+                                 "(needs the ray extra: pip install 'agentgym\\[ray]') | a registered executor"),  # \\[: not rich markup
+    workers: int = typer.Option(2, help="threads / worker processes for --executor threads / process"),
     seed: int = typer.Option(0),
     max_live_envs: int = typer.Option(64, help="at most this many environments at once (each closed when its episode ends)"),
 ):

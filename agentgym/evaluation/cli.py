@@ -293,8 +293,8 @@ def register(app: typer.Typer) -> None:
         history: Optional[str] = typer.Option(
             None, help="past turns shown in each prompt, or 'full' (default: the training run's, else 2)"),
         device: str = typer.Option("auto", help="hf: device: auto | cpu | cuda | cuda:N"),
-        executor: str = typer.Option("inprocess", help="inprocess | process"),
-        workers: int = typer.Option(2, help="worker processes for --executor process"),
+        executor: str = typer.Option("inprocess", help="inprocess | threads | process | a registered executor"),
+        workers: int = typer.Option(2, help="threads / worker processes for --executor threads / process"),
         confidence: float = typer.Option(0.95, help="confidence level of the intervals"),
         save_trajectories: bool = typer.Option(True, help="with --out, also save every trajectory"),
         imports: Optional[list[str]] = typer.Option(None, "--import", help="a module to import first (it registers "
