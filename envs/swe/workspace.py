@@ -34,9 +34,89 @@ def _start_time(pid: int) -> int | None:
 
 def temp_root(dest_parent: Path | None = None) -> Path:
     """A new temporary folder named after its owner process (pid and start time), so that
-    `sweep_stale` can remove it once that process is gone, even after a SIGKILL."""
+    `sweep_stale` can remove it once that process is gone, even after a SIGKILL: the process's
+    reaper does so as soon as it dies (`start_reaper`), any later process's sweep otherwise."""
     pid = os.getpid()
-    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{pid}.{_start_time(pid) or 0}-", dir=dest_parent))
+    parent = Path(dest_parent or tempfile.gettempdir())
+    start_reaper(parent)
+    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{pid}.{_start_time(pid) or 0}-", dir=parent))
+
+
+# The reaper: a small process that waits for its parent's death (EOF on a pipe only the parent
+# holds open, whatever killed it) and then removes that parent's folders. Its own session, so a
+# signal to the parent's process group spares it; `python -I -S`, so it starts in ~20 ms.
+_REAPER = """
+import os, re, shutil, sys, time
+pid, start, parents = sys.argv[1], sys.argv[2], sys.argv[3:]
+seen = b""
+while True:
+    chunk = os.read(0, 4096)
+    if not chunk:
+        break
+    seen += chunk[-1:]
+if seen.endswith(b"q"):  # replaced by a reaper that watches more folders: the parent lives on
+    sys.exit(0)
+
+def alive():
+    try:
+        with open("/proc/%s/stat" % pid, "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0] not in (b"Z", b"X") and fields[19].decode() == start
+    except (OSError, IndexError):
+        return False
+
+deadline = time.monotonic() + 5  # the pipe closes a moment before the process is a zombie
+while alive() and time.monotonic() < deadline:
+    time.sleep(0.02)
+if alive():
+    sys.exit(0)
+pattern = re.compile(r"^agentgym-swe-" + re.escape(pid + "." + start) + "-")
+for parent in parents:
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        continue
+    for name in names:
+        if pattern.match(name):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+"""
+_reaper: dict = {"pid": None, "proc": None, "parents": set()}
+
+
+def start_reaper(parent: Path) -> None:
+    """Once per process (and per temp parent): start the reaper of this process's folders."""
+    import subprocess
+    import sys
+    import threading
+
+    pid = os.getpid()
+    key = str(parent)
+    with _reaper_lock:
+        if _reaper["pid"] == pid and key in _reaper["parents"] and _reaper["proc"].poll() is None:
+            return
+        if _reaper["pid"] != pid:  # a forked child: its parent's reaper watches the parent only
+            _reaper.update(pid=pid, proc=None, parents=set())
+        _reaper["parents"].add(key)
+        old = _reaper["proc"]
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _REAPER, str(pid), str(_start_time(pid) or 0),
+                 *sorted(_reaper["parents"])],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                close_fds=True, start_new_session=True)
+        except OSError:
+            return  # no reaper: the next process's sweep still removes the folders
+        _reaper["proc"] = proc
+        if old is not None:  # it watched fewer folders: tell it to leave without sweeping
+            try:
+                old.stdin.write(b"q")
+                old.stdin.close()
+            except OSError:
+                pass
+            threading.Thread(target=old.wait, daemon=True).start()
+
+
+_reaper_lock = __import__("threading").Lock()
 
 
 def sweep_stale(parent: Path | None = None) -> int:
