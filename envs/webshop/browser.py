@@ -8,12 +8,21 @@ whatever the browser actually reached.
 A browser or server that dies mid-episode raises BrowserBackendError from step(): that is an
 infrastructure failure (the rollout engine marks the episode infra_error), not a bad action.
 The next reset() relaunches whatever is dead.
+
+Temporary files: each browser writes its own (Chromium's org.chromium.* folders) into a folder
+of ours that is removed when the browser is shut down, killed or not; each Playwright driver
+likewise (profiles, artifacts). The folders are named after their owner process, so one left
+by a killed process is removed by the next launch anywhere on the machine. The env pickles
+(after reset too): the copy holds no browser and starts one on its next reset.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
+import shutil
+import tempfile
 import threading
 import uuid
 
@@ -77,6 +86,63 @@ def chromium_path() -> str:
     return os.environ.get("AGENTGYM_CHROMIUM", CHROMIUM)
 
 
+# --- temporary folders named after their owner process ------------------------------------------
+TMP_PREFIX = "agentgym-web-"
+_TMP_OWNER = re.compile(r"^agentgym-web-(\d+)\.(\d+)-")
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def owned_tmp(kind: str) -> str:
+    """A new temporary folder named after this process (pid and start time) and `kind`."""
+    pid = os.getpid()
+    return tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{pid}.{_start_time(pid) or 0}-{kind}-")
+
+
+def sweep_stale_tmp(parent: str | None = None) -> int:
+    """Remove the agentgym-web-* folders whose owner process is gone (a killed rollout)."""
+    parent = parent or tempfile.gettempdir()
+    removed = 0
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return 0
+    for name in names:
+        m = _TMP_OWNER.match(name)
+        if m and _start_time(int(m.group(1))) != int(m.group(2)):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def _start_driver(sync_api, tmp: str):
+    """sync_playwright().start() with the driver's TMPDIR in `tmp`: Playwright's transport
+    builds the driver's environment with get_driver_env(), wrapped here for this one start (so
+    this process's own environment never changes)."""
+    try:
+        from playwright._impl import transport
+    except ImportError:
+        return sync_api.sync_playwright().start()
+    original = getattr(transport, "get_driver_env", None)
+    if original is None:
+        return sync_api.sync_playwright().start()
+    with _DRIVER_START:
+        transport.get_driver_env = lambda: {**original(), "TMPDIR": tmp}
+        try:
+            return sync_api.sync_playwright().start()
+        finally:
+            transport.get_driver_env = original
+
+
+_DRIVER_START = threading.Lock()
+
+
 class _Drivers:
     """One Playwright driver per thread, shared by that thread's envs.
 
@@ -91,7 +157,13 @@ class _Drivers:
         held = getattr(self._local, "held", None)
         if held is None:
             sync_api = require("playwright.sync_api", "web")
-            held = [sync_api.sync_playwright().start(), 0]
+            sweep_stale_tmp()
+            tmp = owned_tmp("driver")
+            try:
+                held = [_start_driver(sync_api, tmp), 0, tmp]
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
             self._local.held = held
         held[1] += 1
         return held[0]
@@ -102,7 +174,7 @@ class _Drivers:
         held = getattr(self._local, "held", None)
         if held is not None and held[0] is playwright:
             self._local.held = None
-            self._stop(playwright)
+            self._stop(held)
             return self.acquire()
         return self.acquire()
 
@@ -113,14 +185,15 @@ class _Drivers:
         held[1] -= 1
         if held[1] <= 0:
             self._local.held = None
-            self._stop(playwright)
+            self._stop(held)
 
     @staticmethod
-    def _stop(playwright) -> None:
+    def _stop(held) -> None:
         try:
-            playwright.stop()
+            held[0].stop()
         except Exception:
             pass
+        shutil.rmtree(held[2], ignore_errors=True)  # profiles and artifacts of browsers it lost
 
 
 _DRIVERS = _Drivers()
@@ -163,8 +236,21 @@ class BrowserBackend:
         self._session = None
         self._link_index: dict[str, tuple[int, list | None]] = {}  # label -> (index among links, center)
         self.browser_pid: int | None = None  # Chromium's main process (tests kill it to simulate a crash)
+        self._browser_tmp: str | None = None  # the browser's TMPDIR, removed when it is shut down
         self._sessions = itertools.count()
         self._prefix = uuid.uuid4().hex[:8]
+
+    # --- pickling: the settings and the shop sessions, never a live browser ----------------------
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.update(_playwright=None, _browser=None, _page=None, browser_pid=None, _browser_tmp=None,
+                     _link_index={}, _sessions=next(self._sessions))
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        state["_sessions"] = itertools.count(state["_sessions"])
+        self.__dict__.update(state)
 
     # --- lifecycle ----------------------------------------------------------------------------
     def _launch(self, fresh_driver: bool = False) -> None:
@@ -197,8 +283,15 @@ class BrowserBackend:
         self.browser_pid = min(new) if new else None
 
     def _start_browser(self):
+        self._remove_browser_tmp()
+        self._browser_tmp = owned_tmp("chromium")
         return self._playwright.chromium.launch(executable_path=self.executable_path, headless=self.headless,
-                                                args=CHROMIUM_ARGS)
+                                                args=CHROMIUM_ARGS, env={**os.environ, "TMPDIR": self._browser_tmp})
+
+    def _remove_browser_tmp(self) -> None:
+        if self._browser_tmp is not None:
+            shutil.rmtree(self._browser_tmp, ignore_errors=True)
+            self._browser_tmp = None
 
     def _alive(self) -> bool:
         try:
@@ -215,6 +308,7 @@ class BrowserBackend:
                 pass
         if self._playwright is not None:
             _DRIVERS.release(self._playwright)
+        self._remove_browser_tmp()  # what a killed browser left (its own folders are gone otherwise)
         self._playwright = self._browser = self._page = None
         self.browser_pid = None
 

@@ -82,6 +82,13 @@ class ShopServer:
         self._socket: socket.socket | None = None
         self.port = 0
 
+    def __getstate__(self) -> dict:
+        return {"sessions": self.sessions}  # a copy serves on its own port once started
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
+        self.sessions.update(state["sessions"])
+
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
