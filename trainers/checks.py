@@ -82,6 +82,8 @@ def check_sft(cfg: TrainConfig) -> None:
                           "(or sft.expert=searching)")
     if not 0.0 <= cfg.sft.slip_prob < 1.0:
         raise ConfigError(f"sft.slip_prob is a per-turn probability in [0, 1), got {cfg.sft.slip_prob}")
+    if type(cfg.sft.filter_success) is not bool:  # a config built in code skips the loader's type check
+        raise ConfigError(f"sft.filter_success must be true or false, got {cfg.sft.filter_success!r}")
 
 
 def check_update(cfg: TrainConfig) -> None:

@@ -154,6 +154,10 @@ class SFTConfig:
     # With the searching expert: before each command it idles (look / inventory / examine) with this
     # probability, so the warm start wastes turns the way an imperfect demonstrator does.
     dawdle_prob: float = 0.0
+    # Train only on demonstrations that reached the goal (true, the long-standing behaviour). false
+    # keeps every demonstration, failed ones too: the clone then inherits the demonstrator's whole
+    # habit (its idling), which is the setting where imitation has a low ceiling (issue 35).
+    filter_success: bool = True
 
 
 @dataclass

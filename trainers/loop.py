@@ -45,6 +45,7 @@ from agentgym.trainers.checkpoint import latest_checkpoint, load_checkpoint, sav
 from agentgym.trainers.checks import importance_cap
 from agentgym.trainers.config import TrainConfig, save_config
 from agentgym.trainers.estimators import compute_advantages, estimator_spec
+from agentgym.trainers.diagnostics import iteration_credit
 from agentgym.trainers.features import check_env_features, import_modules
 from agentgym.trainers.heads import fit_spa_progress, per_step_arrays, step_values  # noqa: F401  (old path)
 from agentgym.trainers.learner import (TrainingDiverged, check_finite, equal_minibatches,  # noqa: F401  (old paths)
@@ -144,6 +145,7 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         metrics["rollout"]["prefix_cache_hit_rate"] = hit_rate()  # vLLM: prompt tokens its prefix cache served
     if async_metrics := producer.finish(iteration, policy, batch, samples):  # publishes the new weights
         metrics["async"] = async_metrics
+    metrics["credit"] = iteration_credit(all_trajectories, all_advantages, cfg.estimator)  # idle/invalid steps' credit
     metrics["time"]["train_tokens_per_s"] = train_tokens / max(t_update, 1e-9)
     metrics["time"]["rollout_tokens_per_s"] = metrics["rollout"]["response_tokens"] / max(t_rollout, 1e-9)
     return metrics

@@ -22,7 +22,9 @@ from agentgym.trainers.tokenize import Sample, collate, sft_sample
 
 def oracle_trajectories(env_id: str, tasks: list, chat: dict | None, env_kwargs: dict | None, seed: int = 0,
                         executor: str = "inprocess", slip_prob: float = 0.0, search: bool = False,
-                        dawdle_prob: float = 0.0):
+                        dawdle_prob: float = 0.0, filter_success: bool = True):
+    """The demonstrator's episodes on `tasks` (infra errors dropped); with `filter_success` only
+    those that reached the goal, otherwise failed ones too (what an unfiltered log of it holds)."""
     from agentgym.policies.scripted import OraclePolicy
     from agentgym.registration import get_task_space
     from agentgym.rollout import collect
@@ -31,7 +33,7 @@ def oracle_trajectories(env_id: str, tasks: list, chat: dict | None, env_kwargs:
                           dawdle_prob=dawdle_prob)
     trajs = collect(env_id, tasks, oracle, group_size=1, seed=seed, chat=chat,
                     env_kwargs=env_kwargs, executor=executor)
-    return [t for t in trajs if t.success and not t.infra_error]
+    return [t for t in trajs if not t.infra_error and (t.success or not filter_success)]
 
 
 def sft_samples(policy, trajectories) -> list[Sample]:
@@ -120,7 +122,8 @@ def run_sft(policy, cfg, log: Callable[[str], None] | None = None) -> dict:
     pick = rng.permutation(len(tasks))[: cfg.sft.num_tasks]
     trajs = oracle_trajectories(cfg.env.id, [tasks[int(i)] for i in pick], cfg.env.chat, cfg.env.env_kwargs,
                                 seed=cfg.seed, executor=cfg.env.executor, slip_prob=cfg.sft.slip_prob,
-                                search=cfg.sft.expert == "searching", dawdle_prob=cfg.sft.dawdle_prob)
+                                search=cfg.sft.expert == "searching", dawdle_prob=cfg.sft.dawdle_prob,
+                                filter_success=cfg.sft.filter_success)
     samples = sft_samples(policy, trajs)
     stats = train_sft(policy, samples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.batch_size, seed=cfg.seed,
                       weight_decay=cfg.sft.weight_decay, max_steps=cfg.sft.max_steps, log=log)

@@ -1,0 +1,45 @@
+"""sft.filter_success: the default keeps today's behaviour (successful demonstrations only),
+false keeps failed ones too, and anything but a boolean is one line at config load."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentgym.errors import ConfigError
+from agentgym.trainers.checks import check_sft
+from agentgym.trainers.config import TrainConfig, load_config
+
+
+def test_default_is_todays_filtering():
+    assert TrainConfig().sft.filter_success is True
+    assert load_config("household-tiny", []).sft.filter_success is True
+    assert load_config("household-tiny", ["sft.filter_success=false"]).sft.filter_success is False
+
+
+@pytest.mark.parametrize("value", ["1", "'yes please'", "0.5", "null", "[true]"])
+def test_non_boolean_is_one_line_at_load(value):
+    with pytest.raises(ConfigError, match="sft.filter_success") as info:
+        load_config("household-tiny", [f"sft.filter_success={value}"])
+    assert "\n" not in str(info.value)
+
+
+def test_non_boolean_set_in_code_is_refused_by_check_sft():
+    cfg = TrainConfig()
+    cfg.sft.filter_success = "false"  # truthy text: would silently filter
+    with pytest.raises(ConfigError, match="sft.filter_success must be true or false, got 'false'"):
+        check_sft(cfg)
+
+
+def test_unfiltered_demonstrations_keep_the_failures():
+    from agentgym.registration import get_task_space
+    from agentgym.trainers.sft import oracle_trajectories
+
+    cfg = load_config("household-tiny", [])
+    tasks = get_task_space(cfg.env.id).split("train")[:12]
+    kwargs = dict(env_id=cfg.env.id, tasks=tasks, chat=cfg.env.chat, env_kwargs=cfg.env.env_kwargs, seed=3,
+                  search=True, dawdle_prob=0.6)
+    every = oracle_trajectories(**kwargs, filter_success=False)
+    kept = oracle_trajectories(**kwargs)
+    assert len(every) == len(tasks)
+    assert any(not t.success for t in every)  # an idling demonstrator at the 12-step limit fails some
+    assert [t.task_id for t in kept] == [t.task_id for t in every if t.success]
