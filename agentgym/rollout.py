@@ -103,16 +103,30 @@ def collect(env: str | Callable[[], ChatEnv], tasks: Sequence[TaskSpec], policy:
     when a command asked for progress, a bar of its own shows the episodes and turns."""
     request = RolloutRequest(env, tasks, group_size, **options)
     if on_turn is None and progress.active():
-        with progress.bar(f"collect {len(tasks)} tasks x {group_size}", total=len(tasks) * group_size,
-                          unit="episodes") as bar:
-            turns = itertools.count(1)  # a batch's episodes end together: the turn says how far along it is
-            return play(request, policy, on_turn=lambda done, _n: bar.update(done, info=f"turn {next(turns)}"))
+        # counted in turns, not episodes: a batch's episodes often end together, on its last turn
+        with progress.bar(f"collect {len(tasks)} tasks x {group_size}", unit="turns", every=15.0) as bar:
+            turn = itertools.count(1)
+            return play(request, policy, on_progress=lambda p: bar.update(
+                p.turns_done, total=p.turns_bound, info=f"turn {next(turn)}, {p.episodes_done}/{p.episodes} episodes"))
     return play(request, policy, on_turn)
 
 
-def play(request: RolloutRequest, policy: Policy,
-         on_turn: Callable[[int, int], None] | None = None) -> list[Trajectory]:
-    """The rollout engine itself: `request`'s episodes with `policy`, batched turn by turn."""
+@dataclass
+class RolloutProgress:
+    """How far a rollout is, after each batched turn. turns_bound counts every episode at its turn
+    limit (max_turns or the env's max_episode_steps), an ended episode at the turns it took, so it
+    shrinks towards turns_done as episodes end early and the two meet when the rollout ends."""
+
+    episodes_done: int
+    episodes: int
+    turns_done: int
+    turns_bound: int
+
+
+def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], None] | None = None,
+         on_progress: Callable[[RolloutProgress], None] | None = None) -> list[Trajectory]:
+    """The rollout engine itself: `request`'s episodes with `policy`, batched turn by turn.
+    on_turn(done_episodes, total_episodes) and on_progress(RolloutProgress) after every turn."""
     r = request
     env, tasks, group_size, seed, sampling = r.env, r.tasks, r.group_size, r.seed, r.sampling
     max_turns, record_messages, max_live_envs = r.max_turns, r.record_messages, r.max_live_envs
@@ -143,6 +157,7 @@ def play(request: RolloutRequest, policy: Policy,
     n_slots = len(episodes) if max_live_envs is None else min(len(episodes), int(max_live_envs))
 
     pool = make_executor(r.executor, factory, n_slots, num_workers=r.num_workers, options=r.executor_options)
+    limit = _turn_limit(env_id, r.env_kwargs, max_turns)
     format_action = _action_formatter(pool, factory)
     pending = list(reversed(episodes))  # popped from the end: episodes start in order
     free = list(reversed(range(n_slots)))
@@ -209,6 +224,8 @@ def play(request: RolloutRequest, policy: Policy,
             release(ended)
             if on_turn is not None:
                 on_turn(sum(ep.done for ep in episodes), len(episodes))
+            if on_progress is not None:
+                on_progress(_progress(episodes, limit))
         if keep_groups is not None:
             _drop_overflow(episodes, group_size, keep_groups, finished_groups)
     finally:
@@ -219,6 +236,20 @@ def play(request: RolloutRequest, policy: Policy,
                 if turns := continuation.retokenized.get(str(ep.index)):
                     ep.traj.metadata["retokenized_turns"] = turns
     return [ep.traj for ep in episodes]
+
+
+def _turn_limit(env_id: str, env_kwargs: dict | None, max_turns: int) -> int:
+    steps = (env_kwargs or {}).get("max_episode_steps")
+    if steps is None and env_id:
+        steps = gym.spec(env_id).max_episode_steps
+    return min(max_turns, int(steps)) if steps else max_turns
+
+
+def _progress(episodes: list[_Episode], limit: int) -> RolloutProgress:
+    done = [ep for ep in episodes if ep.done]
+    turns = sum(len(ep.traj.steps) for ep in episodes)
+    bound = sum(len(ep.traj.steps) if ep.done else max(limit, len(ep.traj.steps)) for ep in episodes)
+    return RolloutProgress(len(done), len(episodes), turns, bound)
 
 
 def _cut_slow(episodes: list[_Episode], limit: float) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import torch
 
+from agentgym import progress
 from agentgym.errors import AgentGymError
 from agentgym.trainers.ppo import ImportanceStats, reference_logprobs, token_logprobs
 from agentgym.trainers.tokenize import Sample, TokenSequence, collate, pad_sequences
@@ -129,51 +130,56 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     ratio_max, n_updates, n_micro = 0.0, 0, 0
     minibatch_ratio_max: list[float] = []  # per optimizer step: the first one's is 1 up to float error
     weights = ImportanceStats()  # no stats when synchronous
-    for _ in range(pc.epochs):
-        order = rng.permutation(len(samples))
-        for index_chunk in equal_minibatches(order, pc.minibatch_size):
-            minibatch = [samples[j] for j in index_chunk]
-            step_ratio_max = 0.0
-            denom = spec_loss.denominator(minibatch, longest)
-            n_values = sum(len(s.value_targets) for s in minibatch)
-            optimizer.zero_grad(set_to_none=True)
-            micros = list(micro_batches(by_length(dp.local(minibatch)), pc.micro_batch_size))
-            dp.keep_step(policy, len(micros), pc.entropy_coef > 0, use_kl)  # FSDP: passes pair up over ranks
-            for micro in micros:
-                batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
-                entropy = None
-                where = batch["loss_mask"] > 0
-                if pc.entropy_coef > 0:
-                    logp, hidden, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"],
-                                                           value_head is not None, want_entropy=True, positions=where)
-                else:
-                    logp, hidden = token_logprobs(model, batch["input_ids"], batch["attention_mask"],
-                                                  value_head is not None, positions=where)
-                ref_logp = reference_logprobs(policy, batch["input_ids"], batch["attention_mask"]) if use_kl else None
-                loss, st = spec_loss.fn(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
-                                        spec_loss.how, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
-                                        prox_logp=batch.get("prox_logprobs"), **off_policy)
-                weights.add(st)
-                if value_head is not None and n_values:
-                    v_loss = _value_loss(value_head, hidden, micro, n_values)
-                    if v_loss is not None:
-                        loss = loss + pc.value_coef * v_loss
-                        totals["value_loss"] += float(v_loss.detach())
-                check_finite("loss", loss.detach(), iteration)
-                loss.backward()
-                for key in ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl"):
-                    totals[key] += getattr(st, key)
-                step_ratio_max = max(step_ratio_max, st.ratio_max)
-                n_micro += 1
-            ratio_max = max(ratio_max, step_ratio_max)
-            minibatch_ratio_max.append(step_ratio_max)
-            dp.sync_gradients(params)
-            grad_norm = dp.clip_grad_norm(params, pc.max_grad_norm)
-            check_finite("gradient norm", grad_norm, iteration)
-            optimizer.step()
-            scheduler.step()
-            totals["grad_norm"] += float(grad_norm)
-            n_updates += 1
+    micro_total = None if dp.enabled else pc.epochs * sum(  # ranks see ghosts: their own count varies
+        math.ceil(len(chunk) / pc.micro_batch_size) for chunk in equal_minibatches(np.arange(len(samples)),
+                                                                                 pc.minibatch_size))
+    with progress.bar("update", total=micro_total, unit="micro-batches", every=15.0) as bar:
+        for _ in range(pc.epochs):
+            order = rng.permutation(len(samples))
+            for index_chunk in equal_minibatches(order, pc.minibatch_size):
+                minibatch = [samples[j] for j in index_chunk]
+                step_ratio_max = 0.0
+                denom = spec_loss.denominator(minibatch, longest)
+                n_values = sum(len(s.value_targets) for s in minibatch)
+                optimizer.zero_grad(set_to_none=True)
+                micros = list(micro_batches(by_length(dp.local(minibatch)), pc.micro_batch_size))
+                dp.keep_step(policy, len(micros), pc.entropy_coef > 0, use_kl)  # FSDP: passes pair up over ranks
+                for micro in micros:
+                    batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
+                    entropy = None
+                    where = batch["loss_mask"] > 0
+                    if pc.entropy_coef > 0:
+                        logp, hidden, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"],
+                                                               value_head is not None, want_entropy=True, positions=where)
+                    else:
+                        logp, hidden = token_logprobs(model, batch["input_ids"], batch["attention_mask"],
+                                                      value_head is not None, positions=where)
+                    ref_logp = reference_logprobs(policy, batch["input_ids"], batch["attention_mask"]) if use_kl else None
+                    loss, st = spec_loss.fn(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
+                                            spec_loss.how, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
+                                            prox_logp=batch.get("prox_logprobs"), **off_policy)
+                    weights.add(st)
+                    if value_head is not None and n_values:
+                        v_loss = _value_loss(value_head, hidden, micro, n_values)
+                        if v_loss is not None:
+                            loss = loss + pc.value_coef * v_loss
+                            totals["value_loss"] += float(v_loss.detach())
+                    check_finite("loss", loss.detach(), iteration)
+                    loss.backward()
+                    for key in ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl"):
+                        totals[key] += getattr(st, key)
+                    step_ratio_max = max(step_ratio_max, st.ratio_max)
+                    n_micro += 1
+                    bar.update(advance=1)
+                ratio_max = max(ratio_max, step_ratio_max)
+                minibatch_ratio_max.append(step_ratio_max)
+                dp.sync_gradients(params)
+                grad_norm = dp.clip_grad_norm(params, pc.max_grad_norm)
+                check_finite("gradient norm", grad_norm, iteration)
+                optimizer.step()
+                scheduler.step()
+                totals["grad_norm"] += float(grad_norm)
+                n_updates += 1
     model.eval()
     totals, n_micro, ratio_max = dp.reduce_stats(totals, n_micro, ratio_max)
     out = {k: v / max(n_updates, 1) for k, v in totals.items()}

@@ -1,0 +1,33 @@
+"""The PPO update shows its progress in micro-batches inside a progress session (a two-minute
+update on a loaded machine used to show nothing)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import torch
+
+from agentgym import progress
+from agentgym.policies.base import SamplingParams
+
+
+def test_the_update_counts_its_micro_batches(toy_env_id, tiny_policy_factory):
+    import agentgym
+    from agentgym.trainers.config import PPOConfig
+    from agentgym.trainers.learner import ppo_update
+    from agentgym.trainers.tokenize import make_samples, tokenize_trajectories
+
+    policy = tiny_policy_factory()
+    tasks = agentgym.get_task_space(toy_env_id).split("train")[:2]
+    trajectories = agentgym.collect(toy_env_id, tasks, policy, 2, max_turns=3,
+                                    sampling=SamplingParams(max_new_tokens=6, seed=0))
+    samples = make_samples(tokenize_trajectories(trajectories), [np.ones(len(t.steps)) for t in trajectories])
+    optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=0.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    out = io.StringIO()
+    pc = PPOConfig(epochs=2, minibatch_size=5, micro_batch_size=2)
+    with progress.session(stream=out, mode="plain"):
+        ppo_update(pc, (0.8, 1.2), policy, optimizer, scheduler, samples, np.random.default_rng(0), 0)
+    expected = 2 * sum(-(-len(c) // 2) for c in np.array_split(np.arange(len(samples)), -(-len(samples) // 5)))
+    assert f"update {expected}/{expected} micro-batches (100%)" in out.getvalue()
