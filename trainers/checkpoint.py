@@ -40,8 +40,9 @@ class CheckpointError(ConfigError):
     """A checkpoint (or its `latest` pointer) that cannot be resumed from."""
 
 
-def safe_load(path: str | Path, what: str = "checkpoint file"):
-    """`torch.load` that cannot execute code; any unreadable file is one CheckpointError line."""
+def safe_load(path: str | Path, what: str = "checkpoint file", mmap: bool = False):
+    """`torch.load` that cannot execute code; any unreadable file is one CheckpointError line.
+    mmap=True maps the tensors instead of reading them (a check of a large optimizer state)."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -52,7 +53,7 @@ def safe_load(path: str | Path, what: str = "checkpoint file"):
                               "checkpoint or start again without --resume")
     try:
         with torch.serialization.safe_globals(_NUMPY_SAFE):
-            return torch.load(path, weights_only=True)
+            return torch.load(path, weights_only=True, mmap=mmap)
     except Exception as exc:  # noqa: BLE001 - truncated, random or crafted bytes all end here
         reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         if "Weights only load failed" in reason or "Unsupported global" in str(exc):
@@ -165,7 +166,7 @@ def check_checkpoint(path: str | Path) -> dict:
     for file in weights:
         if file.suffix == ".safetensors":
             _check_safetensors(file)
-    blob = safe_load(path / "trainer.pt", "trainer state")
+    blob = safe_load(path / "trainer.pt", "trainer state", mmap=True)
     missing = [k for k in TRAINER_KEYS if not isinstance(blob, dict) or k not in blob]
     if missing:
         raise CheckpointError(f"{path / 'trainer.pt'}: the trainer state lacks {', '.join(missing)} (written by "
