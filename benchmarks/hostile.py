@@ -11,6 +11,12 @@ Three parts, each with the goal 0:
    mutations, and adversarial copies of held-out tasks: new seed, relabelled env id, numbers
    re-typed); counts those the training gate (the task generator's admission checks without
    the oracle run) lets through that are held out by id, by canonical content or by region.
+4. What the third hostile run found (issue 38), one row per case, contained or not: the four
+   in-process grader hacks on all 13 SWE projects, the grader protocol's hostile-peer cases,
+   OpenEnv sessions/origins/frames/binds, --resume and corrupted or crafted checkpoints,
+   hostile YAML and config values (with a property test over every field), malformed
+   trajectory lines in the viewer, WebShop pickling and temp folders, SWE workspace reaping.
+   `--issue38-only` runs just this part (a few minutes).
 
     python benchmarks/hostile.py --quick          # a couple of minutes
     python benchmarks/hostile.py                  # the issue's counts (long on a shared 2-core box)
@@ -100,6 +106,11 @@ def _my_folders() -> set[str]:
 def hostile_steps(env_id: str, steps: int, seed: int = 0, env_kwargs: dict | None = None,
                   reset_every: int = 30) -> dict:
     rng = random.Random(seed)
+    if env_id == "agentgym/SWE-v0":
+        # the process's workspace reaper (one per process, for its lifetime) is not an env's leak
+        from agentgym.envs.swe.workspace import start_reaper
+
+        start_reaper(Path(tempfile.gettempdir()))
     fds, kids, folders = _fds(), _children(), _my_folders()
     exceptions, missing, done_steps = [], 0, 0
     start = time.perf_counter()
@@ -151,6 +162,35 @@ def attack_table() -> list[dict]:
             status = "skipped"
         suite = "issue 19" if "hostile" in case.get("classname", "") else "escape suite"
         rows.append({"suite": suite, "attack": case.get("name"), "result": status})
+    return rows
+
+
+# --- 4. issue 38: the third hostile run's cases -------------------------------------------------
+ISSUE38_SUITES = {
+    "SWE grader (4 in-process hacks x 13 projects)": "tests/swe/test_grader_isolation.py",
+    "SWE grader protocol (hostile peer)": "tests/swe/test_grader_remote.py",
+    "SWE workspaces of killed workers": "tests/swe/test_workspace_reaper.py",
+    "OpenEnv server exposure": "tests/openenv/test_exposure.py",
+    "resume and checkpoints": "tests/trainers/test_checkpoint_safety.py",
+    "YAML and config values": "tests/trainers/test_config_hostile.py",
+    "viewer malformed lines": "tests/viewer/test_data_malformed.py",
+    "WebShop browser pickling and temp folders": "tests/webshop/test_browser_leftovers.py",
+}
+
+
+def issue38_table() -> list[dict]:
+    rows = []
+    for suite, path in ISSUE38_SUITES.items():
+        xml = Path(tempfile.mkdtemp()) / "r.xml"
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", path]
+        subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        for case in ET.parse(xml).getroot().iter("testcase"):
+            status = "contained"
+            if case.find("failure") is not None or case.find("error") is not None:
+                status = "NOT contained"
+            elif case.find("skipped") is not None:
+                status = "skipped"
+            rows.append({"suite": suite, "case": case.get("name"), "result": status})
     return rows
 
 
@@ -258,12 +298,24 @@ def main() -> None:
     ap.add_argument("--browser-steps", type=int, default=20_000)
     ap.add_argument("--tasks", type=int, default=10_000)
     ap.add_argument("--skip-attacks", action="store_true")
+    ap.add_argument("--issue38-only", action="store_true", help="only part 4 (the third hostile run's cases)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if args.quick:
         args.cheap_steps, args.swe_steps, args.browser_steps, args.tasks = 2000, 300, 100, 2000
 
-    report = {"args": vars(args) | {"out": str(args.out)}, "hostile_steps": [], "attacks": [], "contamination": []}
+    report = {"args": vars(args) | {"out": str(args.out)}, "hostile_steps": [], "attacks": [], "contamination": [],
+              "issue38": []}
+    report["issue38"] = issue38_table()
+    for suite in ISSUE38_SUITES:
+        rows = [r for r in report["issue38"] if r["suite"] == suite]
+        bad = [r["case"] for r in rows if r["result"] != "contained"]
+        print(json.dumps({"issue38": suite, "cases": len(rows), "contained": len(rows) - len(bad), "other": bad}),
+              flush=True)
+    if args.issue38_only:
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=1))
+        return
     import shutil
 
     for env_id in CHEAP_IDS:
