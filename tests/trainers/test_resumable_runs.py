@@ -1,0 +1,142 @@
+"""The machinery of issue 35's long benchmarks (benchmarks/resumable_runs.py and the RFT arm of
+benchmarks/rl_vs_baselines.py): the done-table skips finished runs and starts unfinished ones
+again, SFT interrupted after a checkpoint resumes to the same weights, and RFT with no
+successful rollout in its budget says so in one line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import resumable_runs as rr  # noqa: E402
+
+# A worker as the benchmarks' are: counts its starts, fails on its first start when asked (an
+# interrupted run), otherwise writes its result. The dependency's result must exist before it runs.
+WORKER = r"""
+import json, sys
+from pathlib import Path
+root, key, fail_first, needs = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1", sys.argv[4:]
+folder = root / key
+starts = folder / "starts"
+n = int(starts.read_text()) + 1 if starts.exists() else 1
+starts.write_text(str(n))
+for dep in needs:
+    assert (root / dep / "result.json").is_file(), f"{key} started before {dep} finished"
+if fail_first and n == 1:
+    sys.exit("killed")
+(folder / "result.json").write_text(json.dumps({"key": key, "starts": n}))
+"""
+
+
+def commands(tmp_path: Path, flaky: set[str]):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+
+    def command(job: rr.Job, threads):
+        return [sys.executable, str(script), str(tmp_path / "runs"), job.key, "1" if job.key in flaky else "0",
+                *job.after]
+
+    return command
+
+
+def starts(tmp_path: Path, key: str) -> int:
+    return int((tmp_path / "runs" / key / "starts").read_text())
+
+
+def test_done_table_skips_finished_runs_and_restarts_unfinished_ones(tmp_path):
+    jobs = [rr.Job("warm/seed0"), rr.Job("rl/seed0", ("warm/seed0",)), rr.Job("sft/seed0", ("rl/seed0",)),
+            rr.Job("other/seed1")]
+    root = tmp_path / "runs"
+    table = rr.DoneTable(root / "done.json")
+    lines: list[str] = []
+    failed = rr.run_jobs(jobs, table, commands(tmp_path, flaky={"rl/seed0"}), root, parallel=2, poll_s=0.05,
+                         log=lines.append)
+    # the interrupted run and the one waiting for it are reported; the others finished
+    assert failed == ["rl/seed0", "sft/seed0"]
+    assert set(json.loads((root / "done.json").read_text())["done"]) == {"warm/seed0", "other/seed1"}
+    assert any("rl/seed0: FAILED" in line and "killed" in line for line in lines)
+    assert not (root / "sft/seed0").exists()  # never started
+
+    # run again: finished runs are skipped (started once), the interrupted one starts again
+    table = rr.DoneTable(root / "done.json")
+    lines.clear()
+    assert rr.run_jobs(jobs, table, commands(tmp_path, flaky={"rl/seed0"}), root, parallel=2, poll_s=0.05,
+                       log=lines.append) == []
+    assert starts(tmp_path, "warm/seed0") == 1 and starts(tmp_path, "other/seed1") == 1
+    assert starts(tmp_path, "rl/seed0") == 2 and starts(tmp_path, "sft/seed0") == 1
+    assert "2 of 4 runs already done" in lines[0]
+    assert any("rl/seed0: started (resuming)" in line for line in lines)
+    assert table["rl/seed0"] == {"key": "rl/seed0", "starts": 2}
+
+    # a third time: nothing runs; a result written after the scheduler died is picked up
+    (root / "late").mkdir()
+    (root / "late" / "result.json").write_text('{"late": 1}')
+    table = rr.DoneTable(root / "done.json")
+    assert rr.run_jobs(jobs + [rr.Job("late")], table, commands(tmp_path, set()), root, poll_s=0.05,
+                       log=lines.append) == []
+    assert starts(tmp_path, "rl/seed0") == 2 and table["late"] == {"late": 1}
+
+
+def test_unknown_dependency_and_changed_settings_are_one_line(tmp_path):
+    with pytest.raises(ValueError, match="waits for warm/seed9, which is not among the jobs"):
+        rr.run_jobs([rr.Job("rl/seed0", ("warm/seed9",))], rr.DoneTable(tmp_path / "d.json"),
+                    commands(tmp_path, set()), tmp_path)
+    rr.check_settings(tmp_path, {"overrides": ["iterations=60"]})
+    rr.check_settings(tmp_path, {"overrides": ["iterations=60"]})  # the same experiment: fine
+    with pytest.raises(SystemExit, match="were made with other settings"):
+        rr.check_settings(tmp_path, {"overrides": ["iterations=2"]})
+
+
+def test_passthrough_drops_only_the_schedulers_own_argument():
+    argv = ["--seeds", "0", "1", "--parallel", "2", "--runs", "r", "--parallel=3", "--", "iterations=1"]
+    assert rr.passthrough(argv) == ["--seeds", "0", "1", "--runs", "r", "--", "iterations=1"]
+
+
+def test_sft_interrupted_after_a_checkpoint_resumes_to_the_same_weights(tmp_path, tiny_policy_factory, toy_env_id):
+    from agentgym.registration import get_task_space
+    from agentgym.trainers.sft import oracle_trajectories, sft_samples
+
+    from .conftest import SHORT_CHAT
+
+    policy = tiny_policy_factory()
+    samples = sft_samples(policy, oracle_trajectories(toy_env_id, get_task_space(toy_env_id).split("train")[:6],
+                                                      SHORT_CHAT, None))
+    straight = rr.sft_steps(policy, samples, tmp_path / "a", steps=6, batch_size=4, lr=1e-3, seed=1,
+                            checkpoint_every=2, log=lambda line: None)
+
+    def killed_after_step_4(line: str) -> None:  # the process dies right after the checkpoint of step 4
+        if "step 4/" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        rr.sft_steps(tiny_policy_factory(), samples, tmp_path / "b", steps=6, batch_size=4, lr=1e-3, seed=1,
+                     checkpoint_every=2, log=killed_after_step_4)
+    lines: list[str] = []
+    resumed_policy = tiny_policy_factory()
+    resumed = rr.sft_steps(resumed_policy, samples, tmp_path / "b", steps=6, batch_size=4, lr=1e-3, seed=1,
+                           checkpoint_every=2, log=lines.append)
+    assert lines[0].startswith("SFT resumed at step 4 of 6")
+    assert resumed == straight  # steps, tokens, first and last losses
+    for (name, a), b in zip(policy.model.state_dict().items(), resumed_policy.model.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_rft_with_no_successful_rollout_is_one_line(tmp_path, tiny_policy_factory, toy_config, tiny_model_dir):
+    from agentgym.registration import get_task_space
+
+    import rl_vs_baselines as rvb
+
+    # one turn per episode: the key is never in the first room, so no episode can succeed
+    cfg = toy_config(tmp_path, tiny_model_dir, "env.max_turns=1")
+    tasks = get_task_space(cfg.env.id).split("train")
+    with pytest.raises(rvb.NoSuccessfulRollouts) as info:
+        rvb.run_rft(tiny_policy_factory(), cfg, tasks, tmp_path / "rft", steps_per_iteration=[1, 1], batch_size=4,
+                    lr=1e-3, seed=0, log=lambda line: None)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("rft: no successful rollouts after its budget of 8 episodes (2 iterations x 2 tasks x 2)")
