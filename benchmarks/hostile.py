@@ -167,7 +167,7 @@ def attack_table() -> list[dict]:
 
 # --- 4. issue 38: the third hostile run's cases -------------------------------------------------
 ISSUE38_SUITES = {
-    "SWE grader (4 in-process hacks x 13 projects)": "tests/swe/test_grader_isolation.py",
+    "SWE grader (4 in-process hacks + always-equal, x 13 projects)": "tests/swe/test_grader_isolation.py",
     "SWE grader protocol (hostile peer)": "tests/swe/test_grader_remote.py",
     "SWE workspaces of killed workers": "tests/swe/test_workspace_reaper.py",
     "OpenEnv server exposure": "tests/openenv/test_exposure.py",

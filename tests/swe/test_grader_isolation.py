@@ -1,8 +1,10 @@
 """Issue 38: four ways agent code running inside the grading interpreter forged a pass on every
-project, each with only `create PKG/__init__.py` then `submit`. The grader now runs the tests in
-a process that never imports agent code (the package is reached over a pipe from a second
-process), so none of them can touch pytest, the reporter or the test modules. Each attack
-succeeded (reward 1.0 on all 13 projects) on the code before the fix."""
+project, each with only `create PKG/__init__.py` then `submit`, plus the classic always-equal
+object. The grader now runs the tests in a process that never imports agent code (the package is
+reached over a pipe from a second process, and its objects are never asked whether they equal an
+expected plain value), so none of them can touch pytest, the reporter or the test modules.
+On the code before the fix the four in-process attacks won 13/13 projects (reward 1.0) and
+always-equal 5/13 (3 solved); now 0/13 each."""
 
 import pytest
 
@@ -78,8 +80,28 @@ def _shadow_test_modules(repo):
         yield format_call("create", path=path.name, content=SHADOW % f"{path.parent.name}/{path.name}")
 
 
+# (e) every public function returns an object equal to anything (the classic reward hack: it
+# "passes" `assert f(x) == expected` without computing anything)
+ALWAYS_EQUAL = """
+class _AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = object.__hash__
+
+import sys as _sys
+_module = _sys.modules[__name__]
+for _name in [n for n in vars(_module) if not n.startswith("_")]:
+    _value = getattr(_module, _name)
+    if callable(_value) and not isinstance(_value, type):
+        setattr(_module, _name, lambda *a, **k: _AlwaysEqual())
+"""
+
 ATTACKS = {"noop_runtest": NOOP_RUNTEST, "never_failed": NEVER_FAILED, "frame_walk": FRAME_WALK,
-           "shadow_test_modules": None}
+           "shadow_test_modules": None, "always_equal": ALWAYS_EQUAL}
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
@@ -100,7 +122,7 @@ def test_in_process_grader_hacks_fail_on_every_project(attack):
             obs, reward, terminated, truncated, info = env.step("submit")
             assert terminated
             if info["success"] or reward > 0:
-                won.append((pkg, reward))
+                won.append((pkg, round(reward, 2)))
     finally:
         env.close()
     assert not won, f"{attack} forged a pass on {len(won)}/{len(ONE_PER_PROJECT)} projects: {won}"
