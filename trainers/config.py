@@ -423,7 +423,7 @@ RANGES = [
     ("policy.max_prompt_tokens", 1, None, "tokens"), ("tiny.num_tasks", 1, None, "tasks"),
     ("env.chat.max_admissible", 0, None, "actions"),
     ("env.chat.memory", 0, None, "episodes"), ("env.chat.memory_max_words", 1, None, "words"),
-    ("rollout.max_staleness", 0, None, "updates"), ("rollout.oversample_groups", 0, None, "groups"),
+    ("rollout.oversample_groups", 0, None, "groups"),
     ("rollout.episode_time_limit_s", 1e-12, None, "seconds"),
     ("ppo.value_coef", 0, None, "a loss weight"), ("ppo.entropy_coef", 0, None, "a bonus weight"),
     ("ppo.is_cap", 1e-12, None, "an importance-weight cap"), ("sft.max_steps", 1, None, "optimizer steps"),
