@@ -23,7 +23,7 @@ from whatever has finished:
     differences: {"gigpo - grpo": {diff, ci, pairs, seeds}, ...}   (paired per task, pooled over seeds)
     power: what the seeds x held-out set can detect at 80%
 
-    python benchmarks/estimators_llm.py --seeds 0 1 2 3 4 5 --parallel 2
+    python benchmarks/estimators_llm.py --seeds 0 1 2 3 4 5 --parallel 2 --warm-runs runs/rl_vs_baselines
     python benchmarks/estimators_llm.py --report-only
 """
 
@@ -70,8 +70,12 @@ def run_job(args, key: str) -> dict:
     folder = rr.job_dir(Path(args.runs), key)
     kind, seed_part = key.split("/")
     seed = int(seed_part[len("seed"):])
-    if kind == "warm":
-        return rr.run_warm(config(args, seed, folder), folder)
+    if kind == "warm":  # --warm-runs: build (or reuse, when its settings match) rl_vs_baselines.py's
+        shared = Path(args.warm_runs) / key if args.warm_runs else folder
+        cfg = config(args, seed, shared)
+        if args.warm_runs:
+            rr.check_shared_warm(cfg, shared)
+        return rr.run_warm(cfg, shared)
     cfg = config(args, seed, folder, *rr.warm_overrides(table[f"warm/seed{seed}"]), *ESTIMATORS[kind])
     evals = {"heldout_unseen": rr.split_file(cfg, "heldout_unseen", folder)}
     return {"estimator": kind, "seed": seed, "norm_std": cfg.estimator.norm_std, **rr.run_rl(cfg, folder, evals)}
@@ -122,6 +126,8 @@ def main() -> None:
     parser.add_argument("--runs", default="runs/estimators_llm")
     parser.add_argument("--out", default=str(ROOT / "docs" / "estimators_llm.json"))
     parser.add_argument("--report-only", action="store_true", help="write --out from the finished runs")
+    parser.add_argument("--warm-runs", help="the run root of rl_vs_baselines.py: use its warm starts (the same "
+                                            "setting and seeds; run the two scripts one after the other)")
     parser.add_argument("--job", help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="config overrides for every run (after --), as for agentgym train")

@@ -241,6 +241,20 @@ def run_warm(cfg, folder: Path, log: Callable[[str], None] = print) -> dict:
     return {"model": str(model), "setup": info}
 
 
+def check_shared_warm(cfg, folder: Path) -> None:
+    """Another experiment's warm start may be used only when it was built from these settings:
+    prepare_start_model would otherwise remove it and build this one in its place."""
+    from agentgym.trainers.setup import SETTINGS_FILE, settings_hash, sft_settings, tiny_settings
+
+    record = Path(folder) / "sft_model" / SETTINGS_FILE
+    if not record.is_file():
+        return  # not built yet (or interrupted): built here, where the other experiment will reuse it
+    start = {"tiny": settings_hash(tiny_settings(cfg))} if not cfg.policy.model else None
+    if start is None or json.loads(record.read_text()).get("hash") != settings_hash(sft_settings(cfg, start)):
+        raise SystemExit(f"{folder} holds a warm start built from other settings: give the same overrides as the "
+                         "experiment that built it, or drop --warm-runs")
+
+
 def warm_overrides(warm: dict) -> list[str]:
     """An arm's config starts from the seed's warm start, with no SFT or tiny build of its own."""
     return [f"policy.model={warm['model']}", "sft.enabled=false", "tiny.build=false"]

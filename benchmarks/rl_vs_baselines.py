@@ -34,8 +34,10 @@ Every arm x seed is a job with its own folder under --runs and its own checkpoin
 others. docs/rl_vs_baselines.json is written from whatever has finished:
 
     heldout_tasks, episodes_per_task, demonstrator_ceiling {heldout, heldout_unseen},
+    warm_start {seeds, finals}                                  (the RL runs' evaluations before RL)
     arms.<arm>: {seeds, finals, finals_unseen, lr, compute [{seed, optimizer_steps, tokens}]},
     rl_minus_best_baseline {baseline, diff, ci, pairs, seeds}   (paired per task, pooled over seeds)
+    sft_unfiltered_minus_warm_start {diff, ci, ...}             (is more imitation flat?)
     rl_minus_ceiling, lr_choice, power, runs_done
 
     python benchmarks/rl_vs_baselines.py --seeds 0 1 2 3 4 --parallel 2        # the experiment
@@ -91,11 +93,12 @@ def tuned(args, arm: str) -> bool:
 
 def jobs(args) -> list[rr.Job]:
     """Every run of the experiment with what it waits for; the scheduler runs them in order."""
+    any_tuned = any(tuned(args, a) for a in args.arms)
     out = [rr.Job("ceiling")]
-    out += [rr.Job(f"warm/seed{s}") for s in sorted({*args.seeds, args.tune_seed})]
+    out += [rr.Job(f"warm/seed{s}") for s in sorted({*args.seeds, *([args.tune_seed] if any_tuned else [])})]
     warm_tune = (f"warm/seed{args.tune_seed}",)
     # RL on the tuning seed whenever any rate is tuned: the baselines' tuning runs match its compute
-    rl_tunes = tuple(tune_key("rl", lr) for lr in args.lrs_rl) if any(tuned(args, a) for a in args.arms) else ()
+    rl_tunes = tuple(tune_key("rl", lr) for lr in args.lrs_rl) if any_tuned else ()
     out += [rr.Job(key, warm_tune) for key in rl_tunes]
     for arm in BASELINES:
         if arm in args.arms and tuned(args, arm):
@@ -348,6 +351,12 @@ def report(args, table: rr.DoneTable) -> dict:
         paired = [r for r in finals[best] if r["seed"] in rl]
         contrast = {"baseline": best, **rr.paired_diff([rl[r["seed"]]["heldout"]["per_task_success"] for r in paired],
                                                        [r["heldout"]["per_task_success"] for r in paired])}
+    # Is more imitation flat? B1 against the warm start it continued (the RL run's evaluation before
+    # RL: the same tasks and episode seeds), paired per task over the seeds both have.
+    warm = {r["seed"]: r["heldout_before"] for r in finals["rl"]}
+    b1 = [r for r in finals["sft_unfiltered"] if r["seed"] in warm]
+    more_sft = rr.paired_diff([r["heldout"]["per_task_success"] for r in b1],
+                              [warm[r["seed"]]["per_task_success"] for r in b1]) if b1 else None
     any_final = next((r for rs in finals.values() for r in rs), None)
     n_tasks = len(any_final["heldout"]["per_task_success"]) if any_final else None
     lr_choice = {arm: {f"{lr:g}": table[tune_key(arm, lr)]["validation"]["success_rate"]
@@ -359,8 +368,10 @@ def report(args, table: rr.DoneTable) -> dict:
         "setting": {"preset": PRESET, "overrides": SETTING + args.overrides},
         "heldout_tasks": n_tasks, "episodes_per_task": episodes,
         "demonstrator_ceiling": ceiling,
+        "warm_start": {"seeds": sorted(warm), "finals": [warm[s]["success_rate"] for s in sorted(warm)]},
         "arms": arms,
         "rl_minus_best_baseline": contrast,
+        "sft_unfiltered_minus_warm_start": more_sft,
         "rl_minus_ceiling": (arms["rl"]["mean"] - ceiling["heldout"]) if ceiling and arms["rl"]["mean"] is not None
         else None,
         "lr_choice": {"validation": f"{args.val_tasks} fresh tasks (generator seed {rr.VALIDATION_SEED}, tuning seed "

@@ -140,3 +140,32 @@ def test_rft_with_no_successful_rollout_is_one_line(tmp_path, tiny_policy_factor
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith("rft: no successful rollouts after its budget of 8 episodes (2 iterations x 2 tasks x 2)")
+
+
+def test_rft_trains_on_its_successes_and_resumes_to_the_same_weights(tmp_path, sft_model_dir, toy_config):
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.registration import get_task_space
+
+    import rl_vs_baselines as rvb
+
+    cfg = toy_config(tmp_path, sft_model_dir)
+    tasks = get_task_space(cfg.env.id).split("train")
+    kwargs = dict(steps_per_iteration=[2, 1, 2], batch_size=4, lr=1e-3, seed=0)
+    straight_policy = HFPolicy(sft_model_dir)
+    straight = rvb.run_rft(straight_policy, cfg, tasks, tmp_path / "a", log=lambda line: None, **kwargs)
+    assert straight["successes"] > 0 and straight["steps"] == 5 and straight["episodes"] == 12
+    assert straight["buffer"] > 0 and straight["tokens"] > 0
+
+    def killed_after_iteration_2(line: str) -> None:
+        if line.startswith("RFT iteration 2/"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        rvb.run_rft(HFPolicy(sft_model_dir), cfg, tasks, tmp_path / "b", log=killed_after_iteration_2, **kwargs)
+    lines: list[str] = []
+    resumed_policy = HFPolicy(sft_model_dir)
+    resumed = rvb.run_rft(resumed_policy, cfg, tasks, tmp_path / "b", log=lines.append, **kwargs)
+    assert lines[0].startswith("RFT resumed at iteration 2")
+    assert resumed == straight
+    for (name, a), b in zip(straight_policy.model.state_dict().items(), resumed_policy.model.state_dict().values()):
+        assert torch.equal(a, b), name
