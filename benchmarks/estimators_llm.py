@@ -24,7 +24,8 @@ from whatever has finished:
     power: what the seeds x held-out set can detect at 80%
 
     python benchmarks/estimators_llm.py --seeds 0 1 2 3 4 5 --parallel 2 --warm-runs runs/rl_vs_baselines
-    python benchmarks/estimators_llm.py --report-only
+    python benchmarks/estimators_llm.py --seeds 0 1 2 3 4 5 --report-only
+    python benchmarks/estimators_llm.py --seeds 0 --runs /tmp/e --out /tmp/e.json -- iterations=1 ...  # smoke
 """
 
 from __future__ import annotations

@@ -41,9 +41,11 @@ others. docs/rl_vs_baselines.json is written from whatever has finished:
     rl_minus_ceiling, lr_choice, power, runs_done
 
     python benchmarks/rl_vs_baselines.py --seeds 0 1 2 3 4 --parallel 2        # the experiment
-    python benchmarks/rl_vs_baselines.py --report-only                          # JSON from what is done
+    python benchmarks/rl_vs_baselines.py --seeds 0 1 2 3 4 --report-only        # JSON from what is done
     python benchmarks/rl_vs_baselines.py --seeds 0 --tune-seed 9 --runs /tmp/x --out /tmp/x.json \\
-        --lrs-rl 1e-4 --lrs-sft 1e-3 iterations=1 sft.num_tasks=8 ...          # a smoke test
+        --lrs-rl 1e-4 3e-4 --lrs-sft 1e-3 -- iterations=1 sft.num_tasks=8 ...   # a smoke test
+
+Config overrides (for every arm) come last, after `--`.
 """
 
 from __future__ import annotations
