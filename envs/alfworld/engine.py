@@ -58,7 +58,9 @@ def _parsed_query(expression: str):
     return Rule.parse_conjunctive_query(expression)
 
 
-@functools.lru_cache(maxsize=64)
+# A translated task is several MB of Python objects; the disk cache reloads one in ~2 ms, so a
+# few in memory (a GRPO group's game, the planner's) are enough.
+@functools.lru_cache(maxsize=8)
 def _translated(domain: str, problem: str, optimize: bool = False):
     import fast_downward
 
@@ -113,7 +115,7 @@ def _disk_cached_translation(domain: str, problem: str):
     return result
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=4)
 def _game_logic(domain: str, grammar: str):
     from textworld.envs.pddl import logic
 
