@@ -169,3 +169,25 @@ def test_rft_trains_on_its_successes_and_resumes_to_the_same_weights(tmp_path, s
     assert resumed == straight
     for (name, a), b in zip(straight_policy.model.state_dict().items(), resumed_policy.model.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+def test_rl_vs_baselines_jobs_wait_for_what_they_match_and_tune_on_another_seed(tmp_path):
+    import argparse
+
+    import rl_vs_baselines as rvb
+
+    args = argparse.Namespace(seeds=[0, 1], arms=list(rvb.ARMS), tune_seed=100, lrs_rl=[1e-4, 3e-4],
+                              lrs_sft=[1e-3], overrides=[])
+    jobs = {j.key: set(j.after) for j in rvb.jobs(args)}
+    assert {"ceiling", "warm/seed0", "warm/seed1", "warm/seed100", "tune/rl/lr0.0001", "tune/rl/lr0.0003"} <= set(jobs)
+    assert not any(k.startswith("tune/sft") or k.startswith("tune/rft") for k in jobs)  # one rate given: not tuned
+    assert jobs["rl/seed1"] == {"warm/seed1", "tune/rl/lr0.0001", "tune/rl/lr0.0003"}
+    assert jobs["rft/seed1"] == {"warm/seed1", "rl/seed1"}  # matches the compute of its seed's RL run
+    assert jobs["tune/rl/lr0.0003"] == {"warm/seed100"}
+    table = rr.DoneTable(tmp_path / "done.json")
+    table.mark("tune/rl/lr0.0001", {"validation": {"success_rate": 0.2}})
+    table.mark("tune/rl/lr0.0003", {"validation": {"success_rate": 0.3}})
+    assert rvb.chosen_lr(table, args, "rl") == 3e-4 and rvb.chosen_lr(table, args, "rft") == 1e-3
+    args.lrs_sft = [1e-3, 3e-3]  # tuned baselines match the compute of RL's tuning runs
+    jobs = {j.key: set(j.after) for j in rvb.jobs(args)}
+    assert jobs["tune/sft_filtered/lr0.003"] == {"warm/seed100", "tune/rl/lr0.0001", "tune/rl/lr0.0003"}
