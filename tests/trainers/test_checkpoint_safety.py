@@ -178,3 +178,17 @@ def test_resume_hint_with_a_broken_pointer_is_one_line(run):
     (run_dir / "checkpoints" / "latest").write_bytes(b"\x00\x01")
     line = resume_hint(cfg, ["x"])
     assert "\n" not in line and "latest" in line
+
+
+def test_a_trainer_state_that_does_not_fit_this_run_is_one_line(run, tiny_policy_factory):
+    """The optimizer of another layout (a changed config reaching load_checkpoint): one line."""
+    from agentgym.trainers.checkpoint import load_checkpoint
+
+    run_dir, _ = run
+    ckpt = latest_checkpoint(run_dir)
+    policy = tiny_policy_factory()
+    params = list(policy.trainable_parameters())
+    optimizer = torch.optim.AdamW([{"params": params[:1]}, {"params": params[1:]}, {"params": []}])
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(ckpt, policy, optimizer, None, {}, weights=False)
+    _one_line(err.value, str(ckpt), "config")
