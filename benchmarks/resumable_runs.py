@@ -227,6 +227,15 @@ def evaluate_on(cfg, policy, tasks_file: Path) -> dict:
 
 
 # --- the runs every experiment has: a warm start and an RL run -------------------------------------
+def use_threads(cfg) -> None:
+    """torch_threads for work outside train() (which sets it itself): SFT, RFT, evaluations. Two
+    OpenMP threads on a shared, oversubscribed CPU ran an SFT step 4x slower than one."""
+    if cfg.torch_threads:
+        import torch
+
+        torch.set_num_threads(cfg.torch_threads)
+
+
 def run_warm(cfg, folder: Path, log: Callable[[str], None] = print) -> dict:
     """The seed's warm start, shared by all its arms: the tiny model and its SFT on the
     configured demonstrator (trainers/setup.py:prepare_start_model, in `folder`). Not
@@ -236,6 +245,7 @@ def run_warm(cfg, folder: Path, log: Callable[[str], None] = print) -> dict:
     from agentgym.trainers.setup import prepare_start_model, quiet_transformers
 
     quiet_transformers()
+    use_threads(cfg)
     torch.manual_seed(cfg.seed)  # as train() does before building the start model
     model, info = prepare_start_model(cfg, folder, log)
     return {"model": str(model), "setup": info}

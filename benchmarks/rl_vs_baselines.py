@@ -139,6 +139,7 @@ def run_job(args, key: str) -> dict:
         arm, seed = kind, int(rest[0][len("seed"):])
         lr, rl_key = chosen_lr(table, args, arm), f"rl/seed{seed}"
     cfg = config(args, seed, folder, *rr.warm_overrides(table[f"warm/seed{seed}"]), f"ppo.lr={lr}")
+    rr.use_threads(cfg)
     if kind == "tune":
         # tuning runs look at validation tasks only: the trainer's own held-out evaluations are
         # cut to one task and ignored
