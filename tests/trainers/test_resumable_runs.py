@@ -191,3 +191,26 @@ def test_rl_vs_baselines_jobs_wait_for_what_they_match_and_tune_on_another_seed(
     args.lrs_sft = [1e-3, 3e-3]  # tuned baselines match the compute of RL's tuning runs
     jobs = {j.key: set(j.after) for j in rvb.jobs(args)}
     assert jobs["tune/sft_filtered/lr0.003"] == {"warm/seed100", "tune/rl/lr0.0001", "tune/rl/lr0.0003"}
+
+
+def test_rl_compute_counts_each_iteration_once_after_a_resume(tmp_path):
+    rows = [{"step": 1, "iteration": 1, "train/optimizer_steps": 4, "train/tokens": 100, "train/samples": 10,
+             "rollout/episodes": 48},
+            {"step": 2, "iteration": 2, "train/optimizer_steps": 5, "train/tokens": 120, "train/samples": 12,
+             "rollout/episodes": 48},
+            # resumed from the checkpoint of iteration 1: iteration 2 is logged again, the same way
+            {"step": 2, "iteration": 2, "train/optimizer_steps": 5, "train/tokens": 120, "train/samples": 12,
+             "rollout/episodes": 48},
+            {"step": 2, "iteration": 2, "eval/success_rate": 0.5}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert rr.rl_compute(tmp_path) == {"optimizer_steps": 9, "tokens": 220, "samples": 22, "rollout_episodes": 96,
+                                       "steps_per_iteration": [4, 5], "iterations": 2}
+
+
+def test_paired_diff_pairs_tasks_within_a_seed_and_pools_the_seeds():
+    a = [{"t1": 1.0, "t2": 0.5}, {"t1": 0.0, "t2": 1.0, "t3": 1.0}]
+    b = [{"t1": 0.0, "t2": 0.5}, {"t1": 0.0, "t2": 0.0}]  # t3 was not evaluated for b: left out
+    out = rr.paired_diff(a, b)
+    assert out["pairs"] == 4 and out["seeds"] == 2
+    assert out["diff"] == pytest.approx((1.0 + 0.0 + 0.0 + 1.0) / 4)
+    assert out["ci"][0] <= out["diff"] <= out["ci"][1]
