@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -90,6 +91,26 @@ def run_jobs(jobs: Sequence[Job], table: DoneTable, command: Callable[[Job, int 
     threads = 1 if parallel > 1 else None
     running: list[tuple[Job, subprocess.Popen, object]] = []
     failed: list[str] = []
+    # `kill SCHEDULER` (SIGTERM) ends its workers too, as Ctrl-C does: an orphaned worker would go
+    # on writing the checkpoints the next scheduler's worker of that job resumes from
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        _schedule(pending, running, failed, table, command, run_root, parallel, threads, poll_s, log)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for job, proc, out in running:
+            proc.terminate()
+        for job, proc, out in running:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            out.close()
+            log(f"{job.key}: stopped (it resumes when the script runs again)")
+    return failed
+
+
+def _schedule(pending, running, failed, table, command, run_root, parallel, threads, poll_s, log) -> None:
     while pending or running:
         for job in [j for j in pending if all(k in table for k in j.after)]:
             if len(running) >= parallel:
@@ -126,7 +147,29 @@ def run_jobs(jobs: Sequence[Job], table: DoneTable, command: Callable[[Job, int 
             else:
                 failed.append(job.key)
                 log(f"{job.key}: FAILED (exit {proc.returncode}): {last_line(job_dir(run_root, job.key) / 'job.log')}")
-    return failed
+
+
+def hold_job_lock(run_root: Path, key: str):
+    """A worker's first act: an exclusive lock on its job's folder, held until it exits, so that
+    two processes never train the same run (a worker left over from a killed scheduler); the
+    second one stops with one line. Returns the open lock file (keep a reference to it)."""
+    import fcntl
+
+    folder = job_dir(run_root, key)
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = open(folder / ".lock", "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        owner = handle.read().strip() or "?"
+        raise SystemExit(f"{key}: another process (pid {owner}) is running this job: wait for it to end, or end "
+                         "it, then run the script again") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
 
 
 def last_line(path: Path) -> str:

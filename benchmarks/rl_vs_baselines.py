@@ -408,6 +408,7 @@ def main() -> None:
     if args.job:
         from agentgym.errors import ConfigError
 
+        lock = rr.hold_job_lock(run_root, args.job)  # noqa: F841  (held until this process exits)
         try:
             rr.finish_job(run_root, args.job, run_job(args, args.job))
         except (ConfigError, NoSuccessfulRollouts) as exc:

@@ -214,3 +214,43 @@ def test_paired_diff_pairs_tasks_within_a_seed_and_pools_the_seeds():
     assert out["pairs"] == 4 and out["seeds"] == 2
     assert out["diff"] == pytest.approx((1.0 + 0.0 + 0.0 + 1.0) / 4)
     assert out["ci"][0] <= out["diff"] <= out["ci"][1]
+
+
+def test_a_second_worker_of_the_same_job_stops_with_one_line(tmp_path):
+    lock = rr.hold_job_lock(tmp_path, "rl/seed0")
+    with pytest.raises(SystemExit, match=r"rl/seed0: another process \(pid \d+\) is running this job"):
+        rr.hold_job_lock(tmp_path, "rl/seed0")
+    lock.close()  # the first one ended: the job can be run again
+    rr.hold_job_lock(tmp_path, "rl/seed0").close()
+
+
+SCHEDULER = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+import resumable_runs as rr
+from pathlib import Path
+root = Path(sys.argv[1])
+worker = "import os, time; open(os.path.join(%r, 'worker.pid'), 'w').write(str(os.getpid())); time.sleep(120)" % str(root)
+rr.run_jobs([rr.Job("slow")], rr.DoneTable(root / "done.json"), lambda job, threads: [sys.executable, "-c", worker],
+            root, poll_s=0.05)
+"""
+
+
+def test_killing_the_scheduler_ends_its_workers(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    bench = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(tmp_path), bench])
+    pid_file = tmp_path / "worker.pid"
+    for _ in range(200):
+        if pid_file.is_file() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    worker = int(pid_file.read_text())
+    scheduler.send_signal(signal.SIGTERM)
+    assert scheduler.wait(timeout=30) == 143
+    with pytest.raises(ProcessLookupError):  # reaped by the scheduler: gone, not a zombie
+        os.kill(worker, 0)
