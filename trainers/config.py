@@ -391,8 +391,8 @@ def load_config(source: str | Path | dict | None = None, overrides: list[str] | 
     cfg = _build(TrainConfig, data)
     check_types(cfg)
     check_ranges(cfg)
-    check_section_rules(cfg)
-    validate_config(cfg)  # the rules across sections (trainers/checks.py)
+    validate_config(cfg)  # the rules across sections (trainers/checks.py), e.g. two settings naming the tasks
+    check_section_rules(cfg)  # then what the env and its task space say of each setting
     return cfg
 
 

@@ -41,7 +41,7 @@ from agentgym.tasks.source import make_task_source_from_config
 from agentgym.tasks.splits import load_split
 from agentgym.trainers import distributed
 from agentgym.trainers.batches import BatchProducer
-from agentgym.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from agentgym.trainers.checkpoint import check_resume, load_checkpoint, save_checkpoint
 from agentgym.trainers.checks import importance_cap
 from agentgym.trainers.config import TrainConfig, save_config
 from agentgym.trainers.estimators import compute_advantages, estimator_spec
@@ -182,7 +182,7 @@ def _evaluate_now(cfg: TrainConfig, engine, policy, eval_path, state: dict, dp) 
 # --- the run ----------------------------------------------------------------------------------
 def _open_run_dir(cfg: TrainConfig, resume: bool, dp, log) -> tuple[Path, Path | None]:
     run_dir = run_dir_for(cfg)
-    checkpoint = latest_checkpoint(run_dir) if resume else None
+    checkpoint = check_resume(cfg) if resume else None  # whole, and saved with these shape settings
     dp.check_checkpoint(checkpoint)
     if resume and checkpoint is None:
         log(f"no checkpoint in {run_dir}: starting from scratch")
