@@ -8,7 +8,8 @@ records what a finished job wrote (its `result.json`) in the done-table, a JSON 
 process writes (atomically: a killed scheduler never leaves half a table). Run the script again:
 jobs in the table are skipped; unfinished ones start again and resume from their own checkpoints
 (the trainer's `resume=True`, or `sft_steps`'s checkpoints below). A job that fails is reported
-with its log and its dependents wait; the others go on.
+with its log and its dependents wait; the others go on. Stopping the scheduler (Ctrl-C, `kill PID`)
+stops its workers; each worker holds a lock on its folder, so a job never runs twice at once.
 
 Also here, because every arm needs them: the SFT update that checkpoints and resumes bit for bit
 (`sft_steps`), the validation tasks (fresh tasks that are neither train nor held-out), evaluation
