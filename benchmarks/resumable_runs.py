@@ -75,9 +75,11 @@ def finish_job(run_root: Path, key: str, result: dict) -> None:
 
 
 def run_jobs(jobs: Sequence[Job], table: DoneTable, command: Callable[[Job, int | None], list[str]], run_root: Path,
-             parallel: int = 1, poll_s: float = 2.0, log: Callable[[str], None] = print) -> list[str]:
+             parallel: int = 1, poll_s: float = 2.0, log: Callable[[str], None] = print,
+             on_done: Callable[[str], None] | None = None) -> list[str]:
     """Run every job not in `table`, dependencies first, `parallel` at a time; returns the keys
-    that failed (or wait on one that failed). `command(job, threads)` is the worker's argv."""
+    that failed (or wait on one that failed). `command(job, threads)` is the worker's argv;
+    `on_done(key)` runs after each job lands in the table (e.g. rewrite the figures)."""
     keys = {j.key for j in jobs}
     for job in jobs:
         missing = [k for k in job.after if k not in keys and k not in table]
@@ -96,7 +98,7 @@ def run_jobs(jobs: Sequence[Job], table: DoneTable, command: Callable[[Job, int 
     # on writing the checkpoints the next scheduler's worker of that job resumes from
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        _schedule(pending, running, failed, table, command, run_root, parallel, threads, poll_s, log)
+        _schedule(pending, running, failed, table, command, run_root, parallel, threads, poll_s, log, on_done)
     finally:
         signal.signal(signal.SIGTERM, previous)
         for job, proc, out in running:
@@ -111,7 +113,7 @@ def run_jobs(jobs: Sequence[Job], table: DoneTable, command: Callable[[Job, int 
     return failed
 
 
-def _schedule(pending, running, failed, table, command, run_root, parallel, threads, poll_s, log) -> None:
+def _schedule(pending, running, failed, table, command, run_root, parallel, threads, poll_s, log, on_done) -> None:
     while pending or running:
         for job in [j for j in pending if all(k in table for k in j.after)]:
             if len(running) >= parallel:
@@ -145,6 +147,8 @@ def _schedule(pending, running, failed, table, command, run_root, parallel, thre
             if proc.returncode == 0 and result.is_file():
                 table.mark(job.key, json.loads(result.read_text()))
                 log(f"{job.key}: done")
+                if on_done is not None:
+                    on_done(job.key)
             else:
                 failed.append(job.key)
                 log(f"{job.key}: FAILED (exit {proc.returncode}): {last_line(job_dir(run_root, job.key) / 'job.log')}")

@@ -417,8 +417,12 @@ def main() -> None:
     rr.check_settings(run_root, {"overrides": SETTING + args.overrides, "tune_seed": args.tune_seed,
                                  "lrs_rl": args.lrs_rl, "lrs_sft": args.lrs_sft, "val_tasks": args.val_tasks})
     table = rr.DoneTable(run_root / "done.json")
+    def write_figures(_key: str = "") -> None:  # after every finished run: results land as they come
+        rr.write_json(Path(args.out), report(args, table))
+
     failed = [] if args.report_only else rr.run_jobs(
-        jobs(args), table, rr.worker_command(__file__, run_root, rr.passthrough(sys.argv[1:])), run_root, args.parallel)
+        jobs(args), table, rr.worker_command(__file__, run_root, rr.passthrough(sys.argv[1:])), run_root, args.parallel,
+        on_done=write_figures)
     out = report(args, table)
     rr.write_json(Path(args.out), out)
     for arm, a in out["arms"].items():

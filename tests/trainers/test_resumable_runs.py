@@ -65,8 +65,10 @@ def test_done_table_skips_finished_runs_and_restarts_unfinished_ones(tmp_path):
     # run again: finished runs are skipped (started once), the interrupted one starts again
     table = rr.DoneTable(root / "done.json")
     lines.clear()
+    landed: list[str] = []
     assert rr.run_jobs(jobs, table, commands(tmp_path, flaky={"rl/seed0"}), root, parallel=2, poll_s=0.05,
-                       log=lines.append) == []
+                       log=lines.append, on_done=landed.append) == []
+    assert landed == ["rl/seed0", "sft/seed0"]  # the figures are rewritten as each run lands
     assert starts(tmp_path, "warm/seed0") == 1 and starts(tmp_path, "other/seed1") == 1
     assert starts(tmp_path, "rl/seed0") == 2 and starts(tmp_path, "sft/seed0") == 1
     assert "2 of 4 runs already done" in lines[0]
