@@ -325,3 +325,19 @@ def test_a_game_whose_goal_is_unreachable_is_one_line_naming_the_file(tmp_path):
         games.check_game(dict(game, pddl_problem=problem))
     assert layout
     env.close()
+
+
+def test_loading_another_game_releases_the_facts_textworld_interned():
+    from mementos import core
+    from textworld.logic import Proposition
+
+    other = SPACE.sample(np.random.default_rng(5), task_type="pick_and_place_simple")
+    engine = Engine()
+    engine.load(games.load_game(SPACE.game_dir(SMALL) / games.GAME_FILE))
+    engine.reset()
+    first = {str(f) for f in engine._pddl._pddl_state.facts}
+    engine.load(games.load_game(SPACE.game_dir(other) / games.GAME_FILE))
+    engine.reset()
+    interned = {str(v) for k, v in core._memento_cache.items() if type(k) is tuple and k and k[0] is Proposition}
+    current = {str(f) for f in engine._pddl._pddl_state.facts}
+    assert not (interned & first) - current  # the first game's facts are no longer kept
