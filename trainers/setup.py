@@ -116,7 +116,9 @@ def sft_settings(cfg: TrainConfig, start: dict) -> dict:
             "env.fresh_tasks": env.fresh_tasks, "env.tasks_file": env.tasks_file, "env.max_tasks": env.max_tasks,
             "env.max_turns": env.max_turns, "policy.lora": cfg.policy.lora, "policy.dtype": cfg.policy.dtype,
             "policy.max_prompt_tokens": cfg.policy.max_prompt_tokens,
-            **{f"sft.{k}": v for k, v in dataclasses.asdict(cfg.sft).items() if k != "enabled"}}
+            **{f"sft.{k}": v for k, v in dataclasses.asdict(cfg.sft).items() if k != "enabled"
+               # a setting added later at its old behaviour leaves warm starts built before it reusable
+               and not (k == "filter_success" and v is True)}}
 
 
 def settings_hash(settings: dict) -> str:
