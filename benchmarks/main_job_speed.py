@@ -97,7 +97,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "docs" / "trl_vs_agentgym.json"))
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="main_job_speed_"))
-    model = warm_start(args.warm_start, work)
+    model = warm_start(args.warm_start, work).resolve()  # the runs start in a temporary folder
     before_tree = package_tree(args.before, work)
     results: dict[str, list[dict]] = {"before": [], "after": []}
     for r in range(args.rounds):

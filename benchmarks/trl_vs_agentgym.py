@@ -41,7 +41,9 @@ import torch  # noqa: E402
 
 import agentgym  # noqa: E402
 
-CHAT = {"history": "full", "show_admissible": True}
+# One growing conversation (TRL trains one sequence per episode); the reply is the bare command and
+# there is no system prompt, as in the main job: a 2-layer model learns that layout from a short SFT.
+CHAT = {"history": "full", "parser": "raw", "system_prompt": "", "show_admissible": True}
 CATEGORIES = ["pick_and_place/easy", "look_at_obj_in_light/easy"]  # short tasks: a warm start solves some
 
 
@@ -71,8 +73,8 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=6)
     ap.add_argument("--tasks", type=int, default=4, help="tasks per iteration")
     ap.add_argument("--group", type=int, default=4, help="episodes per task (TRL's num_generations)")
-    ap.add_argument("--max-new-tokens", type=int, default=24)
-    ap.add_argument("--max-turns", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=12)
+    ap.add_argument("--max-turns", type=int, default=12)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--sft-tasks", type=int, default=300, help="oracle episodes of the warm start")
     ap.add_argument("--out", default="docs/trl_vs_agentgym.json")
@@ -216,17 +218,19 @@ def main() -> None:
 
 
 def warm_start(env_id: str, tiny_dir, out: Path, categories, args) -> Path:
-    """The tiny model after SFT on oracle episodes (history "full", as the trainers play them)."""
+    """The tiny model after SFT on a searching expert's episodes (history "full", as the trainers play
+    them): it knows only what it has seen, so its clone can learn to search for objects too."""
     from agentgym.policies.hf import HFPolicy
     from agentgym.trainers.config import load_config
     from agentgym.trainers.sft import run_sft
 
     cfg = load_config({"env": {"chat": dict(CHAT), "categories": categories}}, [
         f"env.id={env_id}", f"policy.model={tiny_dir}", "tiny.build=false", f"sft.num_tasks={args.sft_tasks}",
-        "sft.epochs=2", "sft.lr=1e-3", "sft.batch_size=16", "seed=0", f"env.max_turns={args.max_turns}"])
+        "sft.epochs=3", "sft.lr=1e-3", "sft.batch_size=16", "sft.expert=searching", "seed=0",
+        f"env.max_turns={args.max_turns}"])
     policy = HFPolicy(tiny_dir)
     stats = run_sft(policy, cfg)
-    print(f"warm start: SFT on {stats['trajectories']} oracle episodes, final loss {stats['final_loss']:.3f}")
+    print(f"warm start: SFT on {stats['trajectories']} expert episodes, final loss {stats['final_loss']:.3f}")
     policy.save(out)
     return out
 

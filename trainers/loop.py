@@ -37,6 +37,7 @@ from agentgym.evaluation.evaluate import evaluate
 from agentgym.evaluation.stats import paired_gain, power_warning
 from agentgym.policies.base import SamplingParams
 from agentgym.registration import check_env_id, get_task_space
+from agentgym.rewards.hook import env_reward_kwargs, reward_hook
 from agentgym.tasks.source import make_task_source_from_config
 from agentgym.tasks.splits import load_split
 from agentgym.trainers import distributed
@@ -101,12 +102,14 @@ def update_clip(cfg: TrainConfig) -> tuple[float, float]:
 
 
 def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler, producer: BatchProducer,
-                  heads: dict, dp=None) -> dict:
+                  heads: dict, dp=None, reward=None) -> dict:
+    """reward: env.reward's hook (agentgym.rewards.hook), rewriting outcomes or step rewards in place."""
     dp = producer.dp if dp is None else dp
     t0 = time.perf_counter()
     batch = producer.get(iteration)  # played now, or made ahead under the staleness bound (batches.py)
     rng, trajectories = batch.rng, batch.trajectories
     t_rollout = time.perf_counter() - t0
+    reward_metrics = reward(trajectories) if reward is not None else None  # before any advantage is computed
     producer.pause_engine()  # vLLM on CUDA: give its GPU memory to the update (no-op on CPU)
 
     # tokens first; the heads read them; the advantages come next; samples are made from both, once
@@ -128,7 +131,7 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     samples = producer.prepare_update(policy, dp.global_samples(samples))  # decoupled PPO: proximal logprobs
     t1 = time.perf_counter()
     update = ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples, rng, iteration,
-                        heads.get("value"), importance_cap(cfg), dp) if samples else {}
+                        heads.get("value"), importance_cap(cfg), dp, estimator=cfg.estimator) if samples else {}
     t_update = time.perf_counter() - t1
     all_adv = np.concatenate([a for a in all_advantages if len(a)] or [np.zeros(1)])
     train_tokens = sum(len(s) for s in samples) * cfg.ppo.epochs
@@ -141,6 +144,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         "tasks": producer.source.metrics(),
         "time": {"rollout_s": t_rollout, "update_s": t_update, "iteration_s": time.perf_counter() - t0},
     }
+    if reward_metrics is not None:
+        metrics["reward"] = reward_metrics
     if callable(hit_rate := getattr(producer.rollout_policy, "prefix_cache_hit_rate", None)):
         metrics["rollout"]["prefix_cache_hit_rate"] = hit_rate()  # vLLM: prompt tokens its prefix cache served
     if async_metrics := producer.finish(iteration, policy, batch, samples):  # publishes the new weights
@@ -214,6 +219,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     started = time.perf_counter()
     import_modules(cfg.imports)
     cfg.env.id = check_env_id(cfg.env.id)
+    cfg.env.env_kwargs = {**cfg.env.env_kwargs, **env_reward_kwargs(cfg.env.reward)}  # an env's own reward mode
+    reward = reward_hook(cfg.env.reward)  # or a reward over the env's: rubric, judge, meta-reasoning
     dp = distributed.setup(cfg, log)  # torchrun ranks: checked here, before any work
     log = distributed.main_log(dp, log)
     env_pool = distributed.ray_env_pool(cfg, dp, log)  # env.executor=ray: the run's env workers
@@ -255,7 +262,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                                           f"{state['iteration']} of {cfg.iterations} iterations")
                 log(f"WARNING: {state['stopped_early']}: this is not the configured experiment")
                 break
-            metrics = run_iteration(cfg, state["iteration"], policy, optimizer, scheduler, producer, heads, dp)
+            metrics = run_iteration(cfg, state["iteration"], policy, optimizer, scheduler, producer, heads, dp, reward)
             state["rl_seconds"] = state.get("rl_seconds", 0.0) + metrics["time"]["iteration_s"]
             state["task_source"] = producer.source.state_dict()
             state["iteration"] += 1

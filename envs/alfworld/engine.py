@@ -75,11 +75,17 @@ class UnreachableGoal(ValueError):
     """A game whose goal no sequence of actions reaches."""
 
 
+def cache_dir():
+    """Where generated games and their translations are kept (AGENTGYM_CACHE or ~/.cache/agentgym)."""
+    from pathlib import Path
+
+    root = os.environ.get("AGENTGYM_CACHE") or Path.home() / ".cache" / "agentgym"
+    return Path(root) / "alfworld"
+
+
 def sas_path(domain: str, problem: str):
     """Where the translation of a problem is kept on disk."""
     from importlib.metadata import version
-
-    from agentgym.envs.alfworld.games import cache_dir
 
     key = hashlib.sha256(f"{version('fast-downward-textworld')}\n{domain}\n{problem}".encode()).hexdigest()[:24]
     return cache_dir() / "sas" / f"{key}.pkl.z"

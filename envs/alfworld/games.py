@@ -42,9 +42,7 @@ class GameError(ConfigError):
     """A game file that cannot be played (corrupt, unsolvable, goal already true)."""
 
 
-def cache_dir() -> Path:
-    root = os.environ.get("AGENTGYM_CACHE") or Path.home() / ".cache" / "agentgym"
-    return Path(root) / "alfworld"
+from agentgym.envs.alfworld.engine import cache_dir  # noqa: E402  (the engine keeps its translations there too)
 
 
 def game_key(params: dict, seed: int) -> str:

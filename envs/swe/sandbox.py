@@ -116,22 +116,24 @@ class Sandbox:
         return max(0.1, min(t, self.limits.max_timeout))
 
 
+# Each backend's class by import string: the backends import this module's base class, so this
+# module names them without importing them (loaded on first use).
+BACKEND_CLASSES = {
+    "bwrap": "agentgym.envs.swe.sandbox_bwrap:BwrapSandbox",
+    "docker": "agentgym.envs.swe.sandbox_docker:DockerSandbox",
+    "local": "agentgym.envs.swe.sandbox_local:LocalSandbox",
+}
+
+
 def make_sandbox(backend: str, workspace: str | Path, limits: Limits | None = None, **kwargs) -> Sandbox:
-    if backend == "bwrap":
-        from agentgym.envs.swe.sandbox_bwrap import BwrapSandbox
+    if backend not in BACKEND_CLASSES:
+        from agentgym.errors import ConfigError
 
-        return BwrapSandbox(workspace, limits, **kwargs)
-    if backend == "docker":
-        from agentgym.envs.swe.sandbox_docker import DockerSandbox
+        raise ConfigError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    import importlib
 
-        return DockerSandbox(workspace, limits, **kwargs)
-    if backend == "local":
-        from agentgym.envs.swe.sandbox_local import LocalSandbox
-
-        return LocalSandbox(workspace, limits, **kwargs)
-    from agentgym.errors import ConfigError
-
-    raise ConfigError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    module, _, name = BACKEND_CLASSES[backend].partition(":")
+    return getattr(importlib.import_module(module), name)(workspace, limits, **kwargs)
 
 
 # --- shared process plumbing -------------------------------------------------------------------
