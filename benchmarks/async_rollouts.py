@@ -89,12 +89,12 @@ def run_one(out: Path, model_dir: Path, staleness: int, latency: float, iteratio
     ])
     evaluate = loop.evaluate_policy
 
-    def plain_env_eval(cfg, policy, eval_path, seed, iteration=None, **kwargs):  # held-out success without the latency
+    def plain_env_eval(cfg, engine, eval_path, seed, iteration=None, **kwargs):  # held-out success without the latency
         if iteration == 0 and model_dir in _BEFORE_RL:  # every run starts from the same weights and seed
             return copy.deepcopy(_BEFORE_RL[model_dir])
         env = dataclasses.replace(cfg.env, id="agentgym/Household-v0",
                                   env_kwargs={k: v for k, v in cfg.env.env_kwargs.items() if k != "latency_s"})
-        result = evaluate(dataclasses.replace(cfg, env=env), policy, eval_path, seed, iteration=iteration, **kwargs)
+        result = evaluate(dataclasses.replace(cfg, env=env), engine, eval_path, seed, iteration=iteration, **kwargs)
         if iteration == 0:
             _BEFORE_RL[model_dir] = copy.deepcopy(result)
         return result
