@@ -158,7 +158,7 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
     from agentgym.trainers.config import load_config
     from agentgym.trainers.loop import ppo_update, update_clip
     from agentgym.trainers.setup import make_optimizer
-    from agentgym.trainers.tokenize import build_samples
+    from agentgym.trainers.samples import build_samples
 
     trajs, advs = pickle.loads(Path(batch).read_bytes())
     cfg = load_config({}, [f"policy.model={model}", f"rollout.tasks_per_iter={groups}", f"data_parallel={data_parallel}",

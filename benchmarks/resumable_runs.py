@@ -388,7 +388,7 @@ def sft_update(policy, optimizer, scheduler, chunk) -> tuple[float, int]:
     import torch
 
     from agentgym.trainers.sft import sft_loss
-    from agentgym.trainers.tokenize import collate
+    from agentgym.trainers.samples import collate
 
     policy.model.train()
     batch = collate(chunk, policy.tokenizer.pad_token_id, device=policy.device)

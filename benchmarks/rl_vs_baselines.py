@@ -256,7 +256,7 @@ def run_rft(policy, cfg, tasks: list, folder: Path, steps_per_iteration: list[in
     from agentgym.policies.base import SamplingParams
     from agentgym.rollout import collect
     from agentgym.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-    from agentgym.trainers.tokenize import sft_sample
+    from agentgym.trainers.samples import sft_sample
 
     optimizer, scheduler = rr.sft_optimizer(policy, lr, sum(steps_per_iteration))
     state = {"iteration": 0, "evals": [], "steps": 0, "tokens": 0, "carry": 0, "episodes": 0, "successes": 0,

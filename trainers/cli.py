@@ -26,7 +26,7 @@ OVERRIDES_HELP = "dotted key=value overrides, e.g. estimator.name=grpo ppo.lr=1e
 def _load(config: Optional[str], overrides: Optional[List[str]], run_dir: Optional[str],
           imports: Optional[List[str]] = None, env: Optional[str] = None, log=None):
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.features import config_for_env, import_modules
+    from agentgym.trainers.env_requirements import config_for_env, import_modules
 
     import_modules(imports)  # before the config is read: its env.id may be registered by them
     extra = list(overrides or [])

@@ -90,7 +90,7 @@ class EnvConfig:
     env_kwargs: dict = field(default_factory=dict)
     executor: str = "inprocess"  # inprocess | process | ray (env workers as Ray actors; settings in `ray:`)
     max_turns: int = 1000
-    requires: list = field(default_factory=list)  # env features the config needs (trainers/features.py)
+    requires: list = field(default_factory=list)  # env features the config needs (trainers/env_requirements.py)
     # a reward over the env's own (agentgym.rewards.hook): a mode name the env takes (SWE-v0:
     # patch_similarity|tests|both) or a mapping {kind: rubric|judge|relative_judge|meta_reasoning, ...}
     reward: Any = None

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from agentgym.trainers.estimators import estimator_spec
-from agentgym.trainers.tokenize import TokenSequence
+from agentgym.trainers.samples import TokenSequence
 
 
 class ProgressHead(nn.Module):

@@ -22,7 +22,7 @@ import torch
 from agentgym import progress
 from agentgym.errors import AgentGymError
 from agentgym.trainers.ppo import ImportanceStats, reference_logprobs, token_logprobs
-from agentgym.trainers.tokenize import Sample, TokenSequence, collate, pad_sequences
+from agentgym.trainers.samples import Sample, TokenSequence, collate, pad_sequences
 
 
 class TrainingDiverged(AgentGymError):

@@ -10,10 +10,10 @@ A handful of plain functions, in the order they run (CleanRL style):
                                     (policy.engine: agentgym.policies.engines)
       run_iteration                 one RL iteration:
         BatchProducer.get           (batches.py) tasks x group_size episodes, inline or made ahead
-        tokenize_trajectories       (tokenize.py) the token sequences the policy generated
+        tokenize_trajectories       (samples.py) the token sequences the policy generated
         score_heads                 (learner.py, heads.py) one no-grad pass: values, progress, logprobs
         compute_advantages          trainers.estimators
-        make_samples                (tokenize.py) sequences + advantages -> what the update trains on
+        make_samples                (samples.py) sequences + advantages -> what the update trains on
         ppo_update                  (learner.py) minibatches x epochs of the clipped loss
       evaluate_policy               held-out success (agentgym.evaluation)
       save_checkpoint               exact resume
@@ -47,7 +47,7 @@ from agentgym.trainers.checks import importance_cap
 from agentgym.trainers.config import TrainConfig, save_config
 from agentgym.trainers.estimators import compute_advantages, estimator_spec
 from agentgym.trainers.diagnostics import iteration_credit
-from agentgym.trainers.features import check_env_features, import_modules
+from agentgym.trainers.env_requirements import check_env_features, import_modules
 from agentgym.trainers.heads import fit_spa_progress, per_step_arrays, step_values  # noqa: F401  (old path)
 from agentgym.trainers.learner import (TrainingDiverged, check_finite, equal_minibatches,  # noqa: F401  (old paths)
                                        ppo_update, score_sequences)
@@ -57,7 +57,7 @@ from agentgym.trainers.records import save_evaluation, save_iteration
 from agentgym.trainers.setup import (build_heads, clear_previous_run, make_engine, make_optimizer, make_policy,
                                      prepare_start_model, quiet_transformers, run_dir_for)
 from agentgym.trainers.task_selection import select_train_tasks, write_eval_tasks
-from agentgym.trainers.tokenize import TokenSequence, make_samples, tokenize_trajectories
+from agentgym.trainers.samples import TokenSequence, make_samples, tokenize_trajectories
 
 
 # --- one iteration ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from agentgym import progress
-from agentgym.trainers.tokenize import Sample, collate, sft_sample
+from agentgym.trainers.samples import Sample, collate, sft_sample
 
 
 def oracle_trajectories(env_id: str, tasks: list, chat: dict | None, env_kwargs: dict | None, seed: int = 0,

@@ -121,7 +121,7 @@ def test_the_fix_a_feature_error_names_works():
     """The household preset on another env: one error, and its overrides give a config that passes."""
     from agentgym.registration import get_task_space
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.features import check_env_features
+    from agentgym.trainers.env_requirements import check_env_features
 
     space = get_task_space(GUESS_ID)
     cfg = load_config("household-tiny", [f"env.id={GUESS_ID}"])
@@ -135,7 +135,7 @@ def test_the_fix_a_feature_error_names_works():
 
 
 def test_an_env_without_heldout_tasks_names_the_fix():
-    from agentgym.trainers.features import fit_to_env
+    from agentgym.trainers.env_requirements import fit_to_env
     from agentgym.trainers.config import load_config
 
     class TrainOnly(GuessTasks):

@@ -15,7 +15,7 @@ TEXT = "<action>take key</action>"
 
 
 def _samples(policy, advantages):
-    from agentgym.trainers.tokenize import build_samples
+    from agentgym.trainers.samples import build_samples
 
     prompt_ids, response_ids = policy.encode_prompt(PROMPT), policy.encode_response(TEXT)
     trajs = [Trajectory(task_id="t", group_id="g", steps=[Step(observation="", anchor="a", text=TEXT,

@@ -27,7 +27,7 @@ def check_one_sequence_per_episode(trajectories, policy):
     template tokens are masked, and the policy's own logprobs of the sequence equal the behaviour
     logprobs (the first PPO ratio) within 1e-5."""
     from agentgym.trainers.learner import score_sequences
-    from agentgym.trainers.tokenize import response_span, tokenize_trajectories
+    from agentgym.trainers.samples import response_span, tokenize_trajectories
 
     tok = policy.tokenizer
     replies = [s.response_ids for t in trajectories for s in t.steps]
@@ -117,7 +117,7 @@ def test_bucketed_micro_batches_give_the_same_gradient(toy_env_id, tiny_policy_f
     only: the summed gradient matches the unsorted one within 1e-6 (relative to its norm)."""
     from agentgym.trainers import learner
     from agentgym.trainers.config import PPOConfig
-    from agentgym.trainers.tokenize import make_samples, tokenize_trajectories
+    from agentgym.trainers.samples import make_samples, tokenize_trajectories
 
     sampler = tiny_policy_factory()
     trajectories = _collect(sampler, toy_env_id, chat={**FULL_CHAT, "history": 1})
@@ -141,7 +141,7 @@ def test_bucketed_micro_batches_give_the_same_gradient(toy_env_id, tiny_policy_f
 
 def test_a_template_that_rewrites_earlier_turns_is_one_line_or_counted(toy_env_id, tiny_policy_factory):
     from agentgym.continuation import TemplateMismatch
-    from agentgym.trainers.tokenize import tokenize_trajectories
+    from agentgym.trainers.samples import tokenize_trajectories
 
     policy = tiny_policy_factory()
     # a template that drops every assistant turn but the last (as reasoning-stripping templates do)

@@ -15,7 +15,7 @@ PROMPT = [{"role": "user", "content": "You are in room 1. You see a key. Take th
 
 
 def _sample_for(policy, text, advantage):
-    from agentgym.trainers.tokenize import build_samples
+    from agentgym.trainers.samples import build_samples
     from agentgym.trajectory import Trajectory
 
     prompt_ids, response_ids = policy.encode_prompt(PROMPT), policy.encode_response(text)
@@ -171,7 +171,7 @@ def _check_spans(samples, trajs):
 def test_full_conversation_samples_mask_env_tokens(tiny_policy_factory, toy_env_id, scripted):
     from agentgym.registration import get_task_space
     from agentgym.rollout import collect
-    from agentgym.trainers.tokenize import tokenize_trajectories
+    from agentgym.trainers.samples import tokenize_trajectories
 
     policy = tiny_policy_factory()
     space = get_task_space(toy_env_id)

@@ -16,7 +16,7 @@ def test_the_update_counts_its_micro_batches(toy_env_id, tiny_policy_factory):
     import agentgym
     from agentgym.trainers.config import PPOConfig
     from agentgym.trainers.learner import ppo_update
-    from agentgym.trainers.tokenize import make_samples, tokenize_trajectories
+    from agentgym.trainers.samples import make_samples, tokenize_trajectories
 
     policy = tiny_policy_factory()
     tasks = agentgym.get_task_space(toy_env_id).split("train")[:2]
