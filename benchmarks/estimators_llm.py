@@ -147,23 +147,14 @@ def main() -> None:
             raise SystemExit(f"{args.job}: {exc}") from None
         return
     rr.check_settings(run_root, {"overrides": SETTING + args.overrides + NORM})
-    table = rr.DoneTable(run_root / "done.json")
-    def write_figures(_key: str = "") -> None:  # after every finished run: results land as they come
-        rr.write_json(Path(args.out), report(args, table))
-
-    failed = [] if args.report_only else rr.run_jobs(
-        jobs(args), table, rr.worker_command(__file__, run_root, rr.passthrough(sys.argv[1:])), run_root, args.parallel,
-        on_done=write_figures)
-    out = report(args, table)
-    rr.write_json(Path(args.out), out)
+    out, failed = rr.schedule(args, jobs(args), report, __file__, run_root)
     for name, e in out["estimators"].items():
         print(f"{name:13s} finals {[round(x, 3) for x in e['finals']]} mean {e['mean']}")
     for name, d in out["differences"].items():
         print(f"{name:22s} {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] ({d['seeds']} seeds, {d['pairs']} pairs)")
     print(f"power: {out['power']}")
     print(f"{out['runs_done']} runs done; wrote {args.out}")
-    if failed:
-        raise SystemExit(f"{len(failed)} runs failed or wait on one that failed: {', '.join(failed)}")
+    rr.stop_if_failed(failed)
 
 
 if __name__ == "__main__":

@@ -210,6 +210,27 @@ def passthrough(argv: Sequence[str]) -> list[str]:
     return out
 
 
+
+def schedule(args, jobs: Sequence[Job], report: Callable, script: str | Path, run_root: Path) -> tuple[dict, list[str]]:
+    """Run every job not done yet (none with --report-only), `--parallel` at a time, rewriting
+    args.out after each finished run (results land as they come); the final report and the keys
+    of the runs that failed or wait on one that did."""
+    table = DoneTable(run_root / "done.json")
+
+    def write_figures(_key: str = "") -> None:
+        write_json(Path(args.out), report(args, table))
+
+    failed = [] if args.report_only else run_jobs(jobs, table, worker_command(script, run_root, passthrough(sys.argv[1:])),
+                                                  run_root, args.parallel, on_done=write_figures)
+    out = report(args, table)
+    write_json(Path(args.out), out)
+    return out, failed
+
+
+def stop_if_failed(failed: list[str]) -> None:
+    if failed:
+        raise SystemExit(f"{len(failed)} runs failed or wait on one that failed: {', '.join(failed)}")
+
 def check_settings(run_root: Path, settings: dict) -> None:
     """The runs in `run_root` belong to one experiment: refuse (one line) to add runs made with
     other settings to its done-table."""

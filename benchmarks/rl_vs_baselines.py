@@ -416,21 +416,12 @@ def main() -> None:
         return
     rr.check_settings(run_root, {"overrides": SETTING + args.overrides, "tune_seed": args.tune_seed,
                                  "lrs_rl": args.lrs_rl, "lrs_sft": args.lrs_sft, "val_tasks": args.val_tasks})
-    table = rr.DoneTable(run_root / "done.json")
-    def write_figures(_key: str = "") -> None:  # after every finished run: results land as they come
-        rr.write_json(Path(args.out), report(args, table))
-
-    failed = [] if args.report_only else rr.run_jobs(
-        jobs(args), table, rr.worker_command(__file__, run_root, rr.passthrough(sys.argv[1:])), run_root, args.parallel,
-        on_done=write_figures)
-    out = report(args, table)
-    rr.write_json(Path(args.out), out)
+    out, failed = rr.schedule(args, jobs(args), report, __file__, run_root)
     for arm, a in out["arms"].items():
         print(f"{arm:15s} finals {[round(x, 3) for x in a['finals']]} lr {a['lr']} compute {a['compute']}")
     print(f"demonstrator ceiling {out['demonstrator_ceiling']}; RL - best baseline {out['rl_minus_best_baseline']}")
     print(f"{out['runs_done']} runs done; wrote {args.out}")
-    if failed:
-        raise SystemExit(f"{len(failed)} runs failed or wait on one that failed: {', '.join(failed)}")
+    rr.stop_if_failed(failed)
 
 
 if __name__ == "__main__":

@@ -65,6 +65,30 @@ class RolloutEngine(Protocol):
     def close(self) -> None: ...
 
 
+class FollowsTrainer:
+    """Base of engines that generate for a trainer's policy held in `self.trainer`: prompts are
+    encoded, and replies end, exactly as the trainer's own tokenizer says (the engine loads the same
+    model folder), so a conversation continued token in / token out (agentgym.continuation) has the
+    same ids on both sides; `weights_version` tells when the trainer's weights changed since a sync."""
+
+    trainer: Any
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.trainer.tokenizer
+
+    @property
+    def eos_ids(self) -> set[int]:
+        return self.trainer.eos_ids
+
+    def encode_prompt(self, messages: Messages) -> list[int]:
+        return self.trainer.encode_prompt(messages)
+
+    def weights_version(self) -> int:
+        """torch bumps a tensor's `_version` on every in-place write (optimizer steps, loading)."""
+        return sum(int(p._version) for p in self.trainer.trainable_parameters())
+
+
 EngineBuilder = Callable[[TrainablePolicy, str, Any], RolloutEngine]
 _ENGINES: dict[str, EngineBuilder | str] = {}
 

@@ -235,9 +235,8 @@ class HFPolicy:
             positions[i, width_new - len(ids):] = torch.arange(c, c + len(ids))
         past = None
         if width_cache:
-            layers = []
-            for layer in range(len(next(e for e in prefixes if e is not None).layers)):
-                k0, v0 = next(e for e in prefixes if e is not None).layers[layer]
+            layers, first = [], next(e for e in prefixes if e is not None)
+            for layer, (k0, v0) in enumerate(first.layers):
                 keys = k0.new_zeros((batch, k0.shape[0], width_cache, k0.shape[2]))
                 values = v0.new_zeros((batch, v0.shape[0], width_cache, v0.shape[2]))
                 for i, e in enumerate(prefixes):

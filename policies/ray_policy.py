@@ -43,6 +43,7 @@ from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
+from agentgym.policies.engines import FollowsTrainer
 
 
 class PolicyWorker:
@@ -105,7 +106,7 @@ class PolicyWorker:
         return self.policy.generate(prompts, sampling, None)
 
 
-class RayRolloutPolicy:
+class RayRolloutPolicy(FollowsTrainer):
     def __init__(self, trainer_policy, model_path: str | Path, rc, seed: int = 0, vllm_kwargs: dict | None = None,
                  **policy_kwargs: Any):
         """policy_kwargs go to each HF replica (e.g. lora=, to match the trainer's parameter
@@ -140,12 +141,9 @@ class RayRolloutPolicy:
         self.last_sync_s = 0.0
         self.restarts = 0
 
-    def _weights_version(self) -> int:
-        return sum(int(p._version) for p in self.trainer.trainable_parameters())
-
     def sync(self, force: bool = False) -> float:
         """Push the trainer's trainable parameters to every replica if they changed; seconds."""
-        version = self._weights_version()
+        version = self.weights_version()
         if not force and version == self._synced_version:
             return 0.0
         t0 = time.perf_counter()
@@ -174,17 +172,6 @@ class RayRolloutPolicy:
                             if everything or p.requires_grad}}
 
     # --- what the rollout engine asks of a token-level policy (agentgym.continuation) ---------
-    @property
-    def tokenizer(self):
-        return self.trainer.tokenizer
-
-    @property
-    def eos_ids(self) -> set[int]:
-        return self.trainer.eos_ids
-
-    def encode_prompt(self, messages: Messages) -> list[int]:
-        return self.trainer.encode_prompt(messages)  # the replicas load the same model folder: same ids
-
     def generate_ids(self, prompt_ids: list[list[int]], sampling: SamplingParams | None = None) -> list[Completion]:
         return self._fan_out(prompt_ids, sampling, as_ids=True)
 

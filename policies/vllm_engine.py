@@ -47,6 +47,7 @@ import numpy as np
 from agentgym.errors import ConfigError, require
 from agentgym.policies.model_files import encode_chat_prompt, eos_ids
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
+from agentgym.policies.engines import FollowsTrainer
 
 DTYPES = {None: None, "auto": None, "fp32": "float32", "float32": "float32", "bf16": "bfloat16",
           "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
@@ -471,7 +472,7 @@ def adapter_files(peft_model) -> dict[str, bytes]:
         return {f.name: f.read_bytes() for f in Path(tmp).iterdir() if f.is_file()}
 
 
-class VLLMRolloutPolicy:
+class VLLMRolloutPolicy(FollowsTrainer):
     """The rollout engine `policy.engine=vllm` (agentgym.policies.engines): generation for a
     trainer's HFPolicy on a vLLM engine. The trainer keeps its HFPolicy for everything else
     (model, tokenizer, reference, checkpoints). Before generating, the engine is synced from the trainer whenever
@@ -493,9 +494,6 @@ class VLLMRolloutPolicy:
         self._asleep_level = 0
         self.num_syncs = 0
 
-    def _weights_version(self) -> int:
-        return sum(int(p._version) for p in self.trainer.trainable_parameters())
-
     def _start_engine(self) -> VLLMPolicy:
         return VLLMPolicy(self.model_path, **engine_kwargs_for(self.trainer, self.engine_kwargs))
 
@@ -505,7 +503,7 @@ class VLLMRolloutPolicy:
             self.engine = self._start_engine()
             if self._pending_seed is not None:
                 self.engine.reseed(self._pending_seed)
-        version = self._weights_version()
+        version = self.weights_version()
         if not force and version == self._synced_version:
             return 0.0
         seconds = self.engine.sync_from(self.trainer)
@@ -523,17 +521,6 @@ class VLLMRolloutPolicy:
         return self.engine.prefix_cache_hit_rate() if self.engine is not None else None
 
     # --- what the rollout engine asks of a token-level policy (agentgym.continuation) ---------
-    @property
-    def tokenizer(self):
-        return self.trainer.tokenizer
-
-    @property
-    def eos_ids(self) -> set[int]:
-        return self.trainer.eos_ids
-
-    def encode_prompt(self, messages: Messages) -> list[int]:
-        return self.trainer.encode_prompt(messages)  # the same model folder: the same ids (tests/vllm)
-
     def generate_ids(self, prompt_ids: list[list[int]], sampling: SamplingParams | None = None) -> list[Completion]:
         self.wake_up()
         self.sync()

@@ -109,6 +109,7 @@ class _VersionedPolicy:
         if supports_tokens(policy):
             self.tokenizer, self.eos_ids, self.encode_prompt = policy.tokenizer, policy.eos_ids, policy.encode_prompt
             self.generate_ids = self._generate_ids
+            self._caches = "cache_keys" in inspect.signature(policy.generate_ids).parameters  # KV reuse (HF)
             if callable(getattr(policy, "forget", None)):
                 self.forget = policy.forget
 
@@ -131,7 +132,7 @@ class _VersionedPolicy:
     def _generate_ids(self, prompt_ids, sampling=None, cache_keys=None):
         self._before()
         policy = self.engine.rollout_policy
-        if cache_keys is not None and "cache_keys" in inspect.signature(policy.generate_ids).parameters:
+        if cache_keys is not None and self._caches:
             return self._stamped(policy.generate_ids(prompt_ids, sampling, cache_keys=cache_keys))
         return self._stamped(policy.generate_ids(prompt_ids, sampling))
 
