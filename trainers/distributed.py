@@ -376,14 +376,23 @@ def ray_env_pool(cfg, dp: DataParallel, log: Callable[[str], None] = print):
     return RayEnvPool(cfg.ray) if cfg.env.executor == "ray" else None
 
 
-def teardown(dp: DataParallel, env_pool=None) -> None:
+def teardown(dp: DataParallel, env_pool=None, finished: bool = True) -> None:
+    """Shut the env pool and the process group. `finished=False` (a rank failed) skips the final
+    barrier: the other ranks may never reach it."""
     if env_pool is not None:
         env_pool.shutdown()
     if dp.enabled:
         import torch.distributed as dist
 
         if dist.is_initialized():
-            dist.destroy_process_group()
+            # Every rank reaches the end before any tears down: a gloo rank that destroys its group
+            # while a peer is still talking to it (rank 0 saving, say) can abort at exit with
+            # "terminate called without an active exception".
+            try:
+                if finished:
+                    dist.barrier()
+            finally:
+                dist.destroy_process_group()
 
 
 def main_log(dp: DataParallel, log: Callable[[str], None]) -> Callable[[str], None]:

@@ -248,7 +248,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                            wandb="auto" if cfg.log.wandb else False, config=cfg.to_dict(),
                            resume_from_step=state["iteration"] if checkpoint is not None else None
                            ) if dp.is_main else distributed.NullLogger()
-    producer = None
+    producer, finished = None, False
     try:
         if not state["evals"] and (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp)) is not None:
             logger.log({"eval": ev}, step=0)
@@ -280,12 +280,13 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                 logger.log({"eval": ev}, step=state["iteration"])
         dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         dp.save_policy(policy, run_dir / "final_model")
+        finished = True
     finally:
         if producer is not None:
             producer.close()
         logger.close()
         engine.close()  # the vLLM engine, Ray replicas
-        distributed.teardown(dp, env_pool)
+        distributed.teardown(dp, env_pool, finished)
     if not dp.is_main:
         return {"run_dir": str(run_dir), "iterations": state["iteration"], "rank": dp.rank}
     return _summarize(cfg, run_dir, state, started, log)
