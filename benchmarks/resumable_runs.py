@@ -194,9 +194,11 @@ def worker_command(script: str | Path, run_root: Path, extra: Sequence[str]) -> 
     return command
 
 
-def passthrough(argv: Sequence[str]) -> list[str]:
-    """The scheduler's arguments minus its own (--parallel): what each worker is started with."""
-    out, skip = [], False
+def passthrough(argv: Sequence[str], overrides: Sequence[str] = ()) -> list[str]:
+    """The scheduler's arguments minus its own (--parallel): what each worker is started with.
+    The config overrides go last, after "--": `--seeds 0 1 iterations=2` parses in the scheduler
+    but a worker's "--job KEY" in front would leave the override to --seeds."""
+    out, skip, rest = [], False, set(overrides)
     for arg in argv:
         if skip:
             skip = False
@@ -204,11 +206,10 @@ def passthrough(argv: Sequence[str]) -> list[str]:
         if arg == "--parallel":
             skip = True
             continue
-        if arg.startswith("--parallel="):
+        if arg.startswith("--parallel=") or arg == "--" or arg in rest:
             continue
         out.append(arg)
-    return out
-
+    return out + (["--", *overrides] if overrides else [])
 
 
 def schedule(args, jobs: Sequence[Job], report: Callable, script: str | Path, run_root: Path) -> tuple[dict, list[str]]:
@@ -220,7 +221,7 @@ def schedule(args, jobs: Sequence[Job], report: Callable, script: str | Path, ru
     def write_figures(_key: str = "") -> None:
         write_json(Path(args.out), report(args, table))
 
-    failed = [] if args.report_only else run_jobs(jobs, table, worker_command(script, run_root, passthrough(sys.argv[1:])),
+    failed = [] if args.report_only else run_jobs(jobs, table, worker_command(script, run_root, passthrough(sys.argv[1:], args.overrides)),
                                                   run_root, args.parallel, on_done=write_figures)
     out = report(args, table)
     write_json(Path(args.out), out)

@@ -96,7 +96,14 @@ def test_unknown_dependency_and_changed_settings_are_one_line(tmp_path):
 
 def test_passthrough_drops_only_the_schedulers_own_argument():
     argv = ["--seeds", "0", "1", "--parallel", "2", "--runs", "r", "--parallel=3", "--", "iterations=1"]
-    assert rr.passthrough(argv) == ["--seeds", "0", "1", "--runs", "r", "--", "iterations=1"]
+    assert rr.passthrough(argv, ["iterations=1"]) == ["--seeds", "0", "1", "--runs", "r", "--", "iterations=1"]
+
+
+def test_overrides_given_without_a_separator_reach_the_worker_after_one():
+    """`--seeds 0 1 torch_threads=1` parses in the scheduler; a worker given it verbatim failed
+    ("--seeds: invalid int value: 'torch_threads=1'")."""
+    argv = ["--seeds", "0", "1", "torch_threads=1", "--parallel", "1"]
+    assert rr.passthrough(argv, ["torch_threads=1"]) == ["--seeds", "0", "1", "--", "torch_threads=1"]
 
 
 def test_sft_interrupted_after_a_checkpoint_resumes_to_the_same_weights(tmp_path, tiny_policy_factory, toy_env_id):
