@@ -105,3 +105,34 @@ def household_game(spec) -> tuple[dict, dict]:
                                                      "object_sliced": False},
             "task_id": f"household_{spec.task_id}"}
     return game, traj
+
+
+def export_household(tasks, folder, split: str = "valid_seen") -> list[str]:
+    """Write household tasks as ALFWorld games in the official layout, so that
+    `gym.make("agentgym/ALFWorld-v0", data_path=folder)` plays them in ALFWorld's engine
+    (valid_seen -> its heldout split, valid_unseen -> heldout_unseen, train -> train).
+
+    Each game goes to `<folder>/<split>/<task type>-<household task id>/` with household's
+    oracle plan as the walkthrough. Returns the games' paths relative to `folder` (the
+    `game` parameter of their ALFWorld TaskSpecs), in the order of `tasks`."""
+    import json
+    from pathlib import Path
+
+    from agentgym.registration import get_task_space
+
+    if split not in ("train", "valid_seen", "valid_unseen"):
+        raise ValueError(f"split must be train, valid_seen or valid_unseen, got {split!r}")
+    space = get_task_space("agentgym/Household-v0")
+    out = []
+    for spec in tasks:
+        game, traj = household_game(spec)
+        plan = list(space.solve(spec))
+        game.update(solvable=True, walkthrough=plan)
+        traj["plan"] = {"high_pddl": [{"discrete_action": {"action": c}} for c in plan]}
+        rel = f"{split}/{traj['task_type']}-{spec.task_id}"
+        target = Path(folder) / rel
+        target.mkdir(parents=True, exist_ok=True)
+        (target / games.GAME_FILE).write_text(json.dumps(game))
+        (target / games.TRAJ_FILE).write_text(json.dumps(traj, indent=1))
+        out.append(rel)
+    return out

@@ -39,3 +39,33 @@ def test_household_oracle_wins_in_alfworld_with_the_same_texts():
             h_obs, _, _, _, h_info = env.step(command)
             assert _same_up_to_order(h_obs, state.feedback.strip()), (command, h_obs, state.feedback)
         assert state["won"] and h_info["success"], spec.params
+
+
+def test_exported_household_tasks_play_as_alfworld_v0_games(tmp_path):
+    """export_household writes the official layout: ALFWorld-v0 with data_path= plays them as its
+    held-out split, by task type, and household's oracle wins each in the real engine."""
+    import gymnasium as gym
+
+    from agentgym.envs.alfworld.household import export_household
+    from agentgym.envs.alfworld.tasks import OfficialTaskSpace
+
+    space = get_task_space("agentgym/Household-v0")
+    heldout = space.split("heldout")
+    tasks = [next(t for t in heldout if t.params["task_type"] == tt) for tt in ("pick_and_place", "pick_heat_then_place")]
+    games = export_household(tasks, tmp_path)
+    official = OfficialTaskSpace(tmp_path)
+    played = official.split("heldout")
+    assert sorted(t.params["game"] for t in played) == sorted(games)
+    assert {official.category(t) for t in played} == {"pick_and_place_simple", "pick_heat_then_place_in_recep"}
+    env = gym.make("agentgym/ALFWorld-v0", data_path=str(tmp_path))
+    for spec, game in zip(tasks, games):
+        task = next(t for t in played if t.params["game"] == game)
+        assert official.solve(task) == list(space.solve(spec))
+        env.reset(options={"task": task})
+        for command in official.solve(task):
+            _, _, terminated, _, info = env.step(command)
+            assert info["action_valid"], command
+        assert terminated and info["success"]
+    env.close()
+    with pytest.raises(ValueError, match="valid_seen"):
+        export_household(tasks, tmp_path, split="heldout")
