@@ -100,7 +100,8 @@ def evaluate_set(run: Path, model: str, which: str, args, log) -> dict:
         keys = {t.task_id: t.task_id for t in tasks}
     rates = {keys[r["task_id"]]: r["successes"] / r["episodes"] for r in result.per_task if r["episodes"]}
     record = {"success": result.success_rate, "tasks": len(rates), "episodes": result.overall.episodes,
-              "seconds": round(time.time() - started, 1), "per_task": rates,
+              "seconds": round(time.time() - started, 1), "infra_errors": result.infra_errors,
+              "infra_error_messages": result.infra_error_messages[:3], "per_task": rates,
               "by_category": {k: m.success_rate.value for k, m in result.categories.items()}}
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(record))

@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from typing import Any
 
 from agentgym.errors import require
@@ -411,12 +412,36 @@ def _classes():
     return globals()["_CLASSES"]
 
 
+# Engines whose env has closed, per `fast`, for the next env of this process (Engine.acquire).
+_IDLE: dict[bool, list["Engine"]] = {True: [], False: []}
+_IDLE_LOCK = threading.Lock()
+
+
 class Engine:
     """ALFWorld's engine with one game loaded: `game` is a game file path or its loaded JSON.
 
-    An engine holds its own copy of Fast Downward's 34 MB library (fast_downward.load_lib makes
-    one per PddlEnv and never unloads it), so make one per process or env and `load` each next
-    game into it rather than making an engine per game."""
+    An engine holds its own copy of Fast Downward's 34 MB library (fast_downward.load_lib copies
+    it to a temporary file and loads it for every PddlEnv, and nothing unloads it: the deleted
+    file keeps its disk space and its mapping until the process ends). So `load` each next game
+    into an engine rather than making one per game, and take engines with `Engine.acquire` /
+    give them back with `release`: an evaluation that opened an env per episode made a copy per
+    episode, and 2,000 episodes filled 68 GB of /tmp."""
+
+    @classmethod
+    def acquire(cls, fast: bool = True) -> "Engine":
+        """An engine released earlier in this process, or a new one: the number of library
+        copies stays at the most engines in use at once."""
+        with _IDLE_LOCK:
+            idle = _IDLE[bool(fast)]
+            if idle:
+                return idle.pop()
+        return cls(fast=fast)
+
+    def release(self) -> None:
+        """Give the engine back for the next `acquire` (its game stays loaded until then)."""
+        with _IDLE_LOCK:
+            if not any(e is self for e in _IDLE[self.fast]):
+                _IDLE[self.fast].append(self)
 
     def __init__(self, game: Any = None, fast: bool = True):
         textworld = require("textworld", "alfworld")
@@ -427,7 +452,7 @@ class Engine:
 
         infos = textworld.EnvInfos(admissible_commands=True, won=True, extras=["gamefile"])
         base = _classes()[0](infos) if fast else PddlEnv(infos)
-        self.fast = fast
+        self.fast = bool(fast)
         self._base = base
         self._env = AlfredInfos(AlfredDemangler(base, shuffle=False))
         self.state = None

@@ -70,7 +70,7 @@ class ALFWorldEnv(TextEnv):
             data = games.load_game(path)
             self._engine_game = None
             if self._engine is None:
-                self._engine = Engine(fast=self.fast)
+                self._engine = Engine.acquire(fast=self.fast)
             try:
                 self._engine.load(data)
             except Exception as exc:  # the PDDL or grammar inside a readable JSON is broken
@@ -150,6 +150,6 @@ class ALFWorldEnv(TextEnv):
 
     def close(self):
         if self._engine is not None:
-            self._engine.close()
+            self._engine.release()  # the next env of this process reuses it (engine.py: why)
         self._engine = None
         self._engine_game = None

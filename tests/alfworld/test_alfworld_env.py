@@ -341,3 +341,28 @@ def test_loading_another_game_releases_the_facts_textworld_interned():
     interned = {str(v) for k, v in core._memento_cache.items() if type(k) is tuple and k and k[0] is Proposition}
     current = {str(f) for f in engine._pddl._pddl_state.facts}
     assert not (interned & first) - current  # the first game's facts are no longer kept
+
+
+def test_an_evaluation_loads_fast_downward_once_per_env_open_at_once_not_once_per_episode(monkeypatch):
+    """Every engine loads its own copy of Fast Downward's 34 MB library, never unloaded (its
+    deleted temporary file keeps the disk space): an evaluation that made an engine per episode
+    filled /tmp. Closed envs give their engine back to the next env of the process."""
+    from agentgym.envs.alfworld import engine as engine_module
+    from agentgym.evaluation.evaluate import evaluate
+    from agentgym.policies import RandomPolicy
+
+    used = []  # the engines envs played on (held here, so no id is reused)
+    original = ALFWorldEnv._load
+
+    def recording(self, task):
+        engine = original(self, task)
+        if not any(e is engine for e in used):
+            used.append(engine)
+        return engine
+
+    monkeypatch.setattr(ALFWorldEnv, "_load", recording)
+    monkeypatch.setattr(engine_module, "_IDLE", {True: [], False: []}, raising=False)
+    result = evaluate("agentgym/ALFWorld-v0", RandomPolicy(seed=0), "heldout", episodes_per_task=2, limit=3,
+                      env_kwargs={"max_episode_steps": 3}, max_batch_episodes=2)
+    assert result.overall.episodes == 6 and result.infra_errors == 0
+    assert len(used) == 2  # 6 episodes, at most two envs open at once
