@@ -11,7 +11,11 @@ temperature and seed:
   texts change, the task does not;
 * alfworld: ALFWorld-v0's generated games of the task types the run trained on (heldout and
   heldout_unseen: real floor plans, 6-28 receptacles, closed containers, distractors) at
-  --alfworld-steps: the task distribution changes too.
+  --alfworld-steps: the task distribution changes too;
+* household_harder: household's own held-out tasks of those types at its medium and hard levels
+  (6-13 receptacles, most containers closed, 3-9 distractors, the goal object out of sight) at
+  --alfworld-steps: the distribution shift without the engine, to tell which of the two a drop
+  on ALFWorld's games comes from.
 
 Writes --out (docs/alfworld_transfer.json): per run and model the success on each, RL's gain
 (final - warm start) on each, paired per task and pooled over runs, and converted - household
@@ -36,7 +40,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import resumable_runs as rr  # noqa: E402
 
 MODELS = ("sft_model", "final_model")
-SETS = ("household", "converted", "alfworld")
+SETS = ("household", "converted", "alfworld", "household_harder")
 
 
 def trained_alfworld_types(categories: list[str]) -> list[str]:
@@ -91,6 +95,18 @@ def evaluate_set(run: Path, model: str, which: str, args, log) -> dict:
         result = evaluate("agentgym/ALFWorld-v0", policy, "heldout", task_space=space,
                           env_kwargs={"data_path": str(folder), "max_episode_steps": steps}, **common)
         keys = {spec.task_id: by_game[spec.params["game"]] for spec in space.split("heldout")}
+    elif which == "household_harder":
+        from agentgym.registration import get_task_space
+
+        space = get_task_space("agentgym/Household-v0")
+        types = {c.split("/")[0] for c in cfg["env"]["categories"]}
+        tasks = [t for t in space.split("heldout") if space.category(t).split("/")[0] in types
+                 and space.category(t).split("/")[1] != "easy"]
+        path = cache.parent / "household_harder_tasks.jsonl"
+        save_split(path, tasks)
+        result = evaluate("agentgym/Household-v0", policy, str(path),
+                          env_kwargs={**settings["env_kwargs"], "max_episode_steps": args.alfworld_steps}, **common)
+        keys = {t.task_id: t.task_id for t in tasks}
     else:
         tasks = alfworld_tasks(trained_alfworld_types(cfg["env"]["categories"]))
         path = cache.parent / "alfworld_tasks.jsonl"
