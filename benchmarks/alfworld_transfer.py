@@ -9,8 +9,10 @@ temperature and seed:
 * converted: the same tasks written as ALFWorld games (envs/alfworld/household.py,
   export_household) and played in ALFWorld's engine at the same step limit: the engine and its
   texts change, the task does not;
+* converted_without_help: the same with ALFWorld's always-admissible "help" left out of the
+  admissible list the policy sees (`list_help=False`; household never lists it);
 * alfworld: ALFWorld-v0's generated games of the task types the run trained on (heldout and
-  heldout_unseen: real floor plans, 6-28 receptacles, closed containers, distractors) at
+  heldout_unseen: real floor plans, 6-54 receptacles, closed containers, distractors) at
   --alfworld-steps: the task distribution changes too;
 * household_harder: household's own held-out tasks of those types at its medium and hard levels
   (6-13 receptacles, most containers closed, 3-9 distractors, the goal object out of sight) at
@@ -40,7 +42,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import resumable_runs as rr  # noqa: E402
 
 MODELS = ("sft_model", "final_model")
-SETS = ("household", "converted", "alfworld", "household_harder")
+SETS = ("household", "converted", "converted_without_help", "alfworld", "household_harder")
 
 
 def trained_alfworld_types(categories: list[str]) -> list[str]:
@@ -87,13 +89,14 @@ def evaluate_set(run: Path, model: str, which: str, args, log) -> dict:
         result = evaluate("agentgym/Household-v0", policy, settings["tasks"], env_kwargs=settings["env_kwargs"],
                           **common)
         keys = {t: t for t in (r["task_id"] for r in result.per_task)}
-    elif which == "converted":
+    elif which in ("converted", "converted_without_help"):
         folder = cache.parent / "household_as_alfworld"
         rel = export_household(household, folder)
         space = OfficialTaskSpace(folder)
         by_game = {g: spec.task_id for g, spec in zip(rel, household)}
         result = evaluate("agentgym/ALFWorld-v0", policy, "heldout", task_space=space,
-                          env_kwargs={"data_path": str(folder), "max_episode_steps": steps}, **common)
+                          env_kwargs={"data_path": str(folder), "max_episode_steps": steps,
+                                      "list_help": which == "converted"}, **common)
         keys = {spec.task_id: by_game[spec.params["game"]] for spec in space.split("heldout")}
     elif which == "household_harder":
         from agentgym.registration import get_task_space
@@ -138,8 +141,9 @@ def report(runs: list[Path], results: dict, args) -> dict:
         out["rl_gain"][s]["per_run"] = [per[str(r)]["final_model"][s]["success"]
                                         - per[str(r)]["sft_model"][s]["success"] for r in runs]
     for m in MODELS:
-        out["engine_effect"][m] = rr.paired_diff([per[str(r)][m]["converted"]["per_task"] for r in runs],
-                                                 [per[str(r)][m]["household"]["per_task"] for r in runs])
+        for converted in ("converted", "converted_without_help"):
+            out["engine_effect"][f"{m}/{converted}"] = rr.paired_diff(
+                [per[str(r)][m][converted]["per_task"] for r in runs], [per[str(r)][m]["household"]["per_task"] for r in runs])
     return out
 
 
@@ -171,9 +175,8 @@ def main() -> None:
     for s in SETS:
         g = out["rl_gain"][s]
         print(f"RL gain on {s}: {g['diff']:+.3f} [{g['ci'][0]:+.3f}, {g['ci'][1]:+.3f}]")
-    for m in MODELS:
-        e = out["engine_effect"][m]
-        print(f"converted - household, {m}: {e['diff']:+.3f} [{e['ci'][0]:+.3f}, {e['ci'][1]:+.3f}]")
+    for key, e in out["engine_effect"].items():
+        print(f"converted - household, {key}: {e['diff']:+.3f} [{e['ci'][0]:+.3f}, {e['ci'][1]:+.3f}]")
 
 
 if __name__ == "__main__":

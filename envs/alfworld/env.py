@@ -13,6 +13,9 @@ never reaches the engine. Reward is sparse, 1.0 on the step that wins (which ter
 facts (without the look / examine bookkeeping), so GiGPO groups true states, not texts.
 
 `fast=False` runs the stock engine (for comparisons); the texts are the same.
+`list_help=False` leaves ALFWorld's always-admissible "help" out of `admissible_actions`
+(household never lists it; a household-trained policy lost 0.05 of success to that one entry in
+its prompt, docs/alfworld.md); "help" still works as a command.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ class ALFWorldEnv(TextEnv):
     )
 
     def __init__(self, data_path: str | None = None, fast: bool = True, shaped_rewards: bool = False,
-                 render_mode: str | None = None):
+                 list_help: bool = True, render_mode: str | None = None):
         super().__init__(render_mode=render_mode)
         require("alfworld", "alfworld")
         require("fast_downward", "alfworld")
@@ -56,6 +59,7 @@ class ALFWorldEnv(TextEnv):
         self.data_path = data_path
         self.fast = bool(fast)
         self.shaped_rewards = bool(shaped_rewards)
+        self.list_help = bool(list_help)
         self._engine = None
         self._engine_game = None
         self._history: list[str] = []
@@ -120,7 +124,8 @@ class ALFWorldEnv(TextEnv):
             "task_id": self.task.task_id,
             "instruction": self._instruction,
             "anchor": self._engine.anchor(),
-            "admissible_actions": list(self._engine.state["admissible_commands"]),
+            "admissible_actions": [c for c in self._engine.state["admissible_commands"]
+                                   if self.list_help or c != "help"],
             "action_valid": valid,
             "success": won,
             "score": 1.0 if won else self._progress,

@@ -366,3 +366,17 @@ def test_an_evaluation_loads_fast_downward_once_per_env_open_at_once_not_once_pe
                       env_kwargs={"max_episode_steps": 3}, max_batch_episodes=2)
     assert result.overall.episodes == 6 and result.infra_errors == 0
     assert len(used) == 2  # 6 episodes, at most two envs open at once
+
+
+def test_list_help_false_leaves_help_out_of_the_list_but_not_out_of_the_game():
+    listed = gym.make("agentgym/ALFWorld-v0")
+    unlisted = gym.make("agentgym/ALFWorld-v0", list_help=False)
+    task = ALFWorldTaskSpace().split("heldout")[0]
+    _, info = listed.reset(options={"task": task})
+    _, quiet = unlisted.reset(options={"task": task})
+    assert "help" in info["admissible_actions"]
+    assert quiet["admissible_actions"] == [a for a in info["admissible_actions"] if a != "help"]
+    _, _, _, _, after = unlisted.step("help")
+    assert after["action_valid"] and "help" not in after["admissible_actions"]
+    listed.close()
+    unlisted.close()
