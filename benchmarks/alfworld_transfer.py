@@ -103,8 +103,8 @@ def evaluate_set(run: Path, model: str, which: str, args, log) -> dict:
 
         space = get_task_space("agentgym/Household-v0")
         types = {c.split("/")[0] for c in cfg["env"]["categories"]}
-        tasks = [t for t in space.split("heldout") if space.category(t).split("/")[0] in types
-                 and space.category(t).split("/")[1] != "easy"]
+        tasks = [t for t in space.split("heldout")
+                 if (kind := space.category(t).split("/"))[0] in types and kind[1] != "easy"]
         path = cache.parent / "household_harder_tasks.jsonl"
         save_split(path, tasks)
         result = evaluate("agentgym/Household-v0", policy, str(path),

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from agentgym.envs.alfworld import scenes
+from agentgym.envs.alfworld.engine import cache_dir  # the engine keeps its translations there too
 from agentgym.errors import ConfigError, require
 from agentgym.tasks.spec import canonical_json
 
@@ -40,9 +41,6 @@ TRAJ_FILE = "traj_data.json"
 
 class GameError(ConfigError):
     """A game file that cannot be played (corrupt, unsolvable, goal already true)."""
-
-
-from agentgym.envs.alfworld.engine import cache_dir  # noqa: E402  (the engine keeps its translations there too)
 
 
 def game_key(params: dict, seed: int) -> str:
