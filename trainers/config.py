@@ -134,6 +134,10 @@ class PPOConfig:
     value_lr: float = 1e-3
     is_cap: float | None = None  # truncation of importance weights; None: 2.0 with async rollouts, off otherwise
     decoupled: bool = False  # decoupled PPO: trust region around the weights at update start (async)
+    # A prompt prefix shared by samples of a micro-batch (a task's template and instruction, a group's
+    # identical first turns) is computed once, the rest on top of its KV cache (trainers/shared_prefix.py):
+    # the same gradient up to float summation order, about half the tokens in the main job.
+    share_prefixes: bool = True
 
 
 @dataclass

@@ -23,6 +23,7 @@ from agentgym import progress
 from agentgym.errors import AgentGymError
 from agentgym.trainers.ppo import ImportanceStats, reference_logprobs, token_logprobs
 from agentgym.trainers.samples import Sample, TokenSequence, collate, pad_sequences
+from agentgym.trainers.shared_prefix import plan_levels, prefix_order, shared_prefix_logprobs, supports_shared_prefix
 
 
 class TrainingDiverged(AgentGymError):
@@ -133,6 +134,9 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     micro_total = None if dp.enabled else pc.epochs * sum(  # ranks see ghosts: their own count varies
         math.ceil(len(chunk) / pc.micro_batch_size) for chunk in equal_minibatches(np.arange(len(samples)),
                                                                                  pc.minibatch_size))
+    # FSDP pairs every forward over ranks, and a level-wise pass is three: sharded runs keep the plain one
+    share = pc.share_prefixes and not dp.sharded and supports_shared_prefix(model)
+    prefix_tokens = [0, 0]  # tokens computed by the shared-prefix passes, and what a plain pass computes
     with progress.bar("update", total=micro_total, unit="micro-batches", every=15.0) as bar:
         for _ in range(pc.epochs):
             order = rng.permutation(len(samples))
@@ -142,13 +146,22 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
                 denom = spec_loss.denominator(minibatch, longest)
                 n_values = sum(len(s.value_targets) for s in minibatch)
                 optimizer.zero_grad(set_to_none=True)
-                micros = list(micro_batches(by_length(dp.local(minibatch)), pc.micro_batch_size))
+                micros = list(micro_batches((prefix_order if share else by_length)(dp.local(minibatch)),
+                                            pc.micro_batch_size))
                 dp.keep_step(policy, len(micros), pc.entropy_coef > 0, use_kl)  # FSDP: passes pair up over ranks
                 for micro in micros:
                     batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
                     entropy = None
                     where = batch["loss_mask"] > 0
-                    if pc.entropy_coef > 0:
+                    plan = plan_levels(micro) if share else None
+                    if plan is not None and plan.usable:
+                        logp, hidden, *rest = shared_prefix_logprobs(
+                            model, micro, policy.tokenizer.pad_token_id, where, value_head is not None,
+                            want_entropy=pc.entropy_coef > 0, plan=plan)
+                        entropy = rest[0] if rest else None
+                        prefix_tokens[0] += plan.tokens()
+                        prefix_tokens[1] += sum(len(s) for s in micro)
+                    elif pc.entropy_coef > 0:
                         logp, hidden, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"],
                                                                value_head is not None, want_entropy=True, positions=where)
                     else:
@@ -190,5 +203,7 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     # one scalar per optimizer step (metrics.jsonl keeps numbers: train/ratio_max_per_minibatch/0, /1, ...)
     out["ratio_max_per_minibatch"] = {str(i): r for i, r in enumerate(minibatch_ratio_max)}
     out["optimizer_steps"] = n_updates
+    if prefix_tokens[1]:
+        out["shared_prefix_token_ratio"] = prefix_tokens[0] / prefix_tokens[1]
     out.update(weights.summary())
     return out

@@ -41,7 +41,7 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     positions: optional [B, T-1] mask of the places wanted (the loss tokens). The LM head and the
     log-softmax then run on those rows alone, zeros elsewhere: in an agent's update most tokens
     are prompt and observation (95% in the main job), whose vocabulary-wide logits are not needed."""
-    if positions is None or not _head_is_linear(model):
+    if positions is None or not head_is_linear(model):
         out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=want_hidden,
                     use_cache=False)
         all_logp = torch.log_softmax(out.logits[:, :-1, :].float(), dim=-1)
@@ -64,7 +64,7 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     return logp, hidden if want_hidden else None
 
 
-def _head_is_linear(model) -> bool:
+def head_is_linear(model) -> bool:
     """Whether logits are exactly the output embedding of the last hidden state (no soft-capping or
     scaling after it), so the head can be applied to chosen positions only."""
     config = getattr(model, "config", None)

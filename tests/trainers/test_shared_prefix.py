@@ -1,0 +1,115 @@
+"""Shared-prefix forward passes (trainers/shared_prefix.py): a prompt prefix common to samples of a
+micro-batch is computed once, and the update's logprobs, hidden states, entropies and gradients are
+those of the plain forward."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from agentgym.policies.base import SamplingParams
+from agentgym.trainers.samples import TokenSequence, make_samples, tokenize_trajectories
+from agentgym.trainers.shared_prefix import plan_levels, shared_prefix_logprobs
+
+
+def _seq(prompt, reply):
+    return TokenSequence(input_ids=prompt + reply, loss_mask=[0] * len(prompt) + [1] * len(reply),
+                         old_logprobs=[0.0] * (len(prompt) + len(reply)), value_positions=[len(prompt) - 1],
+                         response_ends=[len(prompt) + len(reply) - 1])
+
+
+def test_the_plan_computes_each_shared_token_once_and_rebuilds_every_sample():
+    task_a = [1, 2, 3, 4, 5, 6]
+    sequences = [
+        _seq(task_a + [7, 8], [9]),
+        _seq(task_a + [7, 8], [9]),        # the same sample twice (a confident group): one row
+        _seq(task_a + [7, 8], [10, 11]),   # the same prompt, another reply
+        _seq(task_a + [12], [9]),
+        _seq([20, 21, 22], [23]),          # another task: its own cluster
+    ]
+    plan = plan_levels(sequences)
+    stems, rests, replies = plan.levels
+    assert sorted(map(tuple, stems.rows)) == [tuple(task_a), (20, 21)]
+    assert sorted(map(tuple, rests.rows)) == [(7, 8), (12,), (22,)]
+    assert len(replies.rows) == 4
+    assert plan.tokens() == (6 + 2) + (2 + 1 + 1) + (1 + 2 + 1 + 1) < sum(len(s) for s in sequences)
+    for seq, nodes in zip(sequences, plan.nodes):  # every position maps to a node holding its token
+        assert [plan.levels[lv].rows[row][col] for lv, row, col in nodes] == seq.input_ids
+    assert plan.usable
+    assert not plan_levels([_seq([5], [6])]).usable  # a one-token prompt leaves an empty stem
+
+
+def _samples(policy, env_id, mode, history):
+    import agentgym
+
+    tasks = agentgym.get_task_space(env_id).split("train")[:3]
+    chat = {"history": history, "system_prompt": "Act.", "show_admissible": True}
+    trajectories = agentgym.collect(env_id, tasks, policy, 3, seed=5, chat=chat, max_turns=4,
+                                    sampling=SamplingParams(temperature=1.0, max_new_tokens=8, seed=11))
+    sequences = tokenize_trajectories(trajectories, mode)
+    rng = np.random.default_rng(0)
+    return make_samples(sequences, [rng.normal(size=len(t.steps)) for t in trajectories],
+                        returns=[rng.normal(size=len(t.steps)) for t in trajectories])
+
+
+@pytest.mark.parametrize("mode,history", [("per-step", 1), ("full", "full")])
+def test_logprobs_hidden_states_entropies_and_gradients_equal_the_plain_forward(toy_env_id, tiny_policy_factory,
+                                                                              mode, history):
+    from agentgym.trainers.ppo import token_logprobs
+    from agentgym.trainers.samples import collate
+
+    policy = tiny_policy_factory()
+    samples = _samples(policy, toy_env_id, mode, history)[:12]
+    plan = plan_levels(samples)
+    assert plan.usable and plan.tokens() < sum(len(s) for s in samples)  # something is shared
+    batch = collate(samples, policy.tokenizer.pad_token_id)
+    where = batch["loss_mask"] > 0
+    model = policy.model
+    model.train()
+    results, grads = [], []
+    for shared in (True, False):
+        model.zero_grad(set_to_none=True)
+        if shared:
+            logp, hidden, entropy = shared_prefix_logprobs(model, samples, policy.tokenizer.pad_token_id, where,
+                                                           want_hidden=True, want_entropy=True, plan=plan)
+        else:
+            logp, hidden, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], True,
+                                                   want_entropy=True, positions=where)
+        # a loss touching logprobs, entropies and the hidden states at each sample's real tokens
+        real = batch["attention_mask"].bool()
+        (logp.sum() + 0.1 * entropy.sum() + 0.01 * hidden[real].pow(2).sum()).backward()
+        results.append((logp.detach(), hidden[real].detach(), entropy.detach()))
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+    (a_logp, a_hidden, a_ent), (b_logp, b_hidden, b_ent) = results
+    assert torch.allclose(a_logp, b_logp, atol=1e-5) and torch.all(a_logp[~where] == 0)
+    assert torch.allclose(a_ent, b_ent, atol=1e-5)
+    assert torch.allclose(a_hidden, b_hidden, atol=1e-5)
+    assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-5
+
+
+@pytest.mark.parametrize("value_head", [False, True])
+def test_the_update_with_shared_prefixes_gives_the_plain_updates_gradient(toy_env_id, tiny_policy_factory, value_head):
+    """ppo_update with share_prefixes on and off: the summed gradient (policy and value head) agrees
+    within 1e-5 of its norm; the update reports how many tokens it computed."""
+    from agentgym.trainers import learner
+    from agentgym.trainers.config import PPOConfig
+    from agentgym.trainers.heads import ValueHead
+
+    samples = _samples(tiny_policy_factory(), toy_env_id, "per-step", 1)
+    grads, stats = [], []
+    for share in (True, False):
+        policy = tiny_policy_factory()
+        torch.manual_seed(0)
+        head = ValueHead(policy.model.config.hidden_size) if value_head else None
+        params = policy.trainable_parameters() + (list(head.parameters()) if head is not None else [])
+        pc = PPOConfig(epochs=1, minibatch_size=len(samples), micro_batch_size=8, share_prefixes=share)
+        optimizer = torch.optim.SGD(params, lr=0.0)  # keep the gradients, move nothing
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        stats.append(learner.ppo_update(pc, (0.8, 1.2), policy, optimizer, scheduler, samples,
+                                        np.random.default_rng(1), 0, value_head=head))
+        grads.append(torch.cat([p.grad.flatten() for p in params if p.grad is not None]))
+    assert grads[0].abs().sum() > 0 and grads[0].shape == grads[1].shape
+    assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-5
+    assert 0 < stats[0]["shared_prefix_token_ratio"] < 1 and "shared_prefix_token_ratio" not in stats[1]
+    assert stats[0]["pg_loss"] == pytest.approx(stats[1]["pg_loss"], abs=1e-5)

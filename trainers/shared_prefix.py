@@ -1,0 +1,230 @@
+"""Shared-prefix forward passes for the update: a prompt prefix common to many samples is computed once.
+
+In an agent's update most tokens are prompt (95% in the main job), and prompts repeat: every sample
+of a task starts with the same template and instruction, and a group's episodes meet the same
+states (all of them at their first turn). A micro-batch is computed in three levels, each one
+batched forward with the levels above it as its KV cache:
+
+    level 1  stems       the longest prefix shared by a cluster of prompts, once per cluster
+    level 2  prompts     the rest of each distinct prompt, once per distinct prompt
+    level 3  replies     the rest of each sample (its response; in full mode the episode after its
+                         first prompt), once per sample
+
+Gradients flow through the cache (its keys and values are ordinary tensors gathered by index), so
+the loss and its gradient are those of the plain forward up to float summation order
+(tests/trainers/test_shared_prefix.py: gradients equal within 1e-5). In the main job a micro-batch
+of 32 samples processes about half the tokens it would otherwise.
+
+`plan_levels` is pure Python (which tokens go where); `shared_prefix_logprobs` runs the model and
+returns exactly what `trainers.ppo.token_logprobs` returns for the right-padded batch of the same
+samples, so the loss code is the same for both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from agentgym.trainers.samples import TokenSequence
+
+
+@dataclass
+class LevelPlan:
+    """One level: `rows` token lists (right-padded when run), each row's parent row in the level
+    above (-1 at level 1) and, per token, the position of that token in the samples using it."""
+
+    rows: list[list[int]]
+    parents: list[int]
+    starts: list[int]  # position (in its samples) of each row's first token = its row's past length
+
+
+@dataclass
+class PrefixPlan:
+    levels: list[LevelPlan]
+    # per sample, per position p: (level, row, column) of the node that computes token p
+    nodes: list[list[tuple[int, int, int]]]
+
+    def tokens(self) -> int:
+        return sum(len(r) for level in self.levels for r in level.rows)
+
+    @property
+    def usable(self) -> bool:
+        """Every row has a token (a one-token prompt leaves an empty stem, whose row would attend
+        to nothing): otherwise the caller runs the plain forward."""
+        return all(row for level in self.levels for row in level.rows)
+
+
+def _prompt_length(seq: TokenSequence) -> int:
+    """Tokens before the first response token (the first step's prompt)."""
+    if seq.value_positions:
+        return seq.value_positions[0] + 1
+    first_loss = next((p for p, m in enumerate(seq.loss_mask) if m), len(seq))
+    return max(first_loss, 1)
+
+
+def _common_length(a: Sequence[int], b: Sequence[int], limit: int) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if n >= limit or x != y:
+            break
+        n += 1
+    return min(n, limit)
+
+
+def plan_levels(sequences: Sequence[TokenSequence]) -> PrefixPlan:
+    """Clusters of prompts with a long common prefix (sorted neighbours, joined while sharing
+    saves tokens), their stems, the distinct prompt rests, and each sample's reply."""
+    prompts = [list(s.input_ids[:_prompt_length(s)]) for s in sequences]
+    order = sorted(range(len(sequences)), key=lambda i: prompts[i])
+    clusters: list[list[int]] = []
+    stem_lengths: list[int] = []
+    for i in order:
+        p = prompts[i]
+        if clusters:
+            members, stem = clusters[-1], stem_lengths[-1]
+            # a stem keeps at least one token in every prompt's rest (that token is where the
+            # first response token is predicted from, in level 2)
+            shared = _common_length(prompts[members[0]], p, min(stem, len(p) - 1))
+            # joining: the cluster's stem shrinks to `shared`; worth it when the tokens saved by
+            # sharing with one more prompt outweigh what the members lose
+            if len(members) * shared >= (len(members) - 1) * stem and shared > 0:
+                members.append(i)
+                stem_lengths[-1] = shared
+                continue
+        clusters.append([i])
+        stem_lengths.append(len(p) - 1)
+
+    stems = LevelPlan([], [], [])
+    rests = LevelPlan([], [], [])
+    replies = LevelPlan([], [], [])
+    nodes: list[list[tuple[int, int, int]]] = [[] for _ in sequences]
+    seen_replies: dict[tuple, int] = {}
+    for members, stem in zip(clusters, stem_lengths):
+        c = len(stems.rows)
+        stems.rows.append(prompts[members[0]][:stem])
+        stems.parents.append(-1)
+        stems.starts.append(0)
+        distinct: dict[tuple[int, ...], int] = {}
+        for i in members:
+            rest = tuple(prompts[i][stem:])
+            if rest not in distinct:
+                distinct[rest] = len(rests.rows)
+                rests.rows.append(list(rest))
+                rests.parents.append(c)
+                rests.starts.append(stem)
+            r = distinct[rest]
+            plen = len(prompts[i])
+            reply = tuple(sequences[i].input_ids[plen:])
+            # identical samples (same prompt, same reply: a confident policy's group) share a row
+            if (r, reply) not in seen_replies:
+                seen_replies[(r, reply)] = len(replies.rows)
+                replies.rows.append(list(reply))
+                replies.parents.append(r)
+                replies.starts.append(plen)
+            b = seen_replies[(r, reply)]
+            nodes[i] = ([(0, c, p) for p in range(stem)] + [(1, r, p - stem) for p in range(stem, plen)]
+                        + [(2, b, p - plen) for p in range(plen, len(sequences[i]))])
+    return PrefixPlan([stems, rests, replies], nodes)
+
+
+def _forward_level(model, level: LevelPlan, past, past_mask, pad_id: int, device):
+    """One batched forward of a level's rows (right-padded) on top of their parents' cache."""
+    from transformers.cache_utils import DynamicCache
+
+    width = max(max((len(r) for r in level.rows), default=1), 1)
+    n = len(level.rows)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    positions = torch.zeros((n, width), dtype=torch.long)
+    for j, (row, start) in enumerate(zip(level.rows, level.starts)):
+        ids[j, :len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[j, :len(row)] = 1
+        # pads continue the row's positions: they are never attended to, only kept finite
+        positions[j] = torch.arange(start, start + width)
+    ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
+    attention = mask if past_mask is None else torch.cat([past_mask, mask], dim=1)
+    cache = None if past is None else DynamicCache(ddp_cache_data=past)
+    out = model(input_ids=ids, attention_mask=attention, position_ids=positions, past_key_values=cache,
+                use_cache=True, output_hidden_states=True, logits_to_keep=1)
+    past_width = 0 if past is None else past[0][0].shape[2]
+    layers = [(layer.keys[:, :, past_width:], layer.values[:, :, past_width:]) for layer in out.past_key_values.layers]
+    return out.hidden_states[-1], layers, mask
+
+
+def _gather(kv_levels, mask_levels, parents_chain: list[torch.Tensor]):
+    """The cache of a level's rows: their ancestors' keys and values side by side, per layer."""
+    layers = []
+    for layer in range(len(kv_levels[0])):
+        keys = torch.cat([kv[layer][0].index_select(0, index) for kv, index in zip(kv_levels, parents_chain)], dim=2)
+        values = torch.cat([kv[layer][1].index_select(0, index) for kv, index in zip(kv_levels, parents_chain)], dim=2)
+        layers.append((keys, values))
+    mask = torch.cat([m.index_select(0, index) for m, index in zip(mask_levels, parents_chain)], dim=1)
+    return layers, mask
+
+
+def shared_prefix_logprobs(model, sequences: Sequence[TokenSequence], pad_id: int, positions: torch.Tensor,
+                           want_hidden: bool = False, want_entropy: bool = False, plan: PrefixPlan | None = None):
+    """`token_logprobs(model, *right-padded batch of sequences*, positions=positions, ...)`, computed
+    level by level (module docstring). positions: [B, T-1] mask of the places wanted."""
+    plan = plan or plan_levels(sequences)
+    device = positions.device
+    kv_levels, mask_levels, hidden_levels = [], [], []
+    chain: list[list[torch.Tensor]] = []  # per level: for its rows, the index of each ancestor row
+    for depth, level in enumerate(plan.levels):
+        parents = torch.tensor(level.parents, dtype=torch.long, device=device)
+        if depth == 0:
+            ancestors: list[torch.Tensor] = []
+            past, past_mask = None, None
+        else:
+            ancestors = [up.index_select(0, parents) for up in chain[depth - 1]] + [parents]
+            past, past_mask = _gather(kv_levels, mask_levels, ancestors)
+        hidden, kv, mask = _forward_level(model, level, past, past_mask, pad_id, device)
+        kv_levels.append(kv)
+        mask_levels.append(mask)
+        hidden_levels.append(hidden)
+        chain.append(ancestors)
+
+    # every node's hidden state in one table; a sample's position p reads row index[b, p]
+    widths = [h.shape[1] for h in hidden_levels]
+    flat = torch.cat([h.reshape(-1, h.shape[-1]) for h in hidden_levels])
+    offsets = [0]
+    for h in hidden_levels[:-1]:
+        offsets.append(offsets[-1] + h.shape[0] * h.shape[1])
+    batch, width = positions.shape[0], positions.shape[1] + 1
+    index = torch.zeros((batch, width), dtype=torch.long)
+    for b, nodes in enumerate(plan.nodes):
+        index[b, :len(nodes)] = torch.tensor([offsets[lv] + row * widths[lv] + col for lv, row, col in nodes],
+                                             dtype=torch.long)
+    index = index.to(device)
+    where = positions.bool()
+    targets = torch.full((batch, width), pad_id, dtype=torch.long)
+    for b, s in enumerate(sequences):
+        targets[b, :len(s)] = torch.tensor(s.input_ids, dtype=torch.long)
+    targets = targets.to(device)
+    picked = torch.log_softmax(model.get_output_embeddings()(flat[index[:, :-1][where]]).float(), dim=-1)
+    rows = where.nonzero(as_tuple=True)
+    logp = torch.zeros(where.shape, dtype=picked.dtype, device=device)
+    logp = logp.index_put(rows, picked.gather(-1, targets[:, 1:][where][:, None])[:, 0])
+    hidden = flat[index] if want_hidden else None
+    if want_entropy:
+        entropy = torch.zeros(where.shape, dtype=picked.dtype, device=device)
+        entropy = entropy.index_put(rows, -(picked.exp() * picked).sum(-1))
+        return logp, hidden, entropy
+    return logp, hidden
+
+
+def supports_shared_prefix(model) -> bool:
+    """Models whose forward takes a DynamicCache with gradients (Hugging Face causal LMs with a
+    plain linear head); anything else runs the plain forward."""
+    from agentgym.trainers.ppo import head_is_linear
+
+    return head_is_linear(model) and not getattr(model.config, "is_encoder_decoder", False)
+
+
+def prefix_order(samples: Sequence) -> list:
+    """Samples sorted by their tokens: micro-batches cut from this order hold samples that share
+    prompt prefixes (a task's steps, a group's identical first turns). The minibatch's gradient is
+    the same sum, in another order."""
+    return sorted(samples, key=lambda s: s.input_ids)
