@@ -91,13 +91,28 @@ class FollowsTrainer:
 
 EngineBuilder = Callable[[TrainablePolicy, str, Any], RolloutEngine]
 _ENGINES: dict[str, EngineBuilder | str] = {}
+_TRAINER_MODEL: set[str] = set()  # engines that are the trainer's policy object itself
 
 
-def register_engine(name: str, builder: EngineBuilder | str) -> None:
-    """Make `policy.engine=name` build rollout engines with `builder(trainer_policy, model_path, cfg)`."""
+def register_engine(name: str, builder: EngineBuilder | str, *, trainer_model: bool = False) -> None:
+    """Make `policy.engine=name` build rollout engines with `builder(trainer_policy, model_path, cfg)`.
+
+    trainer_model=True declares that the builder returns the trainer's policy itself (it generates
+    with the very model it trains, as "hf" does): the config checks allow such an engine with
+    data_parallel=fsdp (which shards that model) and with rollout.max_staleness > 0 (whose producer
+    samples from a copy of it); any other engine has weights of its own, synced by `sync()`."""
     if not isinstance(name, str) or not name:
         raise ConfigError(f"an engine name is a non-empty string, got {name!r}")
     _ENGINES[name] = builder
+    if trainer_model:
+        _TRAINER_MODEL.add(name)
+    else:
+        _TRAINER_MODEL.discard(name)
+
+
+def generates_with_trainer_model(name: str) -> bool:
+    """Whether `policy.engine=name` generates with the trainer's own model (declared at registration)."""
+    return name in _TRAINER_MODEL
 
 
 def engine_names() -> list[str]:
@@ -120,6 +135,6 @@ def make_engine(name: str, trainer_policy: TrainablePolicy, model_path: str | Pa
     return builder(trainer_policy, str(model_path), cfg)
 
 
-register_engine("hf", lambda trainer_policy, _path, _cfg: trainer_policy)  # generates with the weights it trains
+register_engine("hf", lambda trainer_policy, _path, _cfg: trainer_policy, trainer_model=True)  # the weights it trains
 register_engine("vllm", "agentgym.policies.vllm_engine:vllm_rollout_engine")
 register_engine("ray", "agentgym.policies.ray_policy:ray_rollout_engine")

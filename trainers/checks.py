@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from agentgym.errors import ConfigError
 from agentgym.executors import check_executor
-from agentgym.policies.engines import check_engine
+from agentgym.policies.engines import check_engine, generates_with_trainer_model
 from agentgym.trainers.estimators import estimator_spec
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def check_scaling(cfg: TrainConfig) -> None:
     if cfg.data_parallel not in DATA_PARALLEL:
         raise ConfigError(f"data_parallel={cfg.data_parallel!r} is unknown; choose ddp (a model replica per rank) or "
                           "fsdp (the model sharded over the ranks)")
-    if cfg.data_parallel == "fsdp" and cfg.policy.engine != "hf":
+    if cfg.data_parallel == "fsdp" and not generates_with_trainer_model(cfg.policy.engine):
         raise ConfigError(f"data_parallel=fsdp shards the trainer's own model, but policy.engine={cfg.policy.engine} "
                           "generates with another copy: use policy.engine=hf, or data_parallel=ddp")
     if cfg.ray.policy_engine != "hf":
@@ -181,7 +181,7 @@ def check_async(cfg: TrainConfig) -> None:
         raise ConfigError(f"estimator {name!r} fits a head on the hidden states of the weights that generated the "
                           "batch, which async rollouts no longer have: use grpo, rloo, loop or gigpo, or set "
                           "rollout.max_staleness=0")
-    if cfg.policy.engine != "hf":
+    if not generates_with_trainer_model(cfg.policy.engine):
         raise ConfigError(f"rollout.max_staleness > 0 runs the producer on a copy of the HF model; "
                           f"policy.engine={cfg.policy.engine!r} is not supported with it: use policy.engine=hf")
     if pc.recompute_old_logprobs:

@@ -312,6 +312,7 @@ def register(app: typer.Typer) -> None:
         import agentgym  # noqa: F401  registers the built-in envs
         from agentgym import progress
         from agentgym.policies.base import SamplingParams
+        from agentgym.policies.engines import generates_with_trainer_model
         from agentgym.registration import check_env_id, get_task_space
         from agentgym.evaluation.evaluate import evaluate, resolve_tasks
         from agentgym.evaluation.report import write_report
@@ -383,7 +384,7 @@ def register(app: typer.Typer) -> None:
                           highlight=False)
             if run["note"]:
                 console.print(f"[yellow]note:[/yellow] {run['note']}", highlight=False)
-            if run["engine"] != "hf" and temperature > 0:
+            if not generates_with_trainer_model(run["engine"]) and temperature > 0:
                 console.print(f"[yellow]note:[/yellow] the run generated with policy.engine={run['engine']}, this "
                               "evaluation with transformers: sampled episodes differ, expect the figure within its "
                               "interval rather than equal", highlight=False, soft_wrap=True)

@@ -94,3 +94,25 @@ def test_unknown_names_are_one_line(toy_config, tmp_path, tiny_model_dir):
         toy_config(tmp_path, tiny_model_dir, "env.executor=nope")
     with pytest.raises(ConfigError, match="policy.engine='nope' is unknown; choose one of .*counting"):
         toy_config(tmp_path, tiny_model_dir, "policy.engine=nope")
+
+
+def test_an_engine_that_is_the_trainer_policy_is_allowed_where_hf_is(toy_config, tmp_path, tiny_model_dir):
+    """The checks ask the registry what an engine is, never its name: an engine declared as the
+    trainer's own policy (as "hf" is) may be sharded by FSDP and copied by the async producer;
+    an engine with weights of its own (the counting one) may not."""
+    from agentgym.errors import ConfigError
+    from agentgym.policies import engines
+
+    register_engine("own", lambda trainer_policy, _path, _cfg: trainer_policy, trainer_model=True)
+    try:
+        assert engines.generates_with_trainer_model("own") and engines.generates_with_trainer_model("hf")
+        assert not engines.generates_with_trainer_model("counting")
+        toy_config(tmp_path, tiny_model_dir, "policy.engine=own", "data_parallel=fsdp")
+        toy_config(tmp_path, tiny_model_dir, "policy.engine=own", "rollout.max_staleness=1")
+        with pytest.raises(ConfigError, match="data_parallel=fsdp shards the trainer's own model"):
+            toy_config(tmp_path, tiny_model_dir, "policy.engine=counting", "data_parallel=fsdp")
+        with pytest.raises(ConfigError, match="policy.engine='counting' is not supported with it"):
+            toy_config(tmp_path, tiny_model_dir, "policy.engine=counting", "rollout.max_staleness=1")
+    finally:
+        engines._ENGINES.pop("own", None)
+        engines._TRAINER_MODEL.discard("own")
