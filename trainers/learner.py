@@ -23,7 +23,7 @@ from agentgym import progress
 from agentgym.errors import AgentGymError
 from agentgym.trainers.ppo import ImportanceStats, reference_logprobs, token_logprobs
 from agentgym.trainers.samples import Sample, TokenSequence, collate, pad_sequences
-from agentgym.trainers.shared_prefix import plan_levels, prefix_order, shared_prefix_logprobs, supports_shared_prefix
+from agentgym.trainers.shared_prefix import plan_micro_batches, shared_prefix_logprobs, supports_shared_prefix
 
 
 class TrainingDiverged(AgentGymError):
@@ -146,15 +146,16 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
                 denom = spec_loss.denominator(minibatch, longest)
                 n_values = sum(len(s.value_targets) for s in minibatch)
                 optimizer.zero_grad(set_to_none=True)
-                micros = list(micro_batches((prefix_order if share else by_length)(dp.local(minibatch)),
-                                            pc.micro_batch_size))
+                if share:
+                    micros = plan_micro_batches(dp.local(minibatch), pc.micro_batch_size, by_length)
+                else:
+                    micros = [(m, None) for m in micro_batches(by_length(dp.local(minibatch)), pc.micro_batch_size)]
                 dp.keep_step(policy, len(micros), pc.entropy_coef > 0, use_kl)  # FSDP: passes pair up over ranks
-                for micro in micros:
+                for micro, plan in micros:
                     batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
                     entropy = None
                     where = batch["loss_mask"] > 0
-                    plan = plan_levels(micro) if share else None
-                    if plan is not None and plan.usable:
+                    if plan is not None:
                         logp, hidden, *rest = shared_prefix_logprobs(
                             model, micro, policy.tokenizer.pad_token_id, where, value_head is not None,
                             want_entropy=pc.entropy_coef > 0, plan=plan)

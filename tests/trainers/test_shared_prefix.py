@@ -88,11 +88,29 @@ def test_logprobs_hidden_states_entropies_and_gradients_equal_the_plain_forward(
     assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-5
 
 
+def test_micro_batches_share_only_where_it_computes_fewer_tokens():
+    from agentgym.trainers.learner import by_length
+    from agentgym.trainers.shared_prefix import plan_micro_batches
+
+    rng = np.random.default_rng(0)
+    distinct = [_seq(list(rng.integers(0, 50, size=int(rng.integers(20, 40)))), [7]) for _ in range(16)]
+    assert all(plan is None for _, plan in plan_micro_batches(distinct, 4, by_length))
+    system = list(range(100, 300))  # a long system prompt in every sample
+    shared = [_seq(system + s.input_ids[:-1], [7]) for s in distinct]
+    micros = plan_micro_batches(shared, 4, by_length)
+    assert all(plan is not None and plan.padded_tokens() < 0.5 * sum(len(s) for s in m) for m, plan in micros)
+    assert sorted(id(s) for m, _ in micros for s in m) == sorted(id(s) for s in shared)  # each sample once
+
+
 @pytest.mark.parametrize("value_head", [False, True])
-def test_the_update_with_shared_prefixes_gives_the_plain_updates_gradient(toy_env_id, tiny_policy_factory, value_head):
-    """ppo_update with share_prefixes on and off: the summed gradient (policy and value head) agrees
-    within 1e-5 of its norm; the update reports how many tokens it computed."""
-    from agentgym.trainers import learner
+def test_the_update_with_shared_prefixes_gives_the_plain_updates_gradient(toy_env_id, tiny_policy_factory, value_head,
+                                                                        monkeypatch):
+    """ppo_update with share_prefixes on (sharing forced wherever possible) and off: the summed
+    gradient (policy and value head) agrees within 1e-5 of its norm; the update reports how many
+    tokens it computed."""
+    from agentgym.trainers import learner, shared_prefix
+
+    monkeypatch.setattr(shared_prefix, "SHARING_OVERHEAD", 0.0)
     from agentgym.trainers.config import PPOConfig
     from agentgym.trainers.heads import ValueHead
 
