@@ -221,6 +221,7 @@ class EpisodeFile:
         meta = self._meta(i)
         adv = meta.get("advantage") if isinstance(meta.get("advantage"), dict) else {}
         tokens = meta.get("tokens") if isinstance(meta.get("tokens"), list) else []
+        tags = _meta_tags(meta.get("meta_reasoning"), ep.get("steps") or [])
         steps = []
         for t, s in enumerate(ep.get("steps") or []):
             group = self.anchor_of.get((i, t))
@@ -242,6 +243,7 @@ class EpisodeFile:
                 "response_ids": s.get("response_ids") or [],
                 "logprobs": s.get("response_logprobs") or [],
                 "prompt_tokens": len(s.get("prompt_ids") or []),
+                **tags[t],
             })
         gid = str(ep.get("group_id", ""))
         return clean({
@@ -254,6 +256,35 @@ class EpisodeFile:
             "drop_abs_adv_below": meta.get("drop_abs_adv_below"),
             "group_episodes": self.groups.get(gid, [i]), "steps": steps,
         })
+
+
+_META_OPEN = re.compile(r"<(planning|explore|reflection|monitor)>", re.I)
+
+
+def _meta_tags(record: Any, steps: list) -> list[dict]:
+    """Per step, RLVMR's meta-reasoning tag (agentgym.rewards.meta_reasoning): meta_tag, meta_ok (the
+    reply follows the format), meta_problem, and meta_reward when the reward hook scored the episode
+    (its record in metadata["meta_reasoning"]). Without a record, a reply that opens a meta tag is
+    parsed here (reward unknown); an untagged reply shows nothing."""
+    out: list[dict] = [{} for _ in steps]
+    if isinstance(record, dict) and isinstance(record.get("tags"), list):
+        rewards, problems = record.get("rewards"), record.get("problems")
+        for t, tag in enumerate(record["tags"][: len(steps)]):
+            problem = problems[t] if isinstance(problems, list) and t < len(problems) else ""
+            reward = rewards[t] if isinstance(rewards, list) and t < len(rewards) else None
+            out[t] = {"meta_tag": tag if isinstance(tag, str) else None, "meta_ok": not problem,
+                      "meta_problem": str(problem or ""),
+                      "meta_reward": reward if isinstance(reward, (int, float)) else None}
+        return out
+    for t, s in enumerate(steps):
+        text = s.get("text")
+        if isinstance(text, str) and _META_OPEN.search(text):
+            from agentgym.rewards.meta_reasoning import parse_tags
+
+            parsed = parse_tags(text)
+            out[t] = {"meta_tag": parsed.tag, "meta_ok": parsed.well_formed,
+                      "meta_problem": parsed.problem, "meta_reward": None}
+    return out
 
 
 def _readable_episode(d: Any) -> bool:

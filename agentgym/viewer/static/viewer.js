@@ -498,6 +498,19 @@ function advantageView(step) {
     a.step !== undefined ? h("span", { class: "adv " + sign(a.step), "data-testid": "adv-step", "data-value": a.step }, signed(a.step)) : null);
 }
 
+// RLVMR's meta-reasoning tag of the reply (planning / explore / reflection / monitor), its meta
+// reward when the reward hook scored it, and a red pill when the reply broke the tag format
+function metaTag(step) {
+  if (step.meta_ok === undefined || step.meta_ok === null) return null;
+  const reward = typeof step.meta_reward === "number" ? ` ${signed(step.meta_reward, 3)}` : "";
+  const text = step.meta_ok ? `<${step.meta_tag}>${reward}` : `tag format${reward}`;
+  const el = pill(text, step.meta_ok ? "" : "bad");
+  el.dataset.testid = "meta-tag";
+  el.title = step.meta_ok ? `meta-reasoning tag ${step.meta_tag}` + (reward ? `, meta reward${reward}` : "")
+    : `format penalty: ${step.meta_problem}`;
+  return el;
+}
+
 function stepCard(ep, step, links) {
   const card = h("div", { class: "step" + (step.action_valid ? "" : " invalid"), "data-testid": "step", "data-step": step.t,
     "data-episode": ep.index, "data-anchor-group": step.anchor_group, "data-shared": step.anchor_members.length > 1 ? "1" : "0" });
@@ -506,7 +519,7 @@ function stepCard(ep, step, links) {
   card.append(...[
     h("div", { class: "step-head" }, h("span", { class: "t" }, `t=${step.t}`), anchorBadge(step, ep.index),
       h("span", { class: "mono" }, step.action === null ? "(no action parsed)" : step.action),
-      step.action_valid ? pill("valid", "ok") : pill("invalid", "bad"),
+      step.action_valid ? pill("valid", "ok") : pill("invalid", "bad"), metaTag(step),
       h("span", {}, "reward ", h("span", { class: "mono", "data-testid": "reward" }, num(step.reward, 3))),
       step.progress !== null && step.progress !== undefined ? h("span", { class: "muted" }, `progress ${num(step.progress, 2)}`) : null,
       advantageView(step)),
