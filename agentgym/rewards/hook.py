@@ -1,7 +1,7 @@
 """`env.reward` of a training config turned into what the trainer calls after each rollout.
 
     env.reward: patch_similarity                                  # a string: the env's own reward mode
-    env.reward: {kind: rubric, criteria: [...], judge: {...}, combine: replace, weight: 0.5}
+    env.reward: {kind: rubric, criteria: [...], judge: {policy: "hf:PATH", max_new_tokens: 128}, combine: replace, weight: 0.5}
     env.reward: {kind: meta_reasoning, planning: 1.0, explore: 1.0, reflection: 1.0, format_penalty: 0.1, weight: 1.0}
 
 `env_reward_kwargs(spec)` gives the env keyword for a string (SWE-v0: reward=patch_similarity|tests|both);
