@@ -20,7 +20,11 @@ back to a state already visited in the episode) of the held-out episodes; paired
     python benchmarks/meta_reasoning_household.py --quick --runs /tmp/m # smoke run
 
 Any credit_assignment.py option works too (--iterations, --eval-tasks, ...). Resumable: finished
-(arm, seed) runs are kept in --runs/runs.json and skipped on a re-run.
+(arm, seed) runs are kept in --runs/runs.json and skipped on a re-run; the coefficients are kept in
+--runs/settings.json, and other coefficients in the same folder are refused (use another --runs):
+
+    python benchmarks/meta_reasoning_household.py --explore 0.02 --planning 0.02 --reflection 0.02 \
+        --runs runs/meta_reasoning_small
 """
 
 from __future__ import annotations
@@ -160,6 +164,12 @@ def start(args, log):
 def main() -> None:
     args = parse_args()
     log = lambda s: print(s, flush=True)  # noqa: E731
+    # runs are resumed by (arm, seed): other coefficients need another --runs folder, or their table
+    # would be the old coefficients' runs
+    import resumable_runs as rr
+
+    rr.check_settings(Path(args.runs), {"planning": args.planning, "explore": args.explore,
+                                        "reflection": args.reflection})
     raw, done, space, eval_set, warm, warm_heldout = start(args, log)
     meta_cfg = MetaReasoningConfig(planning=args.planning, explore=args.explore, reflection=args.reflection,
                                    format_penalty=0.0, weight=1.0)
