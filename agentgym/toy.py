@@ -44,7 +44,7 @@ class CounterTaskSpace(TaskSpace):
             "heldout_unseen": [TaskSpec(self.env_id, {"target": 4}, seed=s) for s in range(3)],
         }
 
-    def _splits(self, name: str) -> tuple[TaskSpec, ...]:
+    def read_split(self, name: str) -> tuple[TaskSpec, ...]:
         return tuple(self.build_splits()[name])  # generated, nothing shipped
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -172,7 +173,11 @@ class TaskSpace:
     def split(self, name: str) -> list[TaskSpec]:
         return list(self._splits(name))
 
-    def _splits(self, name: str) -> tuple[TaskSpec, ...]:
+    def read_split(self, name: str) -> Sequence[TaskSpec]:
+        """The tasks of split `name`: the hook a family overrides when its splits are not JSONL
+        manifests in `split_dir` (generated, read from a dataset, asked of a server). The default
+        reads `split_dir/<name>.jsonl` once per space; an override is asked every time (cache in it
+        if reading is slow). An unknown name raises SplitFileError: `super().read_split(name)`."""
         cache = self.__dict__.setdefault("_split_cache", {})
         if name not in cache:
             if name not in self.split_names:
@@ -183,6 +188,17 @@ class TaskSpace:
                 raise SplitFileError(f"{self.env_id} ships no split manifests")
             cache[name] = tuple(load_split(Path(self.split_dir) / f"{name}.jsonl"))
         return cache[name]
+
+    def _splits(self, name: str) -> tuple[TaskSpec, ...]:
+        """Deprecated extension point (override `read_split`); kept working for one release."""
+        return tuple(self.read_split(name))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "_splits" in cls.__dict__:
+            warnings.warn(f"{cls.__qualname__} overrides TaskSpace._splits, which is deprecated and kept for one "
+                          "release: override the public hook read_split(name) instead (same arguments, "
+                          "returns the split's TaskSpecs)", DeprecationWarning, stacklevel=2)
 
     def heldout_ids(self) -> set[str]:
         """The held-out tasks' ids."""

@@ -235,9 +235,9 @@ class OfficialTaskSpace(TaskSpace):
                               f"valid_unseen/ folders holding */{games.GAME_FILE} (run alfworld-download)")
         return found
 
-    def _splits(self, name: str) -> tuple[TaskSpec, ...]:
+    def read_split(self, name: str) -> tuple[TaskSpec, ...]:
         if name not in self.split_names:
-            return super()._splits(name)  # the usual one-line error
+            return super().read_split(name)  # the usual one-line error
         return tuple(TaskSpec(self.env_id, {"game": g}, seed=0) for g in self._games[name])
 
     def check_params(self, params: dict) -> dict:

@@ -216,9 +216,9 @@ class FileTaskSpace(TaskSpace):
         return TaskSpec(self.env_id, {"question_id": rec["id"], "question": rec["question"], "answers": rec["answers"],
                                       "supporting": rec["supporting"], "kind": rec["type"]}, seed=0)
 
-    def _splits(self, name: str) -> tuple[TaskSpec, ...]:
+    def read_split(self, name: str) -> tuple[TaskSpec, ...]:
         if name not in self.split_names:
-            return super()._splits(name)  # raises the usual SplitFileError
+            return super().read_split(name)  # raises the usual SplitFileError
         # Specs carry env_id, which a registered id may change after construction.
         return tuple(TaskSpec(self.env_id, t.params, t.seed) for t in self._groups[name])
 
@@ -229,7 +229,7 @@ class FileTaskSpace(TaskSpace):
         return self.source_.question(dict(spec.params))
 
     def sample(self, rng: np.random.Generator, kind: str | None = None, hops: int | None = None, **_: Any) -> TaskSpec:
-        pool = [t for t in self._splits("train") if (kind is None or t.params.get("kind") == kind)
+        pool = [t for t in self.read_split("train") if (kind is None or t.params.get("kind") == kind)
                 and (hops is None or len(t.params["supporting"]) == hops)]
         if not pool:
             raise ValueError(f"no train question with kind={kind!r} and hops={hops!r}")
@@ -246,7 +246,7 @@ class FileTaskSpace(TaskSpace):
         return self.question(spec).category
 
     def build_splits(self) -> dict[str, list[TaskSpec]]:
-        return {name: list(self._splits(name)) for name in self.split_names}
+        return {name: list(self.read_split(name)) for name in self.split_names}
 
 
 def _hash_fraction(text: str) -> float:

@@ -82,12 +82,12 @@ class TextWorldTaskSpace(TaskSpace):
             kwargs.setdefault("game_file", self.game_file)
         return gym.make(self.env_id, **kwargs)
 
-    def _splits(self, name: str):
+    def read_split(self, name: str):
         if self.game_file is not None:  # a single user-supplied game is its own (only) task
             return (TaskSpec(self.env_id, {"game_file": str(self.game_file)}, seed=0),)
         if self.challenge == "file":  # the default game: one training task, nothing held out
             return (DEFAULT_GAME,) if name == "train" else ()
-        return super()._splits(name)
+        return super().read_split(name)
 
     def check_params(self, params: dict) -> dict:
         """The generator options of this challenge; a game file only when it is the one this

@@ -44,7 +44,7 @@ class FlipSpace(TaskSpace):
     def sample(self, rng, **_):
         return TaskSpec(self.env_id, {"side": ["heads", "tails"][int(rng.integers(2))]}, seed=0)
 
-    def _splits(self, name):
+    def read_split(self, name):
         return (TaskSpec(self.env_id, {"side": "heads"}, seed=0), TaskSpec(self.env_id, {"side": "tails"}, seed=0))
 
     def solve(self, spec):

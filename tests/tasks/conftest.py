@@ -31,7 +31,7 @@ class ManyHeldoutCounterSpace(CounterTaskSpace):
             "heldout_unseen": [],
         }
 
-    def _splits(self, name):
+    def read_split(self, name):
         cache = self.__dict__.setdefault("_built", self.build_splits())
         return tuple(cache[name])
 

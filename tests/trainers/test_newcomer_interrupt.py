@@ -15,7 +15,7 @@ USER_MODULE = textwrap.dedent('''
 
     class DoorTasks(TaskSpace):
         env_id = "newcomer/Doors-v0"
-        def _splits(self, name):
+        def read_split(self, name):
             seeds = {"train": range(6), "heldout": range(100, 103)}.get(name, ())
             return tuple(TaskSpec(self.env_id, {"door": s % 3 + 1}, seed=s) for s in seeds)
         def solve(self, spec):

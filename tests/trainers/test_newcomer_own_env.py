@@ -24,7 +24,7 @@ class GuessTasks(TaskSpace):
 
     env_id = GUESS_ID
 
-    def _splits(self, name):
+    def read_split(self, name):
         seeds = {"train": range(6), "heldout": range(100, 103)}.get(name, ())
         return tuple(TaskSpec(self.env_id, {"door": s % 3 + 1}, seed=s) for s in seeds)
 
@@ -139,8 +139,8 @@ def test_an_env_without_heldout_tasks_names_the_fix():
     from agentgym.trainers.config import load_config
 
     class TrainOnly(GuessTasks):
-        def _splits(self, name):
-            return super()._splits(name) if name == "train" else ()
+        def read_split(self, name):
+            return super().read_split(name) if name == "train" else ()
 
     cfg = load_config("generic", [f"env.id={GUESS_ID}"])
     with pytest.raises(ConfigError, match="eval.split=train"):

@@ -11,7 +11,7 @@ USER_MODULE = textwrap.dedent('''
 
     class EchoSpace(TaskSpace):
         env_id = "user/Echo-v0"
-        def _splits(self, name):
+        def read_split(self, name):
             return (TaskSpec(self.env_id, {"word": "hi"}, seed=0),) if name == "train" else ()
         def solve(self, spec):
             return [spec.params["word"]]
