@@ -8,10 +8,9 @@ turn, env info): LLM policies ignore it, scripted ones (random, oracle) act on i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:  # a type only: the Policy contract sits below the tasks layer (README, architecture)
-    from agentgym.tasks.spec import TaskSpec
+from agentgym.tasks.spec import TaskSpec  # plain data, the layer below this contract (docs/architecture.md)
 
 Messages = list[dict[str, str]]
 

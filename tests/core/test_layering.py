@@ -1,6 +1,6 @@
 """Modules import only from their own layer or the layers below (README, "Architecture"):
 
-    errors -> policy contract -> tasks -> core -> envs -> policies -> evaluation -> trainers -> apps
+    errors -> task spec -> policy contract -> tasks -> core -> envs -> policies -> evaluation -> trainers -> apps
 
 and no two modules import each other, directly or through others (no import cycles, also within
 a layer). Every import is checked, at module level and inside functions; an import under
@@ -16,10 +16,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"agentgym": "agentgym", "envs": "agentgym.envs", "policies": "agentgym.policies",
            "tasks": "agentgym.tasks", "trainers": "agentgym.trainers"}
-LAYERS = ["errors", "policy contract", "tasks", "core", "envs", "policies", "evaluation", "trainers", "apps"]
+LAYERS = ["errors", "task spec", "policy contract", "tasks", "core", "envs", "policies", "evaluation", "trainers", "apps"]
 # the longest matching prefix names a module's layer; command-line modules are apps wherever they live
 PREFIXES = {
     "agentgym.errors": "errors",
+    "agentgym.tasks.spec": "task spec",  # TaskSpec: plain data, below the Policy contract that names it
     "agentgym.policies.base": "policy contract",
     "agentgym.tasks": "tasks",
     "agentgym": "core",
@@ -109,11 +110,16 @@ def test_the_check_catches_a_planted_upward_import(tmp_path):
     (tmp_path / "policies" / "hf.py").write_text("")
     assert violations(tmp_path) == [
         "agentgym/core.py:5 (core) imports agentgym.policies.hf (policies)",
-        "tasks/spec.py:1 (tasks) imports agentgym.trainers.loop (trainers)",
+        "tasks/spec.py:1 (task spec) imports agentgym.trainers.loop (trainers)",
     ]
 
 
-@pytest.mark.parametrize("module,layer", [("agentgym.errors", "errors"), ("agentgym.policies.base", "policy contract"),
+def test_taskspec_is_the_bottom_layer_and_the_policy_contract_imports_it():
+    assert LAYERS.index(layer_of("agentgym.tasks.spec")) < LAYERS.index(layer_of("agentgym.policies.base"))
+    assert "agentgym.tasks.spec" in import_graph(ROOT)["agentgym.policies.base"]  # a real import, not a type hint
+
+
+@pytest.mark.parametrize("module,layer", [("agentgym.errors", "errors"), ("agentgym.tasks.spec", "task spec"), ("agentgym.policies.base", "policy contract"),
                                           ("agentgym.tasks.cli", "apps"), ("agentgym.rollout", "core"),
                                           ("agentgym.evaluation.cli", "apps"), ("agentgym.viewer.data", "apps")])
 def test_layer_names(module, layer):
