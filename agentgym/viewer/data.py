@@ -188,6 +188,8 @@ class EpisodeFile:
         steps = ep.get("steps") or []
         meta = self._meta(i)
         adv = (meta.get("advantage") or {}).get("total") if isinstance(meta.get("advantage"), dict) else None
+        # a step without an advantage is null in the file (NaN written by another tool, a dropped step)
+        adv = [x for x in adv if isinstance(x, (int, float)) and math.isfinite(x)] if isinstance(adv, list) else None
         rewards = [s.get("reward") or 0.0 for s in steps if isinstance(s.get("reward"), (int, float))]
         return {
             "index": i,

@@ -41,3 +41,23 @@ def test_malformed_lines_are_counted_and_the_rest_is_shown(tmp_path):
     for i in range(2):
         ep = client.get(f"/api/s/0/f/0/e/{i}")
         assert ep.status_code == 200 and ep.json()["steps"][0]["advantage"] == {"total": 0.5}
+
+
+def test_null_and_nan_advantages_are_shown_not_summed(tmp_path):
+    """A step advantage of null (or NaN) is allowed by the reader; the episode's mean advantage
+    is taken over the steps that have one (summing the null was an HTTP 500)."""
+    path = tmp_path / "t.jsonl"
+    eps = []
+    for total in ([None, 0.5], [None], [float("nan"), 1.5]):
+        ep = json.loads(json.dumps(GOOD))
+        ep["steps"] = ep["steps"] * len(total)
+        ep["metadata"]["advantage"] = {"total": total}
+        eps.append(json.dumps(ep))
+    path.write_text("\n".join(eps) + "\n")
+    client = TestClient(build_app(make_sources([path])), base_url="http://127.0.0.1", raise_server_exceptions=False)
+    overview = client.get("/api/s/0/f/0")
+    assert overview.status_code == 200, overview.text[:300]
+    means = [e["mean_adv"] for g in overview.json()["groups"] for e in g["episodes"]]
+    assert means == [0.5, None, 1.5]
+    for i in range(3):
+        assert client.get(f"/api/s/0/f/0/e/{i}").status_code == 200
