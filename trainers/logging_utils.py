@@ -61,20 +61,23 @@ def flatten(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def read_metrics(source: str | Path) -> list[dict]:
     """The records of a run folder or a metrics.jsonl file, in file order.
 
-    A torn last line (the process was killed mid-write) is skipped instead of failing."""
+    A torn last line (the process was killed mid-write) is skipped instead of failing, and so is
+    any line that is not a JSON object (nested past the parser, a list, bytes that are not UTF-8)."""
     path = _metrics_path(source)
     if not path.is_file():
         raise FileNotFoundError(f"no metrics file at {path}")
     records = []
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.strip()
             if not line:
                 continue
             try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
+                record = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
                 continue
+            if isinstance(record, dict):
+                records.append(record)
     return records
 
 

@@ -129,7 +129,12 @@ class Source:
         reports = self.reports()
         if not 0 <= index < len(reports):
             raise KeyError(index)
-        data = json.loads(reports[index].path.read_text())
+        try:
+            data = json.loads(reports[index].path.read_text(encoding="utf-8", errors="replace"))
+        except RecursionError:
+            data = None
+        if not isinstance(data, dict):
+            raise ValueError(f"{reports[index].path} is not a JSON object")
         data["_label"] = f"{self.name} · {reports[index].label}"
         return clean(data)
 

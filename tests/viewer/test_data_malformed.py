@@ -61,3 +61,20 @@ def test_null_and_nan_advantages_are_shown_not_summed(tmp_path):
     assert means == [0.5, None, 1.5]
     for i in range(3):
         assert client.get(f"/api/s/0/f/0/e/{i}").status_code == 200
+
+
+def test_a_run_with_malformed_metrics_and_reports_is_shown(tmp_path):
+    """metrics.jsonl lines that are not JSON objects (nested past the parser, lists, numbers, not
+    UTF-8) are skipped and a report.json that is not an object is an error reply, not a bare 500."""
+    run = tmp_path / "run"
+    (run / "evals" / "iter_000001").mkdir(parents=True)
+    lines = [b'{"iteration": 1, "a": 1}', b"[1, 2]", b"42", b"{torn", b"[" * 100_000 + b"]" * 100_000,
+             b'{"iteration": 2, "a": "\xff"}', b'{"iteration": 3, "a": 3}']
+    (run / "metrics.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    (run / "evals" / "iter_000001" / "report.json").write_text("[1, 2]")
+    client = TestClient(build_app(make_sources([run])), base_url="http://127.0.0.1", raise_server_exceptions=False)
+    metrics = client.get("/api/s/0/metrics")
+    assert metrics.status_code == 200, metrics.text[:300]
+    assert [m["iteration"] for m in metrics.json()] == [1, 2, 3]
+    report = client.get("/api/s/0/r/0")
+    assert report.headers["content-type"].startswith("application/json") and "not a JSON object" in report.json()["error"]
