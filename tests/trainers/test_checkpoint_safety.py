@@ -192,3 +192,28 @@ def test_a_trainer_state_that_does_not_fit_this_run_is_one_line(run, tiny_policy
     with pytest.raises(CheckpointError) as err:
         load_checkpoint(ckpt, policy, optimizer, None, {}, weights=False)
     _one_line(err.value, str(ckpt), "config")
+
+
+def test_crafted_per_rank_state_and_optimizer_shard_run_no_code(run, tmp_path, monkeypatch, tiny_policy_factory):
+    """ranks.pt (data parallel) and optimizer_rankN.pt (FSDP) are read like trainer.pt: a pickle
+    that would run code is one line, and nothing runs."""
+    from agentgym.trainers.distributed import DataParallel
+    from agentgym.trainers.fsdp import load_optimizer_shard
+
+    run_dir, _ = run
+    ckpt = latest_checkpoint(run_dir)
+    marker = tmp_path / "pwned"
+    monkeypatch.setenv("AGENTGYM_TEST_MARKER", str(marker))
+    torch.save({"world_size": 2, "sharded": False, "ranks": [_Payload(), _Payload()]}, ckpt / "ranks.pt")
+    torch.save({"state": {0: {"step": _Payload()}}, "param_groups": []}, ckpt / "optimizer_rank0.pt")
+    with pytest.raises(CheckpointError) as err:
+        DataParallel(rank=0, world_size=2).check_checkpoint(ckpt)
+    _one_line(err.value, "ranks.pt")
+    with pytest.raises(CheckpointError) as err:
+        DataParallel(rank=0, world_size=2).restore_rank_state(ckpt, tiny_policy_factory(), log=lambda _: None)
+    _one_line(err.value, "ranks.pt")
+    policy = tiny_policy_factory()
+    with pytest.raises(CheckpointError) as err:
+        load_optimizer_shard(torch.optim.AdamW(policy.trainable_parameters()), ckpt / "optimizer_rank0.pt")
+    _one_line(err.value, "optimizer_rank0.pt")
+    assert not marker.exists(), "loading a per-rank file ran code from it"
