@@ -142,3 +142,32 @@ def test_any_value_of_any_field_is_one_line_or_accepted(tmp_path_factory, field,
     out = tmp_path_factory.mktemp("cfg") / "config.yaml"
     save_config(cfg, out)
     assert load_config(out).to_dict() == cfg.to_dict()  # and survives the run dir's round trip
+
+
+def _as_file(field: str, raw: str) -> str:
+    parts = field.split(".")
+    return "".join("  " * i + p + ":\n" for i, p in enumerate(parts[:-1])) + "  " * (len(parts) - 1) + \
+        f"{parts[-1]}: {raw}\n"
+
+
+def test_every_field_with_every_hostile_value(tmp_path):
+    """The property test samples fields; this sweep guarantees each of them meets every hostile
+    value, as an override and in a config file: one line or an accepted value that type-checks."""
+    path = tmp_path / "cfg.yaml"
+    failures = []
+    for field in FIELDS:
+        for raw in HOSTILE:
+            for how in ("override", "file"):
+                try:
+                    if how == "override":
+                        cfg = load_config(None, BASE + [f"{field}={raw}"])
+                    else:
+                        path.write_text(_as_file(field, raw))
+                        cfg = load_config(path, BASE)
+                    check_types(cfg)
+                except AgentGymError as exc:
+                    if not str(exc) or "\n" in str(exc):
+                        failures.append((how, field, raw[:20], "not one line"))
+                except BaseException as exc:  # noqa: BLE001 - the point: a traceback is a failure
+                    failures.append((how, field, raw[:20], f"{type(exc).__name__}: {str(exc)[:80]}"))
+    assert len(FIELDS) > 100 and not failures, failures[:10]
