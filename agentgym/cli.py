@@ -155,12 +155,18 @@ _register_plugins()
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        if type(code) is int and code == 130:  # typer returns Exit(130) for a Ctrl-C a command did not catch
+            sys.exit(130)
     except AgentGymError as exc:
         err_console.print("error:", style="red", end=" ")
         err_console.print(str(exc), markup=False, highlight=False)
         sys.exit(2)
-    except (typer.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt) as exc:
+        # click turns any EOFError a command lets escape into Abort, as if Ctrl-C was pressed: that
+        # hid real failures (an empty or truncated file read with pickle) behind a silent exit 130
+        if isinstance(exc.__cause__, EOFError):
+            raise exc.__cause__ from None
         sys.exit(130)
     except Exception as exc:  # usage errors: click's, or those of the click copy newer typer vendors
         if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):

@@ -94,3 +94,34 @@ def test_rollout_help_names_the_ray_extra(monkeypatch):
 def test_a_usage_error_is_a_usage_line_not_a_traceback():
     done = _agentgym("eval", "agentgym/Household-v0", "--no-such-option")
     assert done.returncode == 2 and "No such option" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_an_eoferror_is_not_taken_for_ctrl_c(monkeypatch):
+    """click maps any EOFError escaping a command to Abort, which main() exited 130 on with no
+    message (issue 38: an empty trainer.pt did that); it now surfaces as the error it is, while a
+    real Ctrl-C still exits 130."""
+    import pytest
+    import typer
+
+    from agentgym import cli
+
+    probe = typer.Typer()
+
+    @probe.command()
+    def empty(kind: str):
+        if kind == "eof":
+            raise EOFError("Ran out of input")
+        raise KeyboardInterrupt
+
+    @probe.command()
+    def other():
+        pass
+
+    monkeypatch.setattr(cli, "app", probe)
+    monkeypatch.setattr(sys, "argv", ["agentgym", "empty", "eof"])
+    with pytest.raises(EOFError, match="Ran out of input"):
+        cli.main()
+    monkeypatch.setattr(sys, "argv", ["agentgym", "empty", "ctrl-c"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    assert exit_.value.code == 130
