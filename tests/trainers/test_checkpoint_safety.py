@@ -217,3 +217,21 @@ def test_crafted_per_rank_state_and_optimizer_shard_run_no_code(run, tmp_path, m
         load_optimizer_shard(torch.optim.AdamW(policy.trainable_parameters()), ckpt / "optimizer_rank0.pt")
     _one_line(err.value, "optimizer_rank0.pt")
     assert not marker.exists(), "loading a per-rank file ran code from it"
+
+
+def test_agentgym_train_resume_from_an_empty_trainer_pt_is_one_line(run, monkeypatch, capsys):
+    """What the user saw in issue 38: `agentgym train ... --resume` on an empty trainer.pt exited
+    130 with no message. Now: exit 2, one line naming the file, the run dir untouched."""
+    from agentgym import cli
+
+    run_dir, _ = run
+    ckpt = latest_checkpoint(run_dir)
+    _corrupt(ckpt, "trainer.pt empty")
+    before = _tree(run_dir)
+    monkeypatch.setattr("sys.argv", ["agentgym", "train", str(run_dir / "config.yaml"), "--run-dir", str(run_dir),
+                                     "--resume"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert exit_.value.code == 2 and len(err) == 1 and "trainer.pt" in err[0] and "empty" in err[0], err
+    assert _tree(run_dir) == before
