@@ -21,7 +21,7 @@ from agentgym import progress
 from agentgym.chat import ChatConfig, ChatEnv
 from agentgym.executors import EnvResult, make_executor
 from agentgym.policies.base import Completion, Policy, SamplingParams, TurnContext
-from agentgym.continuation import TokenContinuation, supports_tokens
+from agentgym.continuation import CachedPrompts, TokenContinuation, caches_prefixes, supports_tokens
 from agentgym.tasks.spec import TaskSpec
 from agentgym.trajectory import Step, Trajectory
 
@@ -136,6 +136,8 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
     continuation = None
     if ChatConfig.of(r.chat).history == "full" and supports_tokens(policy):
         policy = continuation = TokenContinuation(policy, r.on_template_mismatch)  # token in, token out
+    elif caches_prefixes(policy):
+        policy = continuation = CachedPrompts(policy)  # windowed prompts: the shared prefix is not prefilled again
     env_id = env if isinstance(env, str) else ""
     if env_id:
         from agentgym.registration import check_env_id

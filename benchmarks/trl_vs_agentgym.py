@@ -128,7 +128,8 @@ def main() -> None:
         w, c = time.perf_counter(), time.process_time()
         m = run_iteration(cfg, i, policy, optimizer, scheduler, producer, heads)
         ours.append({"wall": time.perf_counter() - w, "cpu": time.process_time() - c,
-                     "rollout_wall": m["time"]["rollout_s"], "tokens": m["rollout"]["response_tokens"],
+                     "rollout_wall": m["time"]["rollout_s"], "rollout_cpu": m["time"]["rollout_cpu_s"],
+                     "tokens": m["rollout"]["response_tokens"],
                      "success": m["rollout"]["success_rate"], "trained": m["train"]["tokens"],
                      "sequences": m["train"]["samples"], "loss": m["train"].get("pg_loss", 0.0)})
 
@@ -138,11 +139,11 @@ def main() -> None:
     generated: list[tuple[int, int, int]] = []
 
     def counting(prompts, trainer):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = rollout(prompts, trainer)
         trained = sum(len(p) + len(c) for p, c in zip(out["prompt_ids"], out["completion_ids"]))
         generated.append((sum(sum(m) for m in out["env_mask"]), trained, len(out["prompt_ids"]),
-                          time.perf_counter() - t))
+                          time.perf_counter() - t, time.process_time() - c))
         return out
 
     losses: list[float] = []
@@ -158,8 +159,9 @@ def main() -> None:
         def on_step_end(self, a, state, control, **kw):
             wall, cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
             trajs = rollout.last_trajectories
-            tokens, trained, sequences, rollout_wall = generated[-1]
-            theirs.append({"wall": wall, "cpu": cpu, "rollout_wall": rollout_wall, "tokens": tokens, "trained": trained,
+            tokens, trained, sequences, rollout_wall, rollout_cpu = generated[-1]
+            theirs.append({"wall": wall, "cpu": cpu, "rollout_wall": rollout_wall, "rollout_cpu": rollout_cpu,
+                           "tokens": tokens, "trained": trained,
                            "sequences": sequences, "success": sum(t.success for t in trajs) / max(len(trajs), 1)})
             agentgym_iteration(state.global_step - 1)  # not inside TRL's timed step
 
@@ -182,6 +184,8 @@ def main() -> None:
         mean = {k: statistics.mean(r.get(k, 0.0) for r in runs) for k in runs[0]}
         out = {"s_per_iter": mean["wall"], "cpu_s_per_iter": mean["cpu"], "rollout_s_per_iter": mean["rollout_wall"],
                "update_and_rest_s_per_iter": mean["wall"] - mean["rollout_wall"],
+               "rollout_cpu_s_per_iter": mean["rollout_cpu"],
+               "update_and_rest_cpu_s_per_iter": mean["cpu"] - mean["rollout_cpu"],
                "generated_tokens_per_iter": mean["tokens"], "trained_sequences_per_iter": mean["sequences"],
                "trained_tokens_per_iter": mean["trained"], "trained_tokens_per_s": mean["trained"] / mean["wall"],
                "rollout_success": mean["success"], "loss_per_iter": [r.get("loss", 0.0) for r in runs],

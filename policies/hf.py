@@ -190,10 +190,21 @@ class HFPolicy:
         return sum(int(p._version) for p in self.model.parameters())
 
     def _cached_prefix(self, key: str | None, ids: list[int], version: int) -> "_Prefix | None":
+        """The key's cached context cut to the longest prefix it shares with `ids` (all of it for a
+        growing conversation; the template and task line for a windowed prompt), keeping at least
+        one new token to prefill; None when nothing is shared or the weights changed."""
         entry = self._prefixes.get(key) if key is not None else None
-        if entry is None or entry.version != version or len(entry.ids) >= len(ids) or ids[:len(entry.ids)] != entry.ids:
-            return None  # another conversation, other weights, or nothing new to feed
-        return entry
+        if entry is None or entry.version != version:
+            return None
+        limit = min(len(entry.ids), len(ids) - 1)
+        shared = 0
+        while shared < limit and entry.ids[shared] == ids[shared]:
+            shared += 1
+        if shared == 0:
+            return None
+        if shared == len(entry.ids):
+            return entry
+        return _Prefix(entry.ids[:shared], [(k[:, :shared], v[:, :shared]) for k, v in entry.layers], version)
 
     def _sample(self, prompt_ids: list[list[int]], sampling: SamplingParams,
                 cache_keys: list[str] | None = None) -> list[Completion]:
@@ -206,23 +217,21 @@ class HFPolicy:
         version = self._weights_version() if cache_keys is not None else 0
         prefixes = [self._cached_prefix(k, p, version) for k, p in zip(cache_keys or [None] * batch, prompt_ids)]
         cached = [len(e.ids) if e is not None else 0 for e in prefixes]
-        new = [p[c:] for p, c in zip(prompt_ids, cached)]
-        width_cache, width_new = max(cached), max(len(n) for n in new)
-        self.last_prefill_tokens = [len(n) for n in new]  # what this call prefilled, per prompt (benchmarks)
         # identical prompts (a group's episodes at their first turn, or in the same state) are
-        # prefilled once and their cache copied: rows sample independently from there
-        expand = None
-        if not width_cache:
-            unique: dict[tuple, int] = {}
-            expand = [unique.setdefault(tuple(p), len(unique)) for p in prompt_ids]
-            if len(unique) == batch:
-                expand = None
-            else:
-                first = {u: i for i, u in reversed(list(enumerate(expand)))}
-                new = [new[first[u]] for u in range(len(unique))]
-                for i in range(batch):
-                    if first[expand[i]] != i:
-                        self.last_prefill_tokens[i] = 0
+        # prefilled once, from the longest cache any of them has, and their cache copied: rows
+        # sample independently from there
+        unique: dict[tuple, int] = {}
+        expand = [unique.setdefault(tuple(p), len(unique)) for p in prompt_ids]
+        rows = list(range(len(unique)))  # per prefilled row: the prompt it computes
+        for i, u in enumerate(expand):
+            if i == expand.index(u) or cached[i] > cached[rows[u]]:
+                rows[u] = i
+        self.last_prefill_tokens = [0] * batch  # what this call prefilled, per prompt (benchmarks)
+        for i in rows:
+            self.last_prefill_tokens[i] = len(prompt_ids[i]) - cached[i]
+        prefixes, cached = [prefixes[i] for i in rows], [cached[i] for i in rows]
+        new = [prompt_ids[i][c:] for i, c in zip(rows, cached)]
+        width_cache, width_new = max(cached), max(len(n) for n in new)
         rows_in = len(new)
         # columns: [pad][cached prefix][pad][new prompt tokens]; position ids continue each row's prefix
         input_ids = torch.full((rows_in, width_new), pad, dtype=torch.long)
@@ -237,14 +246,16 @@ class HFPolicy:
         if width_cache:
             layers, first = [], next(e for e in prefixes if e is not None)
             for layer, (k0, v0) in enumerate(first.layers):
-                keys = k0.new_zeros((batch, k0.shape[0], width_cache, k0.shape[2]))
-                values = v0.new_zeros((batch, v0.shape[0], width_cache, v0.shape[2]))
+                keys = k0.new_zeros((rows_in, k0.shape[0], width_cache, k0.shape[2]))
+                values = v0.new_zeros((rows_in, v0.shape[0], width_cache, v0.shape[2]))
                 for i, e in enumerate(prefixes):
                     if e is not None:
                         keys[i, :, width_cache - cached[i]:] = e.layers[layer][0]
                         values[i, :, width_cache - cached[i]:] = e.layers[layer][1]
                 layers.append((keys.to(self.device), values.to(self.device)))
             past = DynamicCache(ddp_cache_data=layers)
+        if rows_in == batch and all(u == i for i, u in enumerate(expand)):
+            expand = None
         attention, positions = attention.to(self.device), positions.to(self.device)
         out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention, position_ids=positions,
                          past_key_values=past, use_cache=True, logits_to_keep=1)

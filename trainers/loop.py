@@ -105,10 +105,10 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
                   heads: dict, dp=None, reward=None) -> dict:
     """reward: env.reward's hook (agentgym.rewards.hook), rewriting outcomes or step rewards in place."""
     dp = producer.dp if dp is None else dp
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()  # wall, and CPU (what a shared machine cannot inflate)
     batch = producer.get(iteration)  # played now, or made ahead under the staleness bound (batches.py)
     rng, trajectories = batch.rng, batch.trajectories
-    t_rollout = time.perf_counter() - t0
+    t_rollout, c_rollout = time.perf_counter() - t0, time.process_time() - c0
     reward_metrics = reward(trajectories) if reward is not None else None  # before any advantage is computed
     producer.pause_engine()  # vLLM on CUDA: give its GPU memory to the update (no-op on CPU)
 
@@ -129,10 +129,10 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     samples = make_samples(sequences, advantages, drop_abs_adv_below=cfg.ppo.drop_abs_adv_below, returns=returns,
                            old_logprobs=recomputed)
     samples = producer.prepare_update(policy, dp.global_samples(samples))  # decoupled PPO: proximal logprobs
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     update = ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples, rng, iteration,
                         heads.get("value"), importance_cap(cfg), dp, estimator=cfg.estimator) if samples else {}
-    t_update = time.perf_counter() - t1
+    t_update, c_update = time.perf_counter() - t1, time.process_time() - c1
     all_adv = np.concatenate([a for a in all_advantages if len(a)] or [np.zeros(1)])
     train_tokens = sum(len(s) for s in samples) * cfg.ppo.epochs
     metrics = {
@@ -142,7 +142,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
                 "nonzero_frac": float(np.mean(np.abs(all_adv) > 1e-8))},
         "train": {**update, "samples": len(samples), "tokens": train_tokens},
         "tasks": producer.source.metrics(),
-        "time": {"rollout_s": t_rollout, "update_s": t_update, "iteration_s": time.perf_counter() - t0},
+        "time": {"rollout_s": t_rollout, "update_s": t_update, "iteration_s": time.perf_counter() - t0,
+                 "rollout_cpu_s": c_rollout, "update_cpu_s": c_update, "iteration_cpu_s": time.process_time() - c0},
     }
     if reward_metrics is not None:
         metrics["reward"] = reward_metrics

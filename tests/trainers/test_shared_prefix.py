@@ -131,3 +131,40 @@ def test_the_update_with_shared_prefixes_gives_the_plain_updates_gradient(toy_en
     assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-5
     assert 0 < stats[0]["shared_prefix_token_ratio"] < 1 and "shared_prefix_token_ratio" not in stats[1]
     assert stats[0]["pg_loss"] == pytest.approx(stats[1]["pg_loss"], abs=1e-5)
+
+
+def test_identical_samples_are_computed_once_with_the_same_gradient(toy_env_id, tiny_policy_factory, monkeypatch):
+    """A group whose episodes took the same action in the same state gives identical samples (with
+    their own advantages): the plain update computes each once and copies its rows back."""
+    import dataclasses
+
+    from agentgym.trainers import learner
+    from agentgym.trainers.config import PPOConfig
+    from agentgym.trainers.ppo import token_logprobs
+
+    base = _samples(tiny_policy_factory(), toy_env_id, "per-step", 1)[:6]
+    rng = np.random.default_rng(3)
+    samples = base + [dataclasses.replace(s, advantages=[a * float(rng.normal()) for a in s.advantages]) for s in base]
+    # one copy drops a token from the loss (drop_abs_adv_below), the other keeps it
+    samples[0] = dataclasses.replace(samples[0], loss_mask=[0] * (len(samples[0]) - 1) + [1])
+    rows_seen: list[int] = []
+
+    def counting(model, ids, *args, **kwargs):
+        rows_seen.append(ids.shape[0])
+        return token_logprobs(model, ids, *args, **kwargs)
+
+    monkeypatch.setattr(learner, "token_logprobs", counting)
+    grads = []
+    for dedup in (True, False):
+        if not dedup:
+            monkeypatch.setattr(learner, "_unique_forward", lambda model, batch, micro, where, hidden, entropy: counting(
+                model, batch["input_ids"], batch["attention_mask"], hidden, want_entropy=entropy, positions=where))
+        policy = tiny_policy_factory()
+        pc = PPOConfig(epochs=1, minibatch_size=len(samples), micro_batch_size=len(samples), share_prefixes=False)
+        optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=0.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        learner.ppo_update(pc, (0.8, 1.2), policy, optimizer, scheduler, samples, np.random.default_rng(1), 0)
+        grads.append(torch.cat([p.grad.flatten() for p in policy.trainable_parameters()]))
+    assert rows_seen == [6, 12]
+    assert grads[0].abs().sum() > 0
+    assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-6

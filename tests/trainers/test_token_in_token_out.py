@@ -95,6 +95,37 @@ def test_kv_reuse_prefills_only_the_new_tokens_and_changes_nothing(toy_env_id, t
     assert not policy._prefixes  # the rollout released its cached prefixes
 
 
+@pytest.mark.parametrize("history", [0, 1])
+def test_windowed_prompts_reuse_the_prefix_shared_with_the_previous_turn(toy_env_id, tiny_policy_factory, history):
+    """A windowed prompt is rendered anew each turn; the part it shares with the episode's previous
+    turn (template, instruction) comes from the cache: same tokens and logprobs, fewer prefilled."""
+    prefilled: list[list[int]] = [[], []]
+    policies = []
+    for reuse, log in zip((True, False), prefilled):
+        policy = tiny_policy_factory()
+        policy.reuse_kv = reuse
+        real = policy._sample
+
+        def sample(prompt_ids, sampling, cache_keys=None, real=real, log=log, policy=policy):
+            out = real(prompt_ids, sampling, cache_keys)
+            log.append(sum(policy.last_prefill_tokens))
+            return out
+
+        policy._sample = sample
+        policies.append(policy)
+    chat = {**FULL_CHAT, "history": history}
+    with_reuse, without = (_collect(p, toy_env_id, chat=chat) for p in policies)
+    assert [[s.prompt_ids for s in t.steps] for t in with_reuse] == [[s.prompt_ids for s in t.steps] for t in without]
+    assert [[s.response_ids for s in t.steps] for t in with_reuse] == [[s.response_ids for s in t.steps] for t in without]
+    for a, b in zip(with_reuse, without):
+        for s, r in zip(a.steps, b.steps):
+            assert np.allclose(s.response_logprobs, r.response_logprobs, atol=1e-5)
+    reused, plain = prefilled
+    # the toy prompts share their system prompt and instruction: 13% (history 0) and 7% (history 1)
+    assert reused[0] == plain[0] and sum(reused[1:]) < 0.95 * sum(plain[1:])
+    assert not policies[0]._prefixes  # the rollout released its cached prefixes
+
+
 def test_logprobs_at_loss_positions_equal_the_full_computation(tiny_policy_factory):
     from agentgym.trainers.ppo import token_logprobs
 
