@@ -307,7 +307,7 @@ def evaluate(
     on_progress(done_episodes, total_episodes) after every batched turn (progress bars).
     """
     from agentgym.registration import check_env_id, get_task_space
-    from agentgym.rollout import collect
+    from agentgym.rollout import RolloutProgress, RolloutRequest, _turn_limit, play
 
     if episodes_per_task < 1:
         raise ConfigError(f"episodes per task must be >= 1, got {episodes_per_task}")
@@ -321,22 +321,32 @@ def evaluate(
     tasks_per_batch = max(1, max_batch_episodes // episodes_per_task)
     trajectories: list[Trajectory] = []
     start = time.perf_counter()
-    with progress.bar(f"eval {label}", total=total, unit="episodes") as bar:
+    # Counted in turns, not episodes: a batch's episodes often end together on its last turn, so an
+    # episode count (and its ETA) would sit at 0 for the whole batch. The bound counts every episode
+    # not yet ended at the turn limit and shrinks as episodes end early; both meet at the end.
+    limit = _turn_limit(env_id, env_kwargs, RolloutRequest.max_turns)
+    with progress.bar(f"eval {label}", total=total * limit, unit="turns", every=15.0) as bar:
+        turns_before = 0  # turns played by finished batches
         for first in range(0, len(tasks), tasks_per_batch):
             batch = tasks[first:first + tasks_per_batch]
             done_before = len(trajectories)
+            later = (total - done_before - len(batch) * episodes_per_task) * limit  # batches not started
 
-            turns = itertools.count(1)  # a batch's episodes end together: the turn says how far along it is
+            turns = itertools.count(1)
 
-            def on_turn(done: int, _batch_total: int, _offset: int = done_before, _turns=turns) -> None:
-                bar.update(_offset + done, info=f"turn {next(_turns)}")
+            def on_turn(p: RolloutProgress, _offset: int = done_before, _turns=turns, _before=turns_before,
+                        _later=later) -> None:
+                bar.update(_before + p.turns_done, total=_before + p.turns_bound + _later,
+                           info=f"turn {next(_turns)}, {_offset + p.episodes_done}/{total} episodes")
                 if on_progress is not None:
-                    on_progress(_offset + done, total)
+                    on_progress(_offset + p.episodes_done, total)
 
-            trajectories += collect(env_id, batch, policy, episodes_per_task, seed=seed + first, sampling=sampling,
-                                    executor=executor, num_workers=num_workers, env_kwargs=env_kwargs, chat=chat,
-                                    on_turn=on_turn)
-            bar.update(len(trajectories))
+            request = RolloutRequest(env_id, batch, episodes_per_task, seed=seed + first, sampling=sampling,
+                                     executor=executor, num_workers=num_workers, env_kwargs=env_kwargs, chat=chat)
+            new = play(request, policy, on_progress=on_turn)
+            trajectories += new
+            turns_before += sum(len(t.steps) for t in new)
+            bar.update(turns_before, total=turns_before + later)
             if on_progress is not None:
                 on_progress(len(trajectories), total)
     wall = time.perf_counter() - start

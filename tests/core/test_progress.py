@@ -85,7 +85,9 @@ def test_evaluate_and_collect_show_progress_inside_a_session():
         agentgym.collect(env, space.split("heldout")[:2], OraclePolicy(space), 2)
     text = lines(out)
     assert len(text) == 2, text
-    assert LINE.match(text[0])["desc"] == "eval heldout" and LINE.match(text[0])["done"] == "3"
+    evaluation = LINE.match(text[0])  # in turns too (tests/evaluation/test_eval_progress.py), episodes in the info
+    assert evaluation["desc"] == "eval heldout" and evaluation["unit"] == "turns" and "3/3 episodes" in text[0]
+    assert evaluation["done"] == evaluation["total"]
     collect = LINE.match(text[1])  # counted in turns (episodes of a batch often end together), episodes in the info
     assert collect["desc"] == "collect 2 tasks x 2" and collect["done"] == collect["total"] and int(collect["total"]) >= 4
     assert "4/4 episodes" in text[1]
