@@ -174,3 +174,30 @@ def test_episodes_search_sort_and_advantage_histogram(served, page):
     assert page.locator("[data-testid=episode-row]").count() == sum(e["task_id"] == task for e in episodes)
     assert int(page.locator("[data-testid=adv-hist]").get_attribute("data-n")) <= len(advs)
     assert not page.errors
+
+
+def test_agentgym_view_of_one_trajectory_file_lands_on_its_episodes(browser, tmp_path):
+    """`agentgym view traj.jsonl` (the only source): the first page is its episodes, not a list."""
+    single = byte_token_file(tmp_path / "traj.jsonl")
+    server, sock, url = make_server([single], port=0)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "viewer server did not start"
+            time.sleep(0.02)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.set_default_timeout(20_000)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+        page.wait_for_selector("[data-testid=episode-row]")
+        assert page.url.endswith("#/s/0/f/0") and page.locator("[data-testid=episode-row]").count() == 1
+        assert not errors
+        context.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
