@@ -84,3 +84,13 @@ def test_the_readme_commands_that_finish_in_seconds_run_as_written(tmp_path):
         assert done.returncode == 0, f"{command}:\n{done.stderr[-3000:]}"
         assert "Traceback" not in done.stderr, f"{command}:\n{done.stderr[-3000:]}"
         assert expected in out, f"{command}: {expected!r} not in\n{out[-3000:]}"
+
+
+def test_the_docs_name_real_folders_not_placeholders():
+    """Issue 39, item 10: TRL's example said "path/to/model"; a user copies what the docs show."""
+    root = README.parent
+    files = [README, *root.glob("docs/*.md"), *root.glob("envs/*/README.md"), *root.glob("agentgym/integrations/*.py")]
+    assert len(files) > 5
+    found = [f"{p.relative_to(root)}: {line.strip()}" for p in files
+             for line in p.read_text(encoding="utf-8").splitlines() if "path/to/" in line]
+    assert not found, found
