@@ -54,8 +54,8 @@ from agentgym.trainers.learner import (TrainingDiverged, check_finite, equal_min
 from agentgym.trainers.logging_utils import MetricsLogger
 from agentgym.trainers.ppo import clip_range
 from agentgym.trainers.records import save_evaluation, save_iteration
-from agentgym.trainers.setup import (build_heads, clear_previous_run, make_engine, make_optimizer, make_policy,
-                                     prepare_start_model, quiet_transformers, run_dir_for)
+from agentgym.trainers.setup import (build_heads, clear_previous_run, load_judge, make_engine, make_optimizer,
+                                     make_policy, prepare_start_model, quiet_transformers, run_dir_for)
 from agentgym.trainers.task_selection import select_train_tasks, write_eval_tasks
 from agentgym.trainers.samples import TokenSequence, make_samples, tokenize_trajectories
 
@@ -221,7 +221,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     import_modules(cfg.imports)
     cfg.env.id = check_env_id(cfg.env.id)
     cfg.env.env_kwargs = {**cfg.env.env_kwargs, **env_reward_kwargs(cfg.env.reward)}  # an env's own reward mode
-    reward = reward_hook(cfg.env.reward)  # or a reward over the env's: rubric, judge, meta-reasoning
+    reward = reward_hook(cfg.env.reward, load_judge(cfg.env.reward))  # or a reward over the env's: rubric, judge, ...
     dp = distributed.setup(cfg, log)  # torchrun ranks: checked here, before any work
     log = distributed.main_log(dp, log)
     env_pool = distributed.ray_env_pool(cfg, dp, log)  # env.executor=ray: the run's env workers

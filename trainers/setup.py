@@ -9,10 +9,11 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
+from agentgym.errors import ConfigError
 from agentgym.trainers.config import TrainConfig
 
 
@@ -206,3 +207,20 @@ def quiet_transformers() -> None:
         hf_logging.set_verbosity_error()
     except ImportError:
         pass
+
+
+def load_judge(reward_spec: Any) -> Any:
+    """The judge model a training config names for its reward (env.reward.judge.policy: hf:PATH or
+    openai:URL:MODEL, as `agentgym eval --policy`), or None when it names none."""
+    judge = reward_spec.get("judge") if isinstance(reward_spec, dict) else None
+    name = judge.get("policy") if isinstance(judge, dict) else None
+    if name is None:
+        return None
+    from agentgym.policies.specs import load_policy, parse_policy_spec
+
+    if not isinstance(name, str):
+        raise ConfigError(f"env.reward.judge.policy={name!r} must be a string: hf:PATH or openai:URL:MODEL")
+    spec = parse_policy_spec(name)
+    if not spec.is_llm:
+        raise ConfigError(f"env.reward.judge.policy={name!r} cannot judge: use a model, hf:PATH or openai:URL:MODEL")
+    return load_policy(spec, env_id="")

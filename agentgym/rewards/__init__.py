@@ -60,18 +60,6 @@ def declarative_check(rule: str) -> Callable[[Trajectory], Any]:
     raise ConfigError(f"rubric check {rule!r} is unknown: use contains:<text>, regex:<pattern>, max_chars:<n> or success")
 
 
-def load_judge_policy(name: str) -> Any:
-    """The judge a config names, as `agentgym eval --policy` does: hf:PATH or openai:URL:MODEL."""
-    from agentgym.evaluation.cli import load_policy, parse_policy_spec
-
-    if not isinstance(name, str):
-        raise ConfigError(f"judge policy {name!r} must be a string: hf:PATH or openai:URL:MODEL")
-    policy_spec = parse_policy_spec(name)
-    if not policy_spec.is_llm:
-        raise ConfigError(f"judge policy {name!r} cannot judge: use a model, hf:PATH or openai:URL:MODEL")
-    return load_policy(policy_spec, env_id="")
-
-
 def _judge(spec: dict, judge_policy: Any) -> JudgeReward:
     opts = dict(spec.get("judge") or {})
     known = {"criterion", "name", "timeout_s", "max_chars_per_turn"}
@@ -81,16 +69,17 @@ def _judge(spec: dict, judge_policy: Any) -> JudgeReward:
         raise ConfigError(f"unknown judge option {sorted(unknown)[0]!r}: use {have}")
     cache = JudgeCache(opts.pop("cache", None))
     policy_name, max_new = opts.pop("policy", None), opts.pop("max_new_tokens", None)
-    if judge_policy is None:
-        if policy_name is None:
-            raise ConfigError("this reward asks a judge model: configure one (env.reward.judge.policy: hf:PATH "
-                              "or openai:URL:MODEL) or use checks only")
-        judge_policy = load_judge_policy(policy_name)
     extra = {}
     if max_new is not None:
         if isinstance(max_new, bool) or not isinstance(max_new, int) or max_new < 1:
             raise ConfigError(f"judge max_new_tokens={max_new!r} must be a positive whole number")
         extra["sampling"] = SamplingParams(temperature=0.0, max_new_tokens=max_new)
+    if judge_policy is None:
+        # a training config's judge.policy is loaded by the trainer (trainers/setup.py:load_judge), which
+        # passes it here; rewards sit below the policies they could be judged by
+        where = "pass judge_policy= to make_reward" if policy_name is not None else \
+            "configure one (env.reward.judge.policy: hf:PATH or openai:URL:MODEL) or use checks only"
+        raise ConfigError(f"this reward asks a judge model: {where}")
     return JudgeReward(judge_policy, cache=cache, **extra, **{k: v for k, v in opts.items() if k in known})
 
 
@@ -149,5 +138,5 @@ def make_reward(spec: dict | str, judge_policy: Any = None) -> Reward:
 __all__ = ["COMBINE", "Criterion", "FunctionReward", "Guarded", "JudgeCache", "JudgeReward", "NO_VERDICT",
            "REWARD_KINDS", "RelativeJudge", "Reward", "RewardStats", "Rubric", "RubricStore", "Verdict",
            "apply_reward", "as_verdict", "combine", "declarative_check", "divergence", "final_answer",
-           "generate_rubrics", "load_judge_policy", "make_reward", "parse_group_scores", "parse_rubric", "parse_score",
+           "generate_rubrics", "make_reward", "parse_group_scores", "parse_rubric", "parse_score",
            "register_reward", "render_episode"]

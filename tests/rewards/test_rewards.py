@@ -228,8 +228,9 @@ def test_a_training_config_names_its_judge(monkeypatch):
     """env.reward.judge.policy (hf:PATH or openai:URL:MODEL, as `agentgym eval --policy`) builds the
     judge the trainer's hook uses; it used to be accepted and ignored, so a judged reward in a config
     could never run (the loop passes no judge)."""
-    import agentgym.evaluation.cli as eval_cli
+    import agentgym.policies.specs as specs
     from agentgym.rewards.hook import reward_hook
+    from agentgym.trainers.setup import load_judge
 
     built = []
 
@@ -237,17 +238,20 @@ def test_a_training_config_names_its_judge(monkeypatch):
         built.append(spec.label if hasattr(spec, "label") else spec)
         return ScriptedJudge(lambda text: "ok\nScore: 0.75" if "$84" in text else "Score: 0")
 
-    monkeypatch.setattr(eval_cli, "load_policy", fake_load)
-    hook = reward_hook({"kind": "rubric", "criteria": [
+    monkeypatch.setattr(specs, "load_policy", fake_load)
+    spec = {"kind": "rubric", "criteria": [
         {"name": "total", "weight": 1, "description": "states the total", "check": "contains:$84"},
         {"name": "tone", "weight": 1, "description": "reads as a short note"}],
-        "judge": {"policy": "openai:http://localhost:8000/v1:judge-model", "max_new_tokens": 32}})
+        "judge": {"policy": "openai:http://localhost:8000/v1:judge-model", "max_new_tokens": 32}}
+    with pytest.raises(ConfigError, match="pass judge_policy= to make_reward"):
+        reward_hook(spec)  # the trainer loads the judge a config names (load_judge), not the reward layer
+    hook = reward_hook(spec, load_judge(spec))
     trajs = [episode("The total is $84"), episode("no")]
     metrics = hook(trajs)
     assert len(built) == 1 and [t.score for t in trajs] == pytest.approx([0.875, 0.0])
     assert metrics["judged"] == 2 and metrics["judge_prompts"] == 2
     with pytest.raises(ConfigError, match="cannot judge"):
-        make_reward({"kind": "judge", "judge": {"policy": "random"}})
+        load_judge({"kind": "judge", "judge": {"policy": "random"}})
     with pytest.raises(ConfigError, match="max_new_tokens"):
         make_reward({"kind": "judge", "judge": {"policy": "openai:http://h:1/v1:m", "max_new_tokens": 0}})
     with pytest.raises(ConfigError, match="unknown judge option 'model'"):
