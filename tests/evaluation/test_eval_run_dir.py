@@ -102,3 +102,15 @@ def test_eval_imports_the_module_that_registers_a_users_env(tmp_path, monkeypatc
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(app, ["eval", COUNTER_ID, "--import", "no_such_module_here"])
     assert result.exit_code != 0 and "cannot import 'no_such_module_here'" in str(result.exception)
+
+
+def test_a_bare_hf_path_of_a_runs_model_names_eval_run_dir(tiny_run, tmp_path):
+    """`eval ENV --policy hf:RUN/final_model` plays the env's defaults, not the run's settings: it says
+    how to get the run's figure instead."""
+    run, _ = tiny_run
+    result = CliRunner().invoke(app, ["eval", "agentgym/EvalCounter-v0", "--policy", f"hf:{run / 'final_model'}",
+                                      "--limit", "2", "--out", str(tmp_path / "bare")])
+    assert result.exit_code == 0, result.output
+    assert f"evaluate it as the trainer did: agentgym eval {run}" in " ".join(result.output.split())
+    result = CliRunner().invoke(app, ["eval", str(run), "--limit", "2", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0 and "evaluate it as the trainer did" not in result.output
