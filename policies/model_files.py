@@ -36,6 +36,12 @@ def check_model_path(model: str, what: str = "model") -> None:
     in the local cache, or the hub must answer for it (one request, no retries; in offline mode
     HF_HUB_OFFLINE=1 only the cache counts)."""
     model = str(model)
+    if _HUB_ID.match(model) and (Path(model) / "agentgym_tiny.json").is_file():
+        # an earlier agentgym built a random tiny model at the path a hub id names; transformers loads a
+        # folder of that name before the hub's model, so the id would silently mean the random model
+        raise ConfigError(f"{what} {model!r} reads as a hub id, but the folder ./{model} here holds an untrained "
+                          f"tiny model built in its place, which would be loaded instead: delete or rename ./{model} "
+                          f"to use the hub's model, or write ./{model} to train that tiny model")
     if looks_local(model):
         path = Path(model).expanduser()
         if not path.exists():

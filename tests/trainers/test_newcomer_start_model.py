@@ -107,3 +107,25 @@ def test_an_unusable_device_is_one_line_before_anything_is_built(tmp_path, monke
     code, text = _main(capsys, monkeypatch, "train", "household-tiny", "policy.device=gpu")
     assert code == 2 and "not a device" in text, text
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tiny_model_left_at_a_hub_ids_path_never_stands_in_for_it(tmp_path, monkeypatch, capsys):
+    """An older agentgym built a random tiny model at ./Qwen/Qwen2.5-0.5B-Instruct; transformers loads a
+    folder of that name before the hub's model, so the hub id would silently mean the random model."""
+    from agentgym.policies.model_files import check_model_path
+
+    monkeypatch.chdir(tmp_path)
+    shadow = tmp_path / "Qwen" / "Qwen2.5-0.5B-Instruct"
+    shadow.mkdir(parents=True)
+    (shadow / "config.json").write_text("{}")
+    (shadow / "agentgym_tiny.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"\./Qwen/Qwen2\.5-0\.5B-Instruct here holds an untrained tiny model"):
+        check_model_path("Qwen/Qwen2.5-0.5B-Instruct", what="policy.model")
+    check_model_path("./Qwen/Qwen2.5-0.5B-Instruct")  # asked for by its path: that folder
+    code, text = _main(capsys, monkeypatch, "train", "household-tiny", "policy.model=Qwen/Qwen2.5-0.5B-Instruct",
+                       "iterations=0", "--run-dir", str(tmp_path / "run"))
+    assert code == 2 and "delete or rename" in text and len(text.strip().splitlines()) == 1, text
+    assert not (tmp_path / "run").exists()
+    # a model downloaded into a folder named like its hub id is the user's own: it loads
+    (shadow / "agentgym_tiny.json").unlink()
+    check_model_path("Qwen/Qwen2.5-0.5B-Instruct")
