@@ -146,7 +146,7 @@ class SFTConfig:
     num_tasks: int = 200  # oracle trajectories on this many train tasks
     epochs: int = 3
     lr: float = 1e-3
-    batch_size: int = 32
+    batch_size: int = 32  # samples per step: demonstrated steps, or whole episodes with env.chat.history=full
     weight_decay: float = 0.0
     max_steps: int | None = None  # stop after this many optimizer steps
     # Per turn, the chance the oracle first makes an inadmissible move, so SFT also shows how to

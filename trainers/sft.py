@@ -49,6 +49,47 @@ def sft_samples(policy, trajectories) -> list[Sample]:
     return samples
 
 
+def sft_episode_samples(policy, trajectories) -> list[Sample]:
+    """history="full": one sample per episode instead of one per step. The conversation is built
+    turn by turn as the rollout engine continues it (agentgym.continuation): the demonstrator's
+    replies tokenized once, the template's ids for what follows each reply in between (masked), so
+    each target token has the very context its per-step sample gives it, computed once: a 12-turn
+    episode costs one pass over its final length instead of twelve over growing prompts.
+    Where the template rewrites earlier turns, or the conversation outgrows the prompt budget, the
+    episode goes on in a new sample (the per-step layout)."""
+    from agentgym.continuation import TokenContinuation
+
+    continuation = TokenContinuation(policy, on_mismatch="per-turn")
+    budget = getattr(policy, "max_prompt_tokens", None)
+    samples: list[Sample] = []
+
+    def close(ids: list[int], mask: list[int]) -> None:
+        if any(mask):
+            samples.append(Sample(input_ids=ids, loss_mask=mask, old_logprobs=[0.0] * len(ids),
+                                  advantages=[float(m) for m in mask]))
+
+    for traj in trajectories:
+        ids: list[int] = []
+        mask: list[int] = []
+        before = None
+        for step in traj.steps:
+            if step.messages is None:
+                raise ValueError("SFT needs the chat prompt of every step: collect with record_messages=True")
+            tail = continuation.between(before, step.messages, True) if before is not None else None
+            if tail is None or (budget and len(ids) + len(tail) > budget):
+                close(ids, mask)
+                ids = policy.encode_prompt(step.messages)
+                mask = [0] * len(ids)
+            else:
+                ids, mask = ids + tail, mask + [0] * len(tail)
+            reply = policy.encode_response(step.text)
+            # an invalid step (a slip) is context, never a target
+            ids, mask = ids + reply, mask + [int(step.action_valid)] * len(reply)
+            before = step.messages
+        close(ids, mask)
+    return samples
+
+
 def sft_loss(model, batch) -> torch.Tensor:
     from agentgym.trainers.ppo import token_logprobs
 
@@ -124,7 +165,10 @@ def run_sft(policy, cfg, log: Callable[[str], None] | None = None) -> dict:
                                 seed=cfg.seed, executor=cfg.env.executor, slip_prob=cfg.sft.slip_prob,
                                 search=cfg.sft.expert == "searching", dawdle_prob=cfg.sft.dawdle_prob,
                                 filter_success=cfg.sft.filter_success)
-    samples = sft_samples(policy, trajs)
+    from agentgym.chat import ChatConfig
+
+    full = ChatConfig.of(cfg.env.chat).history == "full"
+    samples = sft_episode_samples(policy, trajs) if full else sft_samples(policy, trajs)
     stats = train_sft(policy, samples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.batch_size, seed=cfg.seed,
                       weight_decay=cfg.sft.weight_decay, max_steps=cfg.sft.max_steps, log=log)
     stats["trajectories"] = len(trajs)

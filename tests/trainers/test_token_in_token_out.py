@@ -231,3 +231,31 @@ def test_vllm_engine_trains_exactly_what_it_sampled(toy_env_id, tmp_path):
         assert engine.prefix_cache_hit_rate() > 0.3  # later turns find their conversation's earlier turns cached
     finally:
         engine.close()
+
+
+def test_sft_with_full_history_trains_one_sequence_per_episode_on_the_same_targets(toy_env_id, tiny_policy_factory):
+    """history="full": SFT makes one sample per episode whose every target token has the context of
+    its per-step sample (so the summed target logprobs agree), with far fewer tokens; slips are
+    context only."""
+    import agentgym
+    from agentgym.trainers.ppo import token_logprobs
+    from agentgym.trainers.samples import collate
+    from agentgym.trainers.sft import oracle_trajectories, sft_episode_samples, sft_samples
+
+    policy = tiny_policy_factory()
+    tasks = agentgym.get_task_space(toy_env_id).split("train")[:4]
+    trajs = oracle_trajectories(toy_env_id, tasks, FULL_CHAT, None, seed=1)
+    assert all(len(t.steps) > 1 for t in trajs)
+    trajs[0].steps[0].action_valid = False  # a slip: context, not a target, in both layouts
+    per_step, episodes = sft_samples(policy, trajs), sft_episode_samples(policy, trajs)
+    assert len(episodes) == len(trajs) < len(per_step)
+    assert sum(s.num_loss_tokens for s in episodes) == sum(s.num_loss_tokens for s in per_step)
+    assert sum(len(s) for s in episodes) < 0.8 * sum(len(s) for s in per_step)  # 2-3 turns here; 12 turns: ~1/6
+
+    def target_logprob(samples):
+        batch = collate(samples, policy.tokenizer.pad_token_id)
+        with torch.no_grad():
+            logp, _ = token_logprobs(policy.model, batch["input_ids"], batch["attention_mask"])
+        return float((logp * batch["loss_mask"]).sum())
+
+    assert target_logprob(episodes) == pytest.approx(target_logprob(per_step), rel=1e-4)
