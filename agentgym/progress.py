@@ -12,18 +12,27 @@ quiet unless a command asked for progress.
             ...; b.update(advance=1)
             b.line(f"epoch {e}: loss {loss:.4f}")
 
+The session is an object, not a process-wide global: `session()` yields it and makes it the
+current one of this context only (a `contextvars.ContextVar`, as `decimal.localcontext`), so the
+library's bars (`progress.bar`) find it without every signature carrying it, while a session opened
+in one thread or test never draws in another. A thread that should show bars is handed the session
+(`s.bar(...)`, or run in `contextvars.copy_context()` as the async batch producer is).
+
 AGENTGYM_PROGRESS=rich|plain|off overrides the terminal detection.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 import time
 from contextlib import contextmanager
 from typing import Iterator, TextIO
 
-_SESSION: "_Session | None" = None
+# The session of the running command in this context (None: bars do nothing). Context-local, so
+# two sessions (two threads, two tests) never share bars; set only by session().
+_CURRENT: "contextvars.ContextVar[Session | None]" = contextvars.ContextVar("agentgym_progress", default=None)
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -38,7 +47,7 @@ def format_seconds(seconds: float | None) -> str:
 class Bar:
     """One loop's progress. `update` moves it, `line` reports a finished epoch/iteration."""
 
-    def __init__(self, session: "_Session | None", description: str, total: int | None, unit: str,
+    def __init__(self, session: "Session | None", description: str, total: int | None, unit: str,
                  completed: int, every: float | None, depth: int):
         self.session = session
         self.description = description
@@ -121,7 +130,10 @@ class Bar:
             self._emit(self.status())  # the end of a top-level bar (nested bars' last lines would be noise)
 
 
-class _Session:
+class Session:
+    """Where bars draw and lines go: a rich display on a terminal, plain lines otherwise.
+    Made by `session()`; hand it to code that should draw into it (`bar`, `log`)."""
+
     def __init__(self, mode: str, stream: TextIO):
         self.mode = mode
         self.stream = stream
@@ -135,6 +147,14 @@ class _Session:
         else:
             print(text, file=self.stream, flush=True)
 
+    def bar(self, description: str, total: int | None = None, *, unit: str = "", completed: int = 0,
+            every: float | None = 60.0):
+        """A bar in this session (wherever it is called from; see the module-level `bar`)."""
+        return _bar(self, description, total, unit, completed, every)
+
+    def log(self, text: str) -> None:
+        self.print(text)
+
 
 def _mode(stream: TextIO) -> str:
     forced = os.environ.get("AGENTGYM_PROGRESS", "").strip().lower()
@@ -146,14 +166,14 @@ def _mode(stream: TextIO) -> str:
 
 
 @contextmanager
-def session(stream: TextIO | None = None, mode: str | None = None) -> Iterator[_Session]:
-    """Turn progress on for the bars opened inside (reentrant: an inner session joins the outer)."""
-    global _SESSION
-    if _SESSION is not None:
-        yield _SESSION
+def session(stream: TextIO | None = None, mode: str | None = None) -> Iterator[Session]:
+    """Turn progress on for the bars opened inside, in this context (reentrant: an inner session
+    joins the outer one)."""
+    if (outer := _CURRENT.get()) is not None:
+        yield outer
         return
     stream = stream if stream is not None else sys.stdout
-    s = _Session(mode or _mode(stream), stream)
+    s = Session(mode or _mode(stream), stream)
     progress = None
     if s.mode == "rich":
         from rich.console import Console
@@ -166,31 +186,37 @@ def session(stream: TextIO | None = None, mode: str | None = None) -> Iterator[_
                             console=Console(file=stream), transient=False)
         progress.start()
         s.rich = progress
-    _SESSION = s if s.mode != "off" else None
+    token = _CURRENT.set(s if s.mode != "off" else None)
     try:
         yield s
     finally:
-        _SESSION = None
+        _CURRENT.reset(token)
         if progress is not None:
             progress.stop()
 
 
 def log(text: str) -> None:
     """Print a line above the bars (or plainly); works outside a session too."""
-    if _SESSION is not None:
-        _SESSION.print(text)
+    if (s := _CURRENT.get()) is not None:
+        s.print(text)
     else:
         print(text, flush=True)
 
 
-@contextmanager
 def bar(description: str, total: int | None = None, *, unit: str = "", completed: int = 0,
-        every: float | None = 60.0, enabled: bool = True) -> Iterator[Bar]:
-    """A progress bar inside the current session (a do-nothing Bar outside one).
+        every: float | None = 60.0, enabled: bool = True):
+    """A progress bar inside this context's session (a do-nothing Bar outside one).
 
     every: in plain mode, print a line at most every `every` seconds while running (None: only
     on `line()`), and a last one at the end for a top-level bar. enabled=False: a do-nothing Bar."""
-    s = _SESSION if enabled else None
+    return _bar(_CURRENT.get() if enabled else None, description, total, unit, completed, every)
+
+
+@contextmanager
+def _bar(s: "Session | None", description: str, total: int | None, unit: str, completed: int,
+         every: float | None) -> Iterator[Bar]:
+    if s is not None and s.mode == "off":
+        s = None
     b = Bar(s, description, total, unit, completed, every, s.depth if s is not None else 0)
     if s is not None:
         s.depth += 1
@@ -207,4 +233,4 @@ def bar(description: str, total: int | None = None, *, unit: str = "", completed
 
 
 def active() -> bool:
-    return _SESSION is not None
+    return _CURRENT.get() is not None

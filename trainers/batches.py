@@ -45,6 +45,7 @@ being trained (GAE without V-trace corrections); use grpo, rloo, loop or gigpo.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import dataclasses
 import inspect
@@ -198,7 +199,10 @@ class BatchProducer:
         self._versioned = _VersionedPolicy(self)
         self._thread = None
         if self.background:
-            self._thread = threading.Thread(target=self._run, name="agentgym-rollouts", daemon=True)
+            # run in a copy of this context: the command's progress session (agentgym.progress) is
+            # handed to the producer, so its collect bar shows as when batches are made inline
+            self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
+                                            name="agentgym-rollouts", daemon=True)
             self._thread.start()
 
     # --- producer side ------------------------------------------------------------------------

@@ -99,3 +99,47 @@ def test_rollout_command_logs_progress_when_not_a_terminal(tmp_path):
     assert out.returncode == 0, out.stderr
     first = out.stdout.splitlines()[0]
     assert LINE.match(first) and "collect 3 tasks x 1 " in first and "3/3 episodes" in first
+
+
+def test_a_session_is_its_own_not_a_process_global():
+    """Two commands' sessions at once (two threads, as two tests or an app serving two users): each
+    one's bars and lines go to its own stream; a module-global session sent the second's to the first."""
+    import threading
+
+    both_open = threading.Barrier(2)
+    streams = {name: io.StringIO() for name in ("a", "b")}
+
+    def command(name: str) -> None:
+        with progress.session(stream=streams[name], mode="plain"):
+            both_open.wait(timeout=10)
+            with progress.bar(f"job-{name}", total=1, every=None) as bar:
+                bar.update(1)
+                bar.line()
+            progress.log(f"done {name}")
+            both_open.wait(timeout=10)  # neither closes before the other has written
+
+    threads = [threading.Thread(target=command, args=(name,)) for name in streams]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    for name, out in streams.items():
+        text = lines(out)
+        assert len(text) == 2 and text[0].startswith(f"job-{name} 1/1") and text[1] == f"done {name}", (name, text)
+
+
+def test_a_session_handed_down_draws_where_it_is_called():
+    """The session is an object: code handed it (a thread of the command) opens bars in it."""
+    import threading
+
+    out = io.StringIO()
+    with progress.session(stream=out, mode="plain") as s:
+        def worker():
+            with s.bar("worker", total=2, unit="steps", every=None) as bar:
+                bar.update(2)
+                bar.line()
+
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join(timeout=10)
+    assert [LINE.match(line)["desc"] for line in lines(out)] == ["worker"]

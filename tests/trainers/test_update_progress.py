@@ -31,3 +31,25 @@ def test_the_update_counts_its_micro_batches(toy_env_id, tiny_policy_factory):
         ppo_update(pc, (0.8, 1.2), policy, optimizer, scheduler, samples, np.random.default_rng(0), 0)
     expected = 2 * sum(-(-len(c) // 2) for c in np.array_split(np.arange(len(samples)), -(-len(samples) // 5)))
     assert f"update {expected}/{expected} micro-batches (100%)" in out.getvalue()
+
+
+def test_batches_made_ahead_in_a_thread_show_their_collect_bar(toy_config, tmp_path, tiny_model_dir):
+    """The progress session is context-local (agentgym.progress), not a module global: the producer
+    thread is handed the command's session, so its rollouts show as inline ones do."""
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.registration import get_task_space
+    from agentgym.tasks.source import make_task_source_from_config
+    from agentgym.trainers.batches import BatchProducer
+    from agentgym.trainers.task_selection import select_train_tasks
+
+    cfg = toy_config(tmp_path, tiny_model_dir, "rollout.max_staleness=1", "iterations=1")
+    space = get_task_space(cfg.env.id)
+    source = make_task_source_from_config(cfg.tasks, space, select_train_tasks(cfg, space), seed=cfg.seed)
+    out = io.StringIO()
+    with progress.session(stream=out, mode="plain"):
+        producer = BatchProducer(cfg, HFPolicy(tiny_model_dir), source)
+        try:
+            assert producer.background and producer.get(0).trajectories
+        finally:
+            producer.close()
+    assert "collect " in out.getvalue(), out.getvalue()
