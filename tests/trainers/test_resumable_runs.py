@@ -202,6 +202,34 @@ def test_rl_vs_baselines_jobs_wait_for_what_they_match_and_tune_on_another_seed(
     assert jobs["tune/sft_filtered/lr0.003"] == {"warm/seed100", "tune/rl/lr0.0001", "tune/rl/lr0.0003"}
 
 
+def test_grpo_runs_only_as_the_check_of_its_identity_with_gigpo_omega0(tmp_path):
+    """At norm_std=false GRPO is GiGPO with omega=0: grpo runs on the first seeds only, and its other
+    seeds are gigpo_omega0's exactly when the checked seeds agree (otherwise only its own runs count)."""
+    import argparse
+
+    import estimators_llm as el
+
+    args = argparse.Namespace(seeds=[0, 1, 2, 3], estimators=list(el.ESTIMATORS), overrides=[], threads=None,
+                              runs=str(tmp_path))
+    keys = {j.key for j in el.jobs(args)}
+    assert {"grpo/seed0", "grpo/seed1"} <= keys and "grpo/seed2" not in keys and "gigpo_omega0/seed3" in keys
+
+    def record(success):
+        tasks = {"a": success, "b": 1.0 - success}
+        return {"heldout": {"success_rate": success, "per_task_success": tasks}, "heldout_unseen": {"success_rate": 0.1},
+                "heldout_before": {"success_rate": 0.0}, "credit": []}
+
+    for agree in (True, False):
+        table = rr.DoneTable(tmp_path / f"done{agree}.json")
+        for s in range(4):
+            table.mark(f"gigpo_omega0/seed{s}", record(0.1 * s))
+        table.mark("grpo/seed0", record(0.0))
+        table.mark("grpo/seed1", record(0.1 if agree else 0.5))
+        out = el.report(args, table)
+        assert out["grpo_is_gigpo_omega0"]["identical"] is agree
+        assert out["estimators"]["grpo"]["seeds"] == ([0, 1, 2, 3] if agree else [0, 1])
+
+
 def test_rl_compute_counts_each_iteration_once_after_a_resume(tmp_path):
     rows = [{"step": 1, "iteration": 1, "train/optimizer_steps": 4, "train/tokens": 100, "train/samples": 10,
              "rollout/episodes": 48},
