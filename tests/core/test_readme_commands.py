@@ -2,6 +2,8 @@
 ones that finish in seconds), or named below with the reason it is not and the test that covers it.
 A command added to the README must be put in one of the two lists."""
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -33,9 +35,6 @@ RUN = {
     "agentgym train household-tiny --print-config": ("", "household-tiny"),
     "agentgym eval agentgym/Household-v0 --policy oracle --split heldout --episodes 4 --out runs/eval/oracle":
         ("", "runs/eval/oracle/report.json"),
-    # runs/eval/trained is a trained model's report in the README; here a random policy's (made below)
-    "agentgym eval-compare runs/eval/oracle runs/eval/trained -l oracle -l trained -o runs/eval/compare":
-        ("", "trained"),
 }
 
 NOT_RUN = {
@@ -54,17 +53,25 @@ NOT_RUN = {
         "a trained run (tests/evaluation/test_eval_cli.py: hf: end to end on a tiny model)",
     "agentgym eval agentgym/Household-v0 --policy openai:http://localhost:8000/v1:Qwen/Qwen2.5-1.5B-Instruct":
         "a model server (tests/openai)",
-    "agentgym eval runs/household-tiny -o runs/eval/run": "a trained run (tests/evaluation/test_eval_run_dir.py)",
 }
+
+# Run verbatim against a tiny run trained into runs/household-tiny (the README's Lamp env with tiny
+# counts: the main job takes 12 minutes): their figures must be the run's summary.json ones, and
+# eval-compare must find the two reports measured alike.
+ON_A_TINY_RUN = [
+    "agentgym eval runs/household-tiny -o runs/eval/final",
+    "agentgym eval --from-run runs/household-tiny --policy hf:runs/household-tiny/sft_model -o runs/eval/sft",
+    "agentgym eval-compare runs/eval/sft runs/eval/final -l warm-start -l final -o runs/eval/compare",
+]
 
 
 def test_every_readme_command_is_run_or_named_with_a_reason():
     commands = readme_commands()
     assert len(commands) == len(set(commands)), "a command listed twice"
-    assert set(commands) == set(RUN) | set(NOT_RUN), (
-        f"not classified: {sorted(set(commands) - set(RUN) - set(NOT_RUN))}; "
-        f"no longer in the README: {sorted((set(RUN) | set(NOT_RUN)) - set(commands))}")
-    assert not set(RUN) & set(NOT_RUN)
+    known = set(RUN) | set(NOT_RUN) | set(ON_A_TINY_RUN)
+    assert set(commands) == known, (f"not classified: {sorted(set(commands) - known)}; "
+                                    f"no longer in the README: {sorted(known - set(commands))}")
+    assert len(known) == len(RUN) + len(NOT_RUN) + len(ON_A_TINY_RUN)
 
 
 @pytest.mark.slow
@@ -72,11 +79,6 @@ def test_the_readme_commands_that_finish_in_seconds_run_as_written(tmp_path):
     exe = Path(sys.executable).parent / "agentgym"
     prefix = [str(exe)] if exe.is_file() else [sys.executable, "-m", "agentgym.cli"]
     for command, (stdin, expected) in RUN.items():
-        if command.startswith("agentgym eval-compare"):  # the README's second report: here a random policy's
-            made = subprocess.run([*prefix, "eval", "agentgym/Household-v0", "--policy", "random", "--split",
-                                   "heldout_unseen", "--limit", "20", "-o", "runs/eval/trained"], cwd=tmp_path,
-                                  capture_output=True, text=True, timeout=300)
-            assert made.returncode == 0, made.stderr[-2000:]
         args = command.split()[1:]
         done = subprocess.run([*prefix, *args], cwd=tmp_path, input=stdin, capture_output=True, text=True,
                               timeout=300)
@@ -84,6 +86,43 @@ def test_the_readme_commands_that_finish_in_seconds_run_as_written(tmp_path):
         assert done.returncode == 0, f"{command}:\n{done.stderr[-3000:]}"
         assert "Traceback" not in done.stderr, f"{command}:\n{done.stderr[-3000:]}"
         assert expected in out, f"{command}: {expected!r} not in\n{out[-3000:]}"
+
+
+def _agentgym() -> list[str]:
+    exe = Path(sys.executable).parent / "agentgym"
+    return [str(exe)] if exe.is_file() else [sys.executable, "-m", "agentgym.cli"]
+
+
+@pytest.mark.slow
+def test_the_readme_eval_commands_give_the_runs_own_figures(tmp_path):
+    pytest.importorskip("transformers")
+    readme = README.read_text(encoding="utf-8")
+    lamp = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "class LampTasks" in b)
+    (tmp_path / "lamp.py").write_text(lamp)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "OMP_NUM_THREADS": "1"}
+    tiny = ["iterations=1", "tiny.num_tasks=6", "tiny.vocab_size=300", "tiny.hidden=32", "tiny.heads=2",
+            "sft.num_tasks=20", "sft.epochs=2", "eval.num_tasks=5", "rollout.tasks_per_iter=2", "rollout.group_size=2",
+            "rollout.max_new_tokens=8", "ppo.minibatch_size=8", "ppo.micro_batch_size=8", "torch_threads=1",
+            "log.plot=false", "log.save_trajectories_every=0", "checkpoint_every=0"]
+    trained = subprocess.run([*_agentgym(), "train", "--env", "agentgym/Lamp-v0", "--import", "lamp", *tiny,
+                              "--run-dir", "runs/household-tiny"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=600)
+    assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-2000:]
+    summary = json.loads((tmp_path / "runs" / "household-tiny" / "summary.json").read_text())
+    outputs = []
+    for command in ON_A_TINY_RUN:
+        done = subprocess.run([*_agentgym(), *command.split()[1:]], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, f"{command}:\n{done.stderr[-3000:]}"
+        outputs.append(" ".join((done.stdout + done.stderr).split()))
+
+    def success(name):
+        return json.loads((tmp_path / "runs" / "eval" / name / "report.json").read_text())["overall"]["success_rate"]
+
+    assert success("final")["value"] == summary["heldout_success_after"]
+    assert success("sft")["value"] == summary["heldout_success_before"]
+    assert "warning" not in outputs[2] and "not comparable" not in outputs[2], outputs[2]
 
 
 def test_the_docs_name_real_folders_not_placeholders():
