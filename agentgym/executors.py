@@ -264,19 +264,47 @@ class Executor(Protocol):
 # builder(factory, num_envs, num_workers or None, options) -> Executor
 ExecutorBuilder = Callable[[EnvFactory, int, "int | None", "dict | None"], Executor]
 _EXECUTORS: dict[str, ExecutorBuilder | str] = {}
+_RAY_CLUSTER: set[str] = set()  # executors whose workers are placed on the run's Ray cluster
+_RUN_POOLS: dict[str, Callable[[Any], Any] | str] = {}  # name -> pool builder the trainer keeps for the run
 
 
-def register_executor(name: str, builder: ExecutorBuilder | str) -> None:
+def register_executor(name: str, builder: ExecutorBuilder | str, *, needs_ray_cluster: bool = False,
+                      run_pool: Callable[[Any], Any] | str | None = None) -> None:
     """Make `executor=name` (collect, evaluate, the trainer's env.executor) build executors with
     `builder(factory, num_envs, num_workers, options)`; an import string "module:function" is
-    loaded on first use."""
+    loaded on first use.
+
+    needs_ray_cluster=True: its workers run on the Ray cluster of a training config's `ray:`
+    section; the trainer checks the cluster can place them (ray.num_workers x num_cpus_per_worker)
+    before any work. run_pool: a builder (or import string) called with that `ray:` section once
+    per run; what it returns (`executor_for(factory, num_envs)`, `shutdown()`) is handed to every
+    rollout as the executor, so workers live across iterations instead of starting per batch."""
     if not isinstance(name, str) or not name:
         raise ConfigError(f"an executor name is a non-empty string, got {name!r}")
     _EXECUTORS[name] = builder
+    _RAY_CLUSTER.discard(name)
+    _RUN_POOLS.pop(name, None)
+    if needs_ray_cluster:
+        _RAY_CLUSTER.add(name)
+    if run_pool is not None:
+        _RUN_POOLS[name] = run_pool
 
 
 def executor_names() -> list[str]:
     return sorted(_EXECUTORS)
+
+
+def needs_ray_cluster(name: Any) -> bool:
+    """Whether executor `name` runs its workers on the Ray cluster (declared at registration)."""
+    return isinstance(name, str) and name in _RAY_CLUSTER
+
+
+def make_run_pool(name: Any, options: Any) -> Any:
+    """The run-wide pool executor `name` declared (None when it declares none): the trainer builds
+    it once with its `ray:` section and passes it to collect as the executor."""
+    if not isinstance(name, str) or name not in _RUN_POOLS:
+        return None
+    return _load(_RUN_POOLS, name)(options)
 
 
 def check_executor(name: Any) -> None:
@@ -287,13 +315,18 @@ def check_executor(name: Any) -> None:
                       "(or register your own with agentgym.executors.register_executor)")
 
 
-def _builder(name: str) -> ExecutorBuilder:
-    builder = _EXECUTORS[name]
+def _load(registry: dict, name: str) -> Callable:
+    """The registered callable, an import string "module:function" loaded on first use."""
+    builder = registry[name]
     if isinstance(builder, str):
         module, _, attr = builder.partition(":")
         builder = getattr(importlib.import_module(module), attr)
-        _EXECUTORS[name] = builder
+        registry[name] = builder
     return builder
+
+
+def _builder(name: str) -> ExecutorBuilder:
+    return _load(_EXECUTORS, name)
 
 
 def make_executor(kind: Any, factory: EnvFactory, num_envs: int, num_workers: int | None = None,
@@ -310,4 +343,5 @@ def make_executor(kind: Any, factory: EnvFactory, num_envs: int, num_workers: in
 register_executor("inprocess", lambda factory, n, _workers, _options: InProcessExecutor(factory, n))
 register_executor("threads", lambda factory, n, workers, _options: ThreadExecutor(factory, n, workers or 16))
 register_executor("process", lambda factory, n, workers, _options: ProcessExecutor(factory, n, num_workers=workers or 2))
-register_executor("ray", "agentgym.executors_ray:make_ray_executor")
+register_executor("ray", "agentgym.executors_ray:make_ray_executor", needs_ray_cluster=True,
+                  run_pool="agentgym.executors_ray:RayEnvPool")

@@ -92,27 +92,37 @@ class FollowsTrainer:
 EngineBuilder = Callable[[TrainablePolicy, str, Any], RolloutEngine]
 _ENGINES: dict[str, EngineBuilder | str] = {}
 _TRAINER_MODEL: set[str] = set()  # engines that are the trainer's policy object itself
+_RAY_CLUSTER: set[str] = set()  # engines whose replicas are placed on the run's Ray cluster
 
 
-def register_engine(name: str, builder: EngineBuilder | str, *, trainer_model: bool = False) -> None:
+def register_engine(name: str, builder: EngineBuilder | str, *, trainer_model: bool = False,
+                    needs_ray_cluster: bool = False) -> None:
     """Make `policy.engine=name` build rollout engines with `builder(trainer_policy, model_path, cfg)`.
 
     trainer_model=True declares that the builder returns the trainer's policy itself (it generates
     with the very model it trains, as "hf" does): the config checks allow such an engine with
     data_parallel=fsdp (which shards that model) and with rollout.max_staleness > 0 (whose producer
-    samples from a copy of it); any other engine has weights of its own, synced by `sync()`."""
+    samples from a copy of it); any other engine has weights of its own, synced by `sync()`.
+    needs_ray_cluster=True: it runs policy replicas on the Ray cluster of the config's `ray:`
+    section (ray.policy_replicas, ray.policy_engine): the trainer checks the cluster can place them."""
     if not isinstance(name, str) or not name:
         raise ConfigError(f"an engine name is a non-empty string, got {name!r}")
     _ENGINES[name] = builder
-    if trainer_model:
-        _TRAINER_MODEL.add(name)
-    else:
-        _TRAINER_MODEL.discard(name)
+    for declared, members in ((trainer_model, _TRAINER_MODEL), (needs_ray_cluster, _RAY_CLUSTER)):
+        if declared:
+            members.add(name)
+        else:
+            members.discard(name)
 
 
 def generates_with_trainer_model(name: str) -> bool:
     """Whether `policy.engine=name` generates with the trainer's own model (declared at registration)."""
     return name in _TRAINER_MODEL
+
+
+def needs_ray_cluster(name: str) -> bool:
+    """Whether `policy.engine=name` runs replicas on the Ray cluster (declared at registration)."""
+    return name in _RAY_CLUSTER
 
 
 def engine_names() -> list[str]:
@@ -137,4 +147,4 @@ def make_engine(name: str, trainer_policy: TrainablePolicy, model_path: str | Pa
 
 register_engine("hf", lambda trainer_policy, _path, _cfg: trainer_policy, trainer_model=True)  # the weights it trains
 register_engine("vllm", "agentgym.policies.vllm_engine:vllm_rollout_engine")
-register_engine("ray", "agentgym.policies.ray_policy:ray_rollout_engine")
+register_engine("ray", "agentgym.policies.ray_policy:ray_rollout_engine", needs_ray_cluster=True)

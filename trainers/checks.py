@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from agentgym.errors import ConfigError
 from agentgym.executors import check_executor
-from agentgym.policies.engines import check_engine, generates_with_trainer_model
+from agentgym.policies.engines import check_engine, engine_names, generates_with_trainer_model
+from agentgym.policies.engines import needs_ray_cluster as engine_needs_ray_cluster
 from agentgym.trainers.estimators import estimator_spec
 
 if TYPE_CHECKING:
@@ -125,9 +126,10 @@ def check_scaling(cfg: TrainConfig) -> None:
         raise ConfigError(f"data_parallel=fsdp shards the trainer's own model, but policy.engine={cfg.policy.engine} "
                           "generates with another copy: use policy.engine=hf, or data_parallel=ddp")
     if cfg.ray.policy_engine != "hf":
-        if cfg.policy.engine != "ray":
+        if not engine_needs_ray_cluster(cfg.policy.engine):
+            on_ray = " or ".join(f"policy.engine={n}" for n in engine_names() if engine_needs_ray_cluster(n))
             raise ConfigError(f"ray.policy_engine={cfg.ray.policy_engine} sets what Ray policy replicas run: add "
-                              f"policy.engine=ray (policy.engine=vllm runs one engine in the trainer's process)")
+                              f"{on_ray} (policy.engine={cfg.policy.engine} runs no replicas on Ray)")
         import importlib.util
 
         if importlib.util.find_spec("vllm") is None:

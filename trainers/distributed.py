@@ -38,6 +38,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgym.errors import ConfigError
+from agentgym.executors import make_run_pool
+from agentgym.executors import needs_ray_cluster as executor_needs_ray_cluster
+from agentgym.policies.engines import needs_ray_cluster as engine_needs_ray_cluster
 
 from agentgym.trainers.checks import check_world  # noqa: F401  (the data-parallel limits live with the other rules)
 
@@ -361,19 +364,22 @@ def setup(cfg, log: Callable[[str], None] = print) -> DataParallel:
 
 
 def ray_env_pool(cfg, dp: DataParallel, log: Callable[[str], None] = print):
-    """The run's Ray env workers (a RayEnvPool passed to collect as the executor) when
-    env.executor=ray, after checking the cluster can hold them and the policy replicas; None otherwise."""
-    if cfg.env.executor != "ray" and cfg.policy.engine != "ray":
+    """The run's env-worker pool (passed to collect as the executor) when env.executor declares
+    one (Ray's RayEnvPool), after checking the Ray cluster can hold the env workers and policy
+    replicas that the executor and the engine declare they place there; None otherwise."""
+    env_on_ray = executor_needs_ray_cluster(cfg.env.executor)
+    engine_on_ray = engine_needs_ray_cluster(cfg.policy.engine)
+    if not (env_on_ray or engine_on_ray):
         return None
     import dataclasses
 
-    from agentgym.executors_ray import RayEnvPool, check_resources
+    from agentgym.executors_ray import check_resources
 
-    rc = cfg.ray if cfg.env.executor == "ray" else dataclasses.replace(cfg.ray, num_workers=0)
-    info = check_resources(rc, with_policy=cfg.policy.engine == "ray")
+    rc = cfg.ray if env_on_ray else dataclasses.replace(cfg.ray, num_workers=0)
+    info = check_resources(rc, with_policy=engine_on_ray)
     if dp.is_main:
         log(f"ray: {info['cpus']:g} CPUs in the cluster, {info['cpus_requested']:g} requested")
-    return RayEnvPool(cfg.ray) if cfg.env.executor == "ray" else None
+    return make_run_pool(cfg.env.executor, cfg.ray)
 
 
 def teardown(dp: DataParallel, env_pool=None, finished: bool = True) -> None:

@@ -116,3 +116,44 @@ def test_an_engine_that_is_the_trainer_policy_is_allowed_where_hf_is(toy_config,
     finally:
         engines._ENGINES.pop("own", None)
         engines._TRAINER_MODEL.discard("own")
+
+
+def test_ray_cluster_needs_are_declared_not_named(toy_config, tmp_path, tiny_model_dir, monkeypatch):
+    """An executor and an engine that run on the Ray cluster say so at registration; the trainer's
+    resource check, its run-wide env pool and the ray.policy_engine rule ask that, never the name."""
+    from agentgym import executors, executors_ray
+    from agentgym.errors import ConfigError
+    from agentgym.policies import engines
+    from agentgym.trainers import distributed
+
+    class Pool:
+        def __init__(self, rc):
+            self.rc = rc
+
+    register_executor("on-cluster", lambda factory, n, _w, _o: CountingExecutor(factory, n), needs_ray_cluster=True,
+                      run_pool=Pool)
+    register_engine("replicas", CountingEngine, needs_ray_cluster=True)
+    checked: list = []
+    monkeypatch.setattr(executors_ray, "check_resources", lambda rc, with_policy=False: checked.append(
+        (rc.num_workers, with_policy)) or {"cpus": 8.0, "cpus_requested": 1.0})
+    try:
+        assert executors.needs_ray_cluster("ray") and engines.needs_ray_cluster("ray")
+        assert not executors.needs_ray_cluster("counting") and not engines.needs_ray_cluster("counting")
+        cfg = toy_config(tmp_path, tiny_model_dir, "env.executor=on-cluster", "policy.engine=replicas", "ray.num_workers=3")
+        pool = distributed.ray_env_pool(cfg, distributed.DataParallel(), log=lambda _: None)
+        assert isinstance(pool, Pool) and pool.rc is cfg.ray and checked == [(3, True)]
+        checked.clear()
+        cfg = toy_config(tmp_path, tiny_model_dir, "env.executor=counting", "policy.engine=replicas")
+        assert distributed.ray_env_pool(cfg, distributed.DataParallel(), log=lambda _: None) is None
+        assert checked == [(0, True)]  # the replicas alone are placed on the cluster
+        cfg = toy_config(tmp_path, tiny_model_dir, "env.executor=counting", "policy.engine=counting")
+        assert distributed.ray_env_pool(cfg, distributed.DataParallel(), log=lambda _: None) is None
+        assert checked == [(0, True)]  # nothing on Ray: no cluster asked for
+        with pytest.raises(ConfigError, match="ray.policy_engine=vllm sets what Ray policy replicas run: add "
+                                              "policy.engine=ray or policy.engine=replicas"):
+            toy_config(tmp_path, tiny_model_dir, "policy.engine=counting", "ray.policy_engine=vllm")
+    finally:
+        register_executor("on-cluster", "x:y")
+        register_engine("replicas", "x:y")
+        executors._EXECUTORS.pop("on-cluster", None)
+        engines._ENGINES.pop("replicas", None)
