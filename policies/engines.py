@@ -50,6 +50,10 @@ class TrainablePolicy(Protocol):
 
     def load_weights(self, model_dir: str | Path) -> None: ...
 
+    # rollout.max_staleness > 0 also asks `rollout_copy(version)`: a copy that samples in the batch
+    # producer's thread and follows the trainer through `sync()`, taking the weights the trainer
+    # hands it with `copy.publish(version)` after each update (HFPolicy.rollout_copy)
+
 
 @runtime_checkable
 class RolloutEngine(Protocol):

@@ -17,7 +17,9 @@ without LoRA an optional frozen deep copy (`reference="copy"`).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,17 @@ def _resolve_dtype(dtype: Any, device: str) -> torch.dtype:
                 "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}[str(dtype)]
     except KeyError:
         raise ConfigError(f"unknown dtype {dtype!r}; choose fp32, bf16 or fp16") from None
+
+
+@dataclass
+class _Follow:
+    """What a rollout copy follows: its trainer, the newest snapshot the trainer published (version,
+    weights; shared across threads under `lock`) and the version the copy loaded last."""
+
+    trainer: "HFPolicy"
+    published: tuple[int, dict | None]
+    synced_version: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass
@@ -336,7 +349,59 @@ class HFPolicy:
 
     # --- as the rollout engine "hf" (agentgym.policies.engines) ------------------------------
     def sync(self, force: bool = False) -> float:
-        return 0.0  # it generates with the very weights the trainer updates
+        """The engine's one weight path. The trainer's own policy generates with the very weights it
+        updates: nothing to take. A `rollout_copy()` loads the newest weights its trainer published
+        (all of them again with force=True); seconds spent."""
+        follow = getattr(self, "_follow", None)
+        if follow is None:
+            return 0.0
+        t0 = time.perf_counter()
+        with follow.lock:
+            version, snapshot = follow.published
+        if snapshot is not None and (force or version > follow.synced_version):
+            params = dict(self.model.named_parameters())
+            for name, tensor in snapshot.items():
+                params[name].data.copy_(tensor)
+            self.forget()  # cached conversation prefixes were computed with the old weights
+            follow.synced_version = version
+        return time.perf_counter() - t0
+
+    # --- a copy that samples while this policy trains (the async batch producer's) ------------
+    def rollout_copy(self, version: int = 0) -> "HFPolicy":
+        """A second HFPolicy on its own model, tokenizer and sampling generator (no reference model)
+        that generates in another thread while this one is updated, and follows it as every engine
+        does, through `sync()`: the trainer calls `copy.publish(version)` between updates (a
+        snapshot of its trainable weights, so the copy never reads weights mid-update) and the copy
+        loads the newest snapshot on its next `sync()`. `version`: the weights' version now;
+        `copy.synced_version` is the version it samples with."""
+        clone = copy.copy(self)
+        clone.model = copy.deepcopy(self.model).eval()  # requires_grad kept: under inference_mode it costs nothing,
+        # and torch picks other CPU kernels for weights that do not require grad (logprobs 5e-7 apart)
+        clone.tokenizer = copy.deepcopy(self.tokenizer)  # fast tokenizers are not safe to share across threads
+        clone.reference_model = None
+        clone._prefixes = {}  # its own cached conversations
+        clone._generator = torch.Generator(device=self.device)
+        clone._generator.manual_seed(0)
+        clone._last_seed = None
+        clone._follow = _Follow(trainer=self, published=(int(version), None), synced_version=int(version))
+        return clone
+
+    @property
+    def synced_version(self) -> int | None:
+        """A rollout copy: the version of the weights it samples with (None for a trainer's policy)."""
+        follow = getattr(self, "_follow", None)
+        return None if follow is None else follow.synced_version
+
+    def publish(self, version: int) -> None:
+        """A rollout copy, called from the trainer's thread after an update: snapshot the trainer's
+        trainable weights as `version`, for the copy's next `sync()`."""
+        follow = getattr(self, "_follow", None)
+        if follow is None:
+            raise TypeError("publish() is for a rollout copy: make one with policy.rollout_copy()")
+        with torch.no_grad():
+            snapshot = {n: p.detach().clone() for n, p in follow.trainer.model.named_parameters() if p.requires_grad}
+        with follow.lock:
+            follow.published = (int(version), snapshot)
 
     def sleep(self, level: int = 1) -> None:
         pass

@@ -10,9 +10,10 @@ Asynchronous rollouts under a staleness bound, and long-tail control of the roll
                                    >= k - K (version = RL updates applied; the trainer holds
                                    version k while it trains iteration k)
 
-With K > 0 a producer thread plays the next batches on its own copy of the policy while the
-trainer updates: after each update the trainer publishes a snapshot of its trainable weights
-(version k + 1) and the producer loads the newest one before a batch (and, with
+With K > 0 a producer thread plays the next batches on its own copy of the policy
+(`HFPolicy.rollout_copy()`) while the trainer updates: after each update the trainer publishes a
+snapshot of its trainable weights to the copy (version k + 1, `copy.publish`) and the producer
+loads the newest one, through the copy's `sync()` as every engine follows the trainer, before a batch (and, with
 rollout.partial_rollouts, before every turn, so an episode may span an update; its later steps
 are flagged `partial`). Before starting batch j the producer waits until version j - K exists:
 that is the whole bound, checked again on every step when the trainer takes the batch. Generation
@@ -46,7 +47,6 @@ being trained (GAE without V-trace corrections); use grpo, rloo, loop or gigpo.
 from __future__ import annotations
 
 import contextvars
-import copy
 import dataclasses
 import inspect
 import threading
@@ -139,27 +139,8 @@ class _VersionedPolicy:
 
 
 def make_rollout_copy(policy):
-    """A second HFPolicy on its own model and tokenizer (no reference model): the producer samples
-    from it while the trainer updates the original."""
-    import torch
-
-    clone = copy.copy(policy)
-    clone.model = copy.deepcopy(policy.model).eval()  # requires_grad kept: under inference_mode it costs nothing,
-    # and torch picks other CPU kernels for weights that do not require grad (logprobs 5e-7 apart)
-    clone.tokenizer = copy.deepcopy(policy.tokenizer)  # fast tokenizers are not safe to share across threads
-    clone.reference_model = None
-    clone._prefixes = {}  # its own cached conversations
-    clone._generator = torch.Generator(device=policy.device)
-    clone._generator.manual_seed(0)
-    clone._last_seed = None
-    return clone
-
-
-def _trainable_snapshot(policy) -> dict:
-    import torch
-
-    with torch.no_grad():
-        return {n: p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
+    """Old name (kept for trainers/async_rollout.py's one release): `policy.rollout_copy()`."""
+    return policy.rollout_copy()
 
 
 class BatchProducer:
@@ -188,13 +169,15 @@ class BatchProducer:
         self._cond = threading.Condition()
         self.source = _LockedSource(source, threading.RLock())
         self.version = self.start  # newest version published by the trainer
-        self._snapshot: tuple[int, dict | None] = (self.start, None)
         self._ready: dict[int, RolloutBatch] = {}
         self._error: BaseException | None = None
         self._stop = False
         self.dropped_groups_total = 0
         self.trainer_policy = policy
-        self.rollout_policy = make_rollout_copy(policy) if self.background else (engine or policy)
+        # in a thread: a copy that follows the trainer through sync() (HFPolicy.rollout_copy); the
+        # test of partial rollouts wraps rollout_policy, so the follower is kept apart from it
+        self._copy = policy.rollout_copy(self.start) if self.background else None
+        self.rollout_policy = self._copy if self.background else (engine or policy)
         self.loaded_version = self.start
         self._versioned = _VersionedPolicy(self)
         self._thread = None
@@ -224,15 +207,8 @@ class BatchProducer:
         if not self.background:
             self.loaded_version = self.version  # inline: the trainer's own weights
             return
-        with self._cond:
-            version, snap = self._snapshot
-        if version > self.loaded_version and snap is not None:
-            params = dict(self.rollout_policy.model.named_parameters())
-            for name, tensor in snap.items():
-                params[name].data.copy_(tensor)
-            if callable(forget := getattr(self.rollout_policy, "forget", None)):
-                forget()  # cached conversation prefixes were computed with the old weights
-            self.loaded_version = version
+        self._copy.sync()  # the newest weights the trainer published, if not loaded yet
+        self.loaded_version = self._copy.synced_version
 
     def _produce(self, j: int) -> RolloutBatch:
         cfg, r, dp = self.cfg, self.cfg.rollout, self.dp
@@ -297,10 +273,10 @@ class BatchProducer:
     def finish(self, iteration: int, policy, batch: RolloutBatch, samples) -> dict:
         """After the update of `iteration`: publish version iteration + 1; the iteration's metrics
         of asynchrony and long-tail control (empty when batches are made inline without them)."""
-        snap = _trainable_snapshot(policy) if self.background else None
+        if self.background:
+            self._copy.publish(iteration + 1)  # before the version below: a producer woken by it finds the weights
         with self._cond:
             self.version = iteration + 1
-            self._snapshot = (iteration + 1, snap)
             self._cond.notify_all()
         if not (self.background or rollouts_ahead(self.cfg)):
             return {}
