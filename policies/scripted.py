@@ -48,10 +48,15 @@ class OraclePolicy:
     search=True: each episode follows the task space's `solve_searching` plan instead, an expert
     that knows only what it has seen and searches receptacles in a random order (household).
     dawdle_prob > 0 (with search): that expert idles before each command with this probability
-    (look / inventory / examine), valid turns that change nothing: an imperfect demonstrator."""
+    (look / inventory / examine), valid turns that change nothing: an imperfect demonstrator.
+
+    tags=True: each reply opens with an RLVMR meta-reasoning tag picked by rule from what the
+    oracle does (agentgym.rewards.meta_reasoning.demonstration_tag over the task space's
+    `meta_tag`): reflection on the turn after a failed action, else explore / monitor / planning
+    as the task space classes the command. SFT on such replies gives a warm start that tags."""
 
     def __init__(self, task_space=None, slip_prob: float = 0.0, seed: int = 0, search: bool = False,
-                 dawdle_prob: float = 0.0):
+                 dawdle_prob: float = 0.0, tags: bool = False):
         if not 0.0 <= slip_prob < 1.0:
             raise ValueError(f"slip_prob must be in [0, 1), got {slip_prob}")
         if dawdle_prob and not search:
@@ -59,7 +64,12 @@ class OraclePolicy:
         if search and task_space is not None and not hasattr(task_space, "solve_searching"):
             raise ValueError(f"{type(task_space).__name__} has no searching oracle (solve_searching): "
                              "use the plain oracle for this env")
+        if tags and task_space is not None and not callable(getattr(task_space, "meta_tag", None)):
+            raise ValueError(f"{type(task_space).__name__} has no meta-reasoning tag rule (meta_tag): its "
+                             "demonstrations cannot be tagged (sft.tags=false)")
         self.task_space = task_space
+        self.tags = tags
+        self._tagging: dict[str, tuple[list[str], str | None]] = {}  # episode -> (earlier valid actions, last)
         self.search = search
         self.dawdle_prob = dawdle_prob
         self.slip_prob = slip_prob
@@ -111,5 +121,24 @@ class OraclePolicy:
                 self._episodes[ctx.episode] = (position, slip is not None)
             # Past the end of the plan (it failed) the oracle looks around instead of stopping.
             action = slip or (plan[position] if position < len(plan) else "look")
-            out.append(Completion(text=_format(ctx, action)))
+            text = _format(ctx, action)
+            out.append(Completion(text=self._tagged(ctx, action, text) if self.tags else text))
         return out
+
+    def _tagged(self, ctx: TurnContext, action: str, text: str) -> str:
+        from agentgym.rewards.meta_reasoning import demonstration_tag, tagged_reply
+
+        earlier, last = self._tagging.get(ctx.episode, ([], None)) if ctx.turn else ([], None)
+        failed = bool(ctx.turn) and not ctx.info.get("action_valid", True)
+        if last is not None and not failed:
+            earlier = earlier + [last]
+        self._tagging[ctx.episode] = (earlier, action)
+        space = self.task_space
+        if space is None:
+            from agentgym.registration import get_task_space
+
+            space = get_task_space(ctx.task.env_id)
+        if not callable(getattr(space, "meta_tag", None)):
+            raise ValueError(f"{type(space).__name__} has no meta-reasoning tag rule (meta_tag): its demonstrations "
+                             "cannot be tagged (sft.tags=false)")
+        return tagged_reply(demonstration_tag(space.meta_tag(action, earlier), failed), text)

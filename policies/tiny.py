@@ -33,8 +33,9 @@ CHAT_TEMPLATE = (
 
 
 def collect_env_texts(env_id: str, num_tasks: int = 64, seed: int = 0, chat: dict | None = None,
-                      split: str = "train") -> list[str]:
-    """Prompts and replies seen in oracle and random rollouts of `num_tasks` train tasks."""
+                      split: str = "train", meta_tags: bool = False) -> list[str]:
+    """Prompts and replies seen in oracle and random rollouts of `num_tasks` train tasks; with
+    `meta_tags` the oracle's replies carry the meta-reasoning tags a tagged warm start writes."""
     from agentgym.policies.scripted import OraclePolicy, RandomPolicy
     from agentgym.registration import get_task_space
     from agentgym.rollout import collect
@@ -52,18 +53,23 @@ def collect_env_texts(env_id: str, num_tasks: int = 64, seed: int = 0, chat: dic
     texts: list[str] = []
     # the oracle only when the env has one (it shows the replies that solve tasks); random play always
     has_oracle = type(space).solve is not TaskSpace.solve
-    for policy in ((OraclePolicy(space),) if has_oracle else ()) + (RandomPolicy(seed),):
+    for policy in ((OraclePolicy(space, tags=meta_tags),) if has_oracle else ()) + (RandomPolicy(seed),):
         for traj in collect(env_id, tasks, policy, group_size=1, seed=seed, chat=chat):
             for step in traj.steps:
                 texts.extend(m["content"] for m in (step.messages or []))
                 texts.append(step.text)
             texts.append(traj.final_observation)
+    if meta_tags:  # every tag with its note, also those the plain oracle never writes (monitor, reflection)
+        from agentgym.rewards.meta_reasoning import TAGS, tagged_reply
+
+        texts.extend(tagged_reply(tag, "<action>look</action>") for tag in TAGS for _ in range(len(texts) // 100 + 1))
     return texts
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 1500):
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 1500, added_tokens: Sequence[str] = ()):
     """A byte-level BPE tokenizer (lossless on any text) with the chat role markers as special
-    tokens, wrapped as a PreTrainedTokenizerFast with the chat template set."""
+    tokens, wrapped as a PreTrainedTokenizerFast with the chat template set. `added_tokens`: strings
+    kept whole as one ordinary token each (decoded as written), e.g. the meta-reasoning tags."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -86,6 +92,10 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1500):
         padding_side="left",
     )
     fast.chat_template = CHAT_TEMPLATE
+    if added_tokens:
+        from tokenizers import AddedToken
+
+        fast.add_tokens([AddedToken(t, normalized=False, special=False) for t in added_tokens])
     return fast
 
 
@@ -128,20 +138,26 @@ def build_tiny_model(
     seed: int = 0,
     num_tasks: int = 64,
     chat: dict | None = None,
+    meta_tags: bool = False,
 ) -> Path:
     """Train the tokenizer, initialise the model with `seed`, save both under `out_dir`.
 
     texts: the corpus; by default gathered from oracle and random rollouts of `env_id` (with
-    the ChatEnv options `chat`, so the prompts match what training will show)."""
+    the ChatEnv options `chat`, so the prompts match what training will show). meta_tags: the
+    replies will carry RLVMR tags (sft.tags): the corpus shows them and each tag string
+    (`<explore>`, `</explore>`, ..., `<action>`) is one token."""
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if texts is None:
-        texts = collect_env_texts(env_id, num_tasks=num_tasks, seed=seed, chat=chat)
+        texts = collect_env_texts(env_id, num_tasks=num_tasks, seed=seed, chat=chat, meta_tags=meta_tags)
+    added: tuple[str, ...] = ()
+    if meta_tags:
+        from agentgym.rewards.meta_reasoning import TAG_STRINGS as added
     # Role markers appear in every rendered prompt; include them so their neighbours merge well.
-    tokenizer = train_tokenizer(list(texts) + list(ROLE_TOKENS.values()), vocab_size=vocab_size)
+    tokenizer = train_tokenizer(list(texts) + list(ROLE_TOKENS.values()), vocab_size=vocab_size, added_tokens=added)
     config = tiny_config(tokenizer, arch=arch, hidden=hidden, layers=layers, heads=heads, intermediate=intermediate)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)

@@ -162,6 +162,11 @@ class SFTConfig:
     # keeps every demonstration, failed ones too: the clone then inherits the demonstrator's whole
     # habit (its idling), which is the setting where imitation has a low ceiling (issue 35).
     filter_success: bool = True
+    # The demonstrator's replies open with an RLVMR meta-reasoning tag picked by rule from what it does
+    # (reflection after a slip, explore for a first visit, monitor for idling, planning otherwise), so the
+    # warm start tags and RL can change which tags it writes (env.reward kind meta_reasoning). Needs the
+    # tag parser (env.chat.parser=tag) and an env whose task space has a tag rule (meta_tag).
+    tags: bool = False
 
 
 @dataclass
@@ -572,6 +577,9 @@ def check_section_rules(cfg: TrainConfig) -> None:
                           "heads split the width evenly (e.g. tiny.heads=4 or 8)")
     if cfg.policy.lora is not None:
         _check_lora(cfg.policy.lora)
+    if cfg.sft.enabled and cfg.sft.tags and cfg.env.chat.parser not in (None, "tag"):
+        raise ConfigError(f"sft.tags=true writes <tag>...</tag><action>...</action> replies: set env.chat.parser=tag "
+                          f"(not {cfg.env.chat.parser})")
     _check_env_kwargs(cfg)
     _check_tasks_file(cfg)
     _check_categories(cfg)

@@ -23,6 +23,8 @@ FEATURES = {
     "searching_oracle": ("a searching oracle `solve_searching(spec, rng)` (sft.expert=searching)",
                          lambda s: callable(getattr(s, "solve_searching", None))),
     "heldout_splits": ("held-out split manifests (eval.split)", lambda s: _has_heldout(s)),
+    "meta_tags": ("a meta-reasoning tag rule `meta_tag(action, earlier_actions)` (sft.tags)",
+                  lambda s: callable(getattr(s, "meta_tag", None))),
 }
 
 
@@ -59,6 +61,8 @@ def required_features(cfg) -> list[str]:
         need.append("categories")
     if cfg.sft.enabled:
         need.append("searching_oracle" if cfg.sft.expert == "searching" else "oracle")
+        if cfg.sft.tags:
+            need.append("meta_tags")
     unknown = sorted(set(need) - set(FEATURES))
     if unknown:
         raise ConfigError(f"env.requires names unknown features {unknown}; known: {', '.join(FEATURES)}")
@@ -72,6 +76,7 @@ SWITCH_OFF = {
     "categories": ["env.categories=[]"],
     "searching_oracle": ["sft.expert=oracle", "sft.dawdle_prob=0"],
     "heldout_splits": ["eval.split=train"],
+    "meta_tags": ["sft.tags=false"],
 }
 
 

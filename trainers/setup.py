@@ -69,7 +69,7 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
             t0 = time.perf_counter()
             build_tiny_model(model, env_id=cfg.env.id, vocab_size=cfg.tiny.vocab_size, hidden=cfg.tiny.hidden,
                              layers=cfg.tiny.layers, heads=cfg.tiny.heads, arch=cfg.tiny.arch, seed=cfg.seed,
-                             num_tasks=cfg.tiny.num_tasks, chat=cfg.env.chat)
+                             num_tasks=cfg.tiny.num_tasks, chat=cfg.env.chat, meta_tags=tagged(cfg))
             _write_record(model, settings)
             info["build_seconds"] = time.perf_counter() - t0
             log(f"built a tiny model (random weights, tokenizer from {cfg.env.id}'s text) in {model} "
@@ -102,10 +102,16 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
 SETTINGS_FILE = "agentgym_settings.json"  # in a built tiny / SFT model folder: what it was built from
 
 
+def tagged(cfg: TrainConfig) -> bool:
+    """The warm start learns tagged replies (sft.tags): the tiny model's tokenizer must hold the tags."""
+    return bool(cfg.sft.enabled and cfg.sft.tags)
+
+
 def tiny_settings(cfg: TrainConfig) -> dict:
     """Everything a tiny model's tokenizer and weights depend on (build_tiny_model's arguments)."""
     return {"env.id": cfg.env.id, "seed": cfg.seed, "env.chat": dataclasses.asdict(cfg.env.chat),
-            **{f"tiny.{k}": v for k, v in dataclasses.asdict(cfg.tiny).items() if k != "build"}}
+            **{f"tiny.{k}": v for k, v in dataclasses.asdict(cfg.tiny).items() if k != "build"},
+            **({"meta_tags": True} if tagged(cfg) else {})}  # absent when off: older tiny models stay reusable
 
 
 def sft_settings(cfg: TrainConfig, start: dict) -> dict:
@@ -119,7 +125,7 @@ def sft_settings(cfg: TrainConfig, start: dict) -> dict:
             "policy.max_prompt_tokens": cfg.policy.max_prompt_tokens,
             **{f"sft.{k}": v for k, v in dataclasses.asdict(cfg.sft).items() if k != "enabled"
                # a setting added later at its old behaviour leaves warm starts built before it reusable
-               and not (k == "filter_success" and v is True)}}
+               and not (k == "filter_success" and v is True) and not (k == "tags" and v is False)}}
 
 
 def settings_hash(settings: dict) -> str:

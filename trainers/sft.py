@@ -22,15 +22,16 @@ from agentgym.trainers.samples import Sample, collate, sft_sample
 
 def oracle_trajectories(env_id: str, tasks: list, chat: dict | None, env_kwargs: dict | None, seed: int = 0,
                         executor: str = "inprocess", slip_prob: float = 0.0, search: bool = False,
-                        dawdle_prob: float = 0.0, filter_success: bool = True):
+                        dawdle_prob: float = 0.0, filter_success: bool = True, tags: bool = False):
     """The demonstrator's episodes on `tasks` (infra errors dropped); with `filter_success` only
-    those that reached the goal, otherwise failed ones too (what an unfiltered log of it holds)."""
+    those that reached the goal, otherwise failed ones too (what an unfiltered log of it holds).
+    `tags`: its replies open with the meta-reasoning tag its rule picks (OraclePolicy(tags=True))."""
     from agentgym.policies.scripted import OraclePolicy
     from agentgym.registration import get_task_space
     from agentgym.rollout import collect
 
     oracle = OraclePolicy(get_task_space(env_id), slip_prob=slip_prob, seed=seed, search=search,
-                          dawdle_prob=dawdle_prob)
+                          dawdle_prob=dawdle_prob, tags=tags)
     trajs = collect(env_id, tasks, oracle, group_size=1, seed=seed, chat=chat,
                     env_kwargs=env_kwargs, executor=executor)
     return [t for t in trajs if not t.infra_error and (t.success or not filter_success)]
@@ -164,7 +165,7 @@ def run_sft(policy, cfg, log: Callable[[str], None] | None = None) -> dict:
     trajs = oracle_trajectories(cfg.env.id, [tasks[int(i)] for i in pick], cfg.env.chat, cfg.env.env_kwargs,
                                 seed=cfg.seed, executor=cfg.env.executor, slip_prob=cfg.sft.slip_prob,
                                 search=cfg.sft.expert == "searching", dawdle_prob=cfg.sft.dawdle_prob,
-                                filter_success=cfg.sft.filter_success)
+                                filter_success=cfg.sft.filter_success, tags=cfg.sft.tags)
     from agentgym.chat import ChatConfig
 
     full = ChatConfig.of(cfg.env.chat).history == "full"

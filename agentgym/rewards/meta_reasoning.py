@@ -171,6 +171,31 @@ def apply_meta_rewards(trajectories: Sequence[Trajectory], cfg: MetaReasoningCon
     return counts
 
 
+# --- a demonstrator's tags (sft.tags) ---------------------------------------------------------------
+# A tagged warm start copies replies `<tag>note</tag><action>...</action>`: the tag picked by rule
+# from what the demonstrator does, and a short fixed note per tag (the format needs a non-empty tag;
+# a tiny model copies a few words, and RL then changes which tag it writes, not what it says).
+DEMO_NOTES = {"planning": "next step", "explore": "new place", "reflection": "last failed", "monitor": "check"}
+# every tag string a tagged reply holds: a tiny model's tokenizer keeps each as one token
+TAG_STRINGS = tuple(s for name in (*TAGS, "action") for s in (f"<{name}>", f"</{name}>"))
+
+
+def demonstration_tag(kind: str, after_failure: bool) -> str:
+    """The tag of a demonstrator's step. `kind` is what the env's task space says the command does
+    (`meta_tag(action, earlier_actions)`: explore for a first visit or look inside, monitor for a
+    command that changes nothing, planning for a step of the plan); on the turn after a failed
+    action (a slip, `action_valid` False) the step is a reflection, as RLVMR's reflection follows
+    an error and changes the action."""
+    if kind not in TAGS:
+        raise ValueError(f"meta-reasoning tag {kind!r} is not one of {', '.join(TAGS)}")
+    return "reflection" if after_failure else kind
+
+
+def tagged_reply(tag: str, action_text: str) -> str:
+    """A demonstrator's reply: the tag with its note, then the action as the parser writes it."""
+    return f"<{tag}>{DEMO_NOTES[tag]}</{tag}>{action_text}"
+
+
 def redundant_step_rate(trajectories: Sequence[Trajectory]) -> float:
     """Share of steps after which the episode is in a state it had already been in (the anchor
     repeats): idling (look, inventory), undoing, going back and forth. The last step's next state

@@ -20,7 +20,7 @@ from agentgym.envs.household.world import APPLIANCE_EFFECT, EFFECT_OF_TASK, Layo
 
 
 # What a dawdling searcher does instead of progressing: admissible commands that change nothing.
-_IDLE = ("look", "inventory", "examine ")
+IDLE_COMMANDS = ("look", "inventory", "examine ")
 
 
 class _Planner:
@@ -37,7 +37,7 @@ class _Planner:
         # inventory, examine): an imperfect demonstrator whose clone wastes turns, which reward can
         # teach it not to do and imitation of more such demonstrations cannot.
         while self.dawdle_prob and self.search_rng.random() < self.dawdle_prob:
-            idle = sorted(c for c in admissible_table(self.world) if c.startswith(_IDLE))
+            idle = sorted(c for c in admissible_table(self.world) if c.startswith(IDLE_COMMANDS))
             self._execute(idle[int(self.search_rng.integers(len(idle)))])
         self._execute(command)
 

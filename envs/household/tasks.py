@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from agentgym.envs.household.catalog import TASK_TYPES, objects_for, rooms_for, targets_for
-from agentgym.envs.household.oracle import plan_for
+from agentgym.envs.household.oracle import IDLE_COMMANDS, plan_for
 from agentgym.envs.household.world import check_params, get_layout
 from agentgym.tasks.space import TaskSpace
 from agentgym.tasks.spec import TaskSpec
@@ -191,6 +191,18 @@ class HouseholdTaskSpace(TaskSpace):
         `dawdle_prob`, before each command it idles (look / inventory / examine) with that
         probability: an imperfect demonstrator."""
         return plan_for(get_layout(spec), search_rng=rng, dawdle_prob=dawdle_prob)
+
+    def meta_tag(self, action: str, earlier: list[str] | tuple[str, ...]) -> str:
+        """The RLVMR tag of a demonstrator's valid command by what it does (sft.tags), `earlier`
+        being the episode's valid commands before it: explore for going to or opening a receptacle
+        for the first time (a new place, contents not seen yet), monitor for a command that changes
+        nothing (look, inventory, examine: what the dawdling expert idles with), planning for the
+        rest (take, move, treat, use, and going back to a known place: steps of the plan)."""
+        if action.startswith(IDLE_COMMANDS):
+            return "monitor"
+        if action.startswith(("go to ", "open ")) and action not in earlier:
+            return "explore"
+        return "planning"
 
     def validate(self, spec: TaskSpec) -> bool:
         """The oracle's plan, replayed in a fresh env, solves the task (a bare env, no gym.make
