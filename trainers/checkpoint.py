@@ -244,7 +244,7 @@ def load_checkpoint(path: str | Path, policy, optimizer, scheduler, heads: dict,
 def check_resume(cfg) -> Path | None:
     """What `--resume` checks before anything runs: the latest checkpoint (whole) and the
     settings it was saved with. None when the run dir holds no earlier run (a fresh start)."""
-    from agentgym.trainers.setup import run_dir_for
+    from agentgym.trainers.run_setup import run_dir_for
 
     run_dir = run_dir_for(cfg)
     checkpoint = latest_checkpoint(run_dir)

@@ -45,7 +45,7 @@ def validate_config(cfg: TrainConfig) -> None:
     check_sft(cfg)
     if not cfg.policy.model and not cfg.tiny.build:
         raise ConfigError("no model: set policy.model=PATH_OR_HUB_ID or tiny.build=true")
-    if cfg.policy.model:  # a given model is always that model, tiny.build or not (trainers/setup.py)
+    if cfg.policy.model:  # a given model is always that model, tiny.build or not (trainers/run_setup.py)
         from agentgym.policies.model_files import check_model_path
 
         check_model_path(cfg.policy.model, what="policy.model")

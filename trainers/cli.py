@@ -82,7 +82,7 @@ def check_before_building(cfg) -> None:
 def resume_hint(cfg, argv: list[str]) -> str:
     """The line a stopped run ends with: its last checkpoint and the command that continues it."""
     from agentgym.trainers.checkpoint import latest_checkpoint
-    from agentgym.trainers.setup import run_dir_for
+    from agentgym.trainers.run_setup import run_dir_for
 
     run_dir = run_dir_for(cfg)
     args = [a for a in argv if a != "--resume"]
@@ -130,7 +130,7 @@ def train_command(
     from agentgym import progress
     from agentgym.trainers.distributed import check_world, launch, world_from_env
     from agentgym.trainers.loop import train
-    from agentgym.trainers.setup import run_dir_for
+    from agentgym.trainers.run_setup import run_dir_for
 
     # called as a plain function (tests, scripts): a typer OptionInfo default means "not given"
     nproc = nproc if isinstance(nproc, int) else 1
@@ -231,8 +231,8 @@ def sft_command(
     from agentgym import progress
     from agentgym.registration import get_task_space
     from agentgym.trainers.loop import evaluate_policy
-    from agentgym.trainers.setup import make_engine, make_policy, prepare_start_model, quiet_transformers
-    from agentgym.trainers.setup import run_dir_for
+    from agentgym.trainers.run_setup import make_engine, make_policy, prepare_start_model, quiet_transformers
+    from agentgym.trainers.run_setup import run_dir_for
     from agentgym.trainers.task_selection import write_eval_tasks
 
     cfg = _load(config, list(overrides or []) + ["sft.enabled=true"], run_dir)

@@ -3,7 +3,7 @@
 A handful of plain functions, in the order they run (CleanRL style):
 
     train(cfg)                      the whole pipeline of one run (tiny model, SFT, RL, eval)
-      prepare_start_model           (setup.py) build the tiny model / SFT warm start when asked
+      prepare_start_model           (run_setup.py) build the tiny model / SFT warm start when asked
       select_train_tasks            (task_selection.py) train split (filtered, held-out ids refused),
                                     a task file or fresh tasks
       make_policy / make_engine     the policy the trainer updates, and what generates with it
@@ -54,8 +54,8 @@ from agentgym.trainers.learner import (TrainingDiverged, check_finite, equal_min
 from agentgym.trainers.logging_utils import MetricsLogger
 from agentgym.trainers.ppo import clip_range
 from agentgym.trainers.records import save_evaluation, save_iteration
-from agentgym.trainers.setup import (build_heads, clear_previous_run, load_judge, make_engine, make_optimizer,
-                                     make_policy, prepare_start_model, quiet_transformers, run_dir_for)
+from agentgym.trainers.run_setup import (build_heads, clear_previous_run, load_judge, make_engine, make_optimizer,
+                                         make_policy, prepare_start_model, quiet_transformers, run_dir_for)
 from agentgym.trainers.task_selection import select_train_tasks, write_eval_tasks
 from agentgym.trainers.samples import TokenSequence, make_samples, tokenize_trajectories
 

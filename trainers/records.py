@@ -119,7 +119,7 @@ def save_iteration(cfg, iteration: int, trajectories: Sequence[Trajectory], adva
     every = getattr(cfg.log, "save_trajectories_every", 0)
     if not should_save(every, iteration + 1):
         return None
-    from agentgym.trainers.setup import run_dir_for
+    from agentgym.trainers.run_setup import run_dir_for
 
     copies = [Trajectory.from_dict(t.to_dict()) for t in trajectories]  # the trainer's own stay untouched
     annotate(copies, iteration=iteration + 1, advantages=advantages, est_cfg=est_cfg,
@@ -134,7 +134,7 @@ def save_evaluation(cfg, result, iteration: int | None, policy=None) -> Path | N
     """The trainer's hook after a held-out evaluation (iteration 0 = before RL)."""
     if iteration is None or getattr(cfg.log, "save_trajectories_every", 0) <= 0:
         return None
-    from agentgym.trainers.setup import run_dir_for
+    from agentgym.trainers.run_setup import run_dir_for
     from agentgym.evaluation.report import write_report
 
     annotate(result.trajectories, iteration=iteration, decode=token_decoder(policy) if policy is not None else None)

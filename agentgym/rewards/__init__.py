@@ -75,7 +75,7 @@ def _judge(spec: dict, judge_policy: Any) -> JudgeReward:
             raise ConfigError(f"judge max_new_tokens={max_new!r} must be a positive whole number")
         extra["sampling"] = SamplingParams(temperature=0.0, max_new_tokens=max_new)
     if judge_policy is None:
-        # a training config's judge.policy is loaded by the trainer (trainers/setup.py:load_judge), which
+        # a training config's judge.policy is loaded by the trainer (trainers/run_setup.py:load_judge), which
         # passes it here; rewards sit below the policies they could be judged by
         where = "pass judge_policy= to make_reward" if policy_name is not None else \
             "configure one (env.reward.judge.policy: hf:PATH or openai:URL:MODEL) or use checks only"

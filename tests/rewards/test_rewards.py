@@ -230,7 +230,7 @@ def test_a_training_config_names_its_judge(monkeypatch):
     could never run (the loop passes no judge)."""
     import agentgym.policies.specs as specs
     from agentgym.rewards.hook import reward_hook
-    from agentgym.trainers.setup import load_judge
+    from agentgym.trainers.run_setup import load_judge
 
     built = []
 

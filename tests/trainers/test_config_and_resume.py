@@ -113,7 +113,7 @@ def test_a_fresh_run_in_a_used_run_dir_starts_clean(tmp_path, toy_config, sft_mo
     mix two runs in one learning curve) and its later checkpoints cannot be resumed by mistake."""
     from agentgym.trainers.checkpoint import latest_checkpoint
     from agentgym.trainers.loop import train
-    from agentgym.trainers.setup import clear_previous_run
+    from agentgym.trainers.run_setup import clear_previous_run
 
     train(toy_config(tmp_path, sft_model_dir, "iterations=3"), log=lambda _: None)
     assert latest_checkpoint(tmp_path / "run").name == "iter_000003"

@@ -22,7 +22,7 @@ def _cfg(tmp_path, *overrides):
 
 
 def _prepare(cfg, tmp_path):
-    from agentgym.trainers.setup import prepare_start_model
+    from agentgym.trainers.run_setup import prepare_start_model
 
     lines: list[str] = []
     model, _ = prepare_start_model(cfg, tmp_path / "run", log=lines.append)

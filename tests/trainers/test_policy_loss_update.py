@@ -35,7 +35,7 @@ def _logprob(policy):
 def _update(policy, cfg, samples, estimator, steps=3):
     from agentgym.trainers.learner import ppo_update, score_sequences
     from agentgym.trainers.loop import update_clip
-    from agentgym.trainers.setup import make_optimizer
+    from agentgym.trainers.run_setup import make_optimizer
 
     for s, (logp, _) in zip(samples, score_sequences(policy, samples, 8, want_hidden=False)):
         s.old_logprobs = [0.0] + logp.tolist()

@@ -104,7 +104,7 @@ def test_sft_tags_option_and_its_refusals(tmp_path):
 
 def test_sft_tags_changes_the_warm_start_settings_only_when_on():
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.setup import settings_hash, sft_settings, tiny_settings
+    from agentgym.trainers.run_setup import settings_hash, sft_settings, tiny_settings
 
     plain, tagged = load_config("household-tiny"), load_config("household-tiny", TAGGED)
     assert "sft.tags" not in sft_settings(plain, {}) and "meta_tags" not in tiny_settings(plain)

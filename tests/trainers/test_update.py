@@ -35,7 +35,7 @@ def _logprob(policy, text):
 
 def _update(policy, samples, cfg, steps=3):
     from agentgym.trainers.loop import ppo_update, score_sequences, update_clip
-    from agentgym.trainers.setup import make_optimizer
+    from agentgym.trainers.run_setup import make_optimizer
 
     for s, (logp, _) in zip(samples, score_sequences(policy, samples, 8, want_hidden=False)):
         s.old_logprobs = [0.0] + logp.tolist()  # on-policy behaviour logprobs
@@ -195,7 +195,7 @@ def test_every_estimator_runs_an_iteration(estimator, tiny_policy_factory, toy_c
     """One RL iteration per estimator through the real loop: PPO trains its value head on GAE
     returns, SPA fits its progress head; every advantage and loss is finite."""
     from agentgym.trainers.loop import run_iteration
-    from agentgym.trainers.setup import build_heads, make_optimizer
+    from agentgym.trainers.run_setup import build_heads, make_optimizer
     from agentgym.trainers.task_selection import select_train_tasks
     from agentgym.registration import get_task_space
 

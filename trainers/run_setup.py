@@ -1,0 +1,232 @@
+"""What a run needs before its first iteration: its folder, the start model (tiny build, SFT warm
+start), the policy, the value / progress heads its estimator declares, and the optimizer."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from agentgym.errors import ConfigError
+from agentgym.trainers.config import TrainConfig
+
+
+def run_dir_for(cfg: TrainConfig) -> Path:
+    return Path(cfg.run_dir) if cfg.run_dir else Path("runs") / cfg.name
+
+
+def make_policy(cfg: TrainConfig, model_path: str | Path):
+    """The policy the trainer updates (an HFPolicy); what generates its rollouts is `make_engine`."""
+    from agentgym.policies.hf import HFPolicy
+
+    return HFPolicy(model_path, device=cfg.policy.device, dtype=cfg.policy.dtype, lora=cfg.policy.lora,
+                    reference=cfg.policy.reference, max_prompt_tokens=cfg.policy.max_prompt_tokens)
+
+
+def make_engine(cfg: TrainConfig, policy, model_path: str | Path):
+    """policy.engine's rollout engine over the trainer's policy (agentgym.policies.engines): the
+    policy itself for "hf", a vLLM engine or Ray replicas that sync from it after each update."""
+    from agentgym.policies.engines import make_engine as build
+
+    return build(cfg.policy.engine, policy, model_path, cfg)
+
+
+def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], None] = print) -> tuple[Path, dict]:
+    """The model RL starts from, checked before anything is built (device, model path or hub id):
+
+    * policy.model given: that model, always (tiny.build is ignored; nothing is written there);
+    * policy.model empty and tiny.build: a tiny model built in <run_dir>/tiny_model;
+    * then, with sft.enabled, its SFT warm start in <run_dir>/sft_model.
+
+    A tiny or SFT model already in the run dir (a resumed or repeated run) is reused only when the
+    settings it was built from match this config (a hash in its folder); otherwise it is rebuilt
+    and the log says which settings changed."""
+    from agentgym.errors import ConfigError
+    from agentgym.policies.model_files import check_device, check_model_path
+
+    check_device(cfg.policy.device)
+    info: dict = {}
+    if cfg.policy.model:
+        check_model_path(cfg.policy.model, what="policy.model")
+        model: Path | str = cfg.policy.model
+        if cfg.tiny.build:
+            log(f"policy.model={cfg.policy.model} is the start model (tiny.build applies only when policy.model "
+                "is empty)")
+        start = {"policy.model": str(Path(model).expanduser().resolve()) if Path(model).expanduser().exists()
+                 else str(model)}
+    elif cfg.tiny.build:
+        model = run_dir / "tiny_model"
+        settings = tiny_settings(cfg)
+        if not _reusable(model, settings, "tiny model", log):
+            from agentgym.policies.tiny import build_tiny_model
+
+            t0 = time.perf_counter()
+            build_tiny_model(model, env_id=cfg.env.id, vocab_size=cfg.tiny.vocab_size, hidden=cfg.tiny.hidden,
+                             layers=cfg.tiny.layers, heads=cfg.tiny.heads, arch=cfg.tiny.arch, seed=cfg.seed,
+                             num_tasks=cfg.tiny.num_tasks, chat=cfg.env.chat, meta_tags=tagged(cfg))
+            _write_record(model, settings)
+            info["build_seconds"] = time.perf_counter() - t0
+            log(f"built a tiny model (random weights, tokenizer from {cfg.env.id}'s text) in {model} "
+                f"({info['build_seconds']:.1f}s)")
+        start = {"tiny": settings_hash(settings)}
+    else:
+        raise ConfigError("no model: set policy.model=PATH_OR_HUB_ID or tiny.build=true")
+    if not cfg.sft.enabled:
+        return model, info
+    sft_dir = run_dir / "sft_model"
+    if cfg.policy.model and Path(cfg.policy.model).expanduser().resolve() == sft_dir.resolve():
+        raise ConfigError(f"policy.model={cfg.policy.model} is where this run writes its SFT warm start: copy it "
+                          "elsewhere, or set sft.enabled=false to start RL from it")
+    settings = sft_settings(cfg, start)
+    if not _reusable(sft_dir, settings, "SFT warm start", log):
+        from agentgym.trainers.sft import run_sft
+
+        t0 = time.perf_counter()
+        policy = make_policy(cfg, model)
+        stats = run_sft(policy, cfg, log=log)
+        policy.save(sft_dir)
+        _write_record(sft_dir, settings)
+        info["sft"] = stats
+        info["sft_seconds"] = time.perf_counter() - t0
+        log(f"SFT done in {info['sft_seconds']:.1f}s: final loss {stats['final_loss']:.4f}")
+    return sft_dir, info
+
+
+# --- reuse of built models: a settings record in each built folder ----------------------------
+SETTINGS_FILE = "agentgym_settings.json"  # in a built tiny / SFT model folder: what it was built from
+
+
+def tagged(cfg: TrainConfig) -> bool:
+    """The warm start learns tagged replies (sft.tags): the tiny model's tokenizer must hold the tags."""
+    return bool(cfg.sft.enabled and cfg.sft.tags)
+
+
+def tiny_settings(cfg: TrainConfig) -> dict:
+    """Everything a tiny model's tokenizer and weights depend on (build_tiny_model's arguments)."""
+    return {"env.id": cfg.env.id, "seed": cfg.seed, "env.chat": dataclasses.asdict(cfg.env.chat),
+            **{f"tiny.{k}": v for k, v in dataclasses.asdict(cfg.tiny).items() if k != "build"},
+            **({"meta_tags": True} if tagged(cfg) else {})}  # absent when off: older tiny models stay reusable
+
+
+def sft_settings(cfg: TrainConfig, start: dict) -> dict:
+    """Everything the SFT warm start depends on: its start model, the demonstrations (env, tasks,
+    chat layout, expert) and the optimisation."""
+    env = cfg.env
+    return {"start": start, "seed": cfg.seed, "env.id": env.id, "env.chat": dataclasses.asdict(env.chat),
+            "env.env_kwargs": env.env_kwargs, "env.categories": env.categories, "env.task_filter": env.task_filter,
+            "env.fresh_tasks": env.fresh_tasks, "env.tasks_file": env.tasks_file, "env.max_tasks": env.max_tasks,
+            "env.max_turns": env.max_turns, "policy.lora": cfg.policy.lora, "policy.dtype": cfg.policy.dtype,
+            "policy.max_prompt_tokens": cfg.policy.max_prompt_tokens,
+            **{f"sft.{k}": v for k, v in dataclasses.asdict(cfg.sft).items() if k != "enabled"
+               # a setting added later at its old behaviour leaves warm starts built before it reusable
+               and not (k == "filter_success" and v is True) and not (k == "tags" and v is False)}}
+
+
+def settings_hash(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _reusable(folder: Path, settings: dict, what: str, log: Callable[[str], None]) -> bool:
+    """True when `folder` holds a model built from exactly `settings`; otherwise it is removed
+    (it is rebuilt next) and the reason is logged."""
+    if not folder.exists():
+        return False
+    try:
+        record = json.loads((folder / SETTINGS_FILE).read_text())
+    except (OSError, ValueError):
+        record = None
+    if isinstance(record, dict) and record.get("hash") == settings_hash(settings):
+        log(f"reusing the {what} in {folder} (its settings match, hash {record['hash']})")
+        return True
+    if isinstance(record, dict) and isinstance(record.get("settings"), dict):
+        old = json.loads(json.dumps(record["settings"], default=str))
+        new = json.loads(json.dumps(settings, default=str))
+        changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+        why = "its settings changed: " + ", ".join(
+            f"{k} {old.get(k)!r} -> {new.get(k)!r}" if k != "start" else "start model" for k in changed[:4])
+        why += f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""
+    else:
+        why = "it has no settings record (built before records, or interrupted)"
+    log(f"rebuilding the {what} in {folder}: {why}")
+    shutil.rmtree(folder) if folder.is_dir() else folder.unlink()
+    return False
+
+
+def _write_record(folder: Path, settings: dict) -> None:
+    # written last: a build interrupted before this line leaves a folder without a record, rebuilt next time
+    (folder / SETTINGS_FILE).write_text(json.dumps({"hash": settings_hash(settings), "settings": settings},
+                                                   indent=2, default=str))
+
+
+def make_optimizer(cfg: TrainConfig, policy, heads: dict):
+    groups = [{"params": policy.trainable_parameters(), "lr": cfg.ppo.lr, "weight_decay": cfg.ppo.weight_decay}]
+    for head in heads.values():
+        if head is not None:
+            groups.append({"params": list(head.parameters()), "lr": cfg.ppo.value_lr, "weight_decay": 0.0})
+    optimizer = torch.optim.AdamW(groups)
+    warmup = max(cfg.ppo.warmup_steps, 0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)))
+    return optimizer, scheduler
+
+
+def build_heads(cfg: TrainConfig, policy) -> dict:
+    """The value / progress heads cfg.estimator declares (trainers/heads.py)."""
+    from agentgym.trainers.heads import build_heads as heads_for
+
+    return heads_for(cfg.estimator.name, policy.hidden_size(), policy.device)
+
+
+def clear_previous_run(run_dir: Path) -> list[str]:
+    """A fresh run in a used run dir: drop the old run's metrics, checkpoints and final model, so its
+    curves are not appended to this run's and a later --resume cannot pick up its checkpoints. The
+    tiny model and SFT warm start stay: they are reused when present (prepare_start_model). Only a
+    folder an earlier run wrote its config.yaml into is touched. Returns what was removed."""
+    import shutil
+    from agentgym.trainers.logging_utils import METRICS_FILE
+
+    if not (run_dir / "config.yaml").is_file():
+        return []
+    removed = []
+    for name in (METRICS_FILE, "summary.json", "checkpoints", "final_model", "tensorboard", "trajectories", "evals"):
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        else:
+            continue
+        removed.append(name)
+    return removed
+
+
+def quiet_transformers() -> None:
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
+
+
+def load_judge(reward_spec: Any) -> Any:
+    """The judge model a training config names for its reward (env.reward.judge.policy: hf:PATH or
+    openai:URL:MODEL, as `agentgym eval --policy`), or None when it names none."""
+    judge = reward_spec.get("judge") if isinstance(reward_spec, dict) else None
+    name = judge.get("policy") if isinstance(judge, dict) else None
+    if name is None:
+        return None
+    from agentgym.policies.specs import load_policy, parse_policy_spec
+
+    if not isinstance(name, str):
+        raise ConfigError(f"env.reward.judge.policy={name!r} must be a string: hf:PATH or openai:URL:MODEL")
+    spec = parse_policy_spec(name)
+    if not spec.is_llm:
+        raise ConfigError(f"env.reward.judge.policy={name!r} cannot judge: use a model, hf:PATH or openai:URL:MODEL")
+    return load_policy(spec, env_id="")
