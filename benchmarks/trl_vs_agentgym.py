@@ -86,9 +86,10 @@ def main() -> None:
     torch.manual_seed(0)
 
     from transformers import TrainerCallback
-    from trl import GRPOConfig  # noqa: F401  (checked import: the trl extra)
 
+    # agentgym's TRL module first: it silences the vLLM-version warnings importing trl prints
     from agentgym.integrations.trl import AgentGymRollout, grpo_config, grpo_trainer
+    from trl import GRPOConfig  # noqa: F401  (checked import: the trl extra)
     from agentgym.policies.tiny import build_tiny_model
     from agentgym.trainers.config import load_config
     from agentgym.trainers.batches import BatchProducer

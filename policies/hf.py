@@ -55,6 +55,47 @@ class _Follow:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def _reserved_cache(reserve: int, layers: list | None = None):
+    """A KV cache whose layers keep room for `reserve` more positions, so a decode step writes its
+    token in place. Hugging Face's DynamicLayer concatenates instead, copying the whole cache every
+    step: 20% of a growing conversation's rollout CPU (16 episodes, 12 turns, history full)."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    class ReservedLayer(DynamicLayer):
+        def __init__(self):
+            super().__init__()
+            self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+            self.length = 0
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n = key_states.shape[-2]
+            if self.buffers is None or self.length + n > self.buffers[0].shape[-2]:
+                shape = (*key_states.shape[:2], self.length + n + reserve, key_states.shape[-1])
+                grown = (key_states.new_empty(shape), value_states.new_empty(shape))
+                if self.length:
+                    grown[0][:, :, :self.length] = self.keys
+                    grown[1][:, :, :self.length] = self.values
+                self.buffers = grown
+            self.buffers[0][:, :, self.length:self.length + n] = key_states
+            self.buffers[1][:, :, self.length:self.length + n] = value_states
+            self.length += n
+            self.keys, self.values = self.buffers[0][:, :, :self.length], self.buffers[1][:, :, :self.length]
+            return self.keys, self.values
+
+        def batch_select_indices(self, indices: torch.Tensor) -> None:
+            if self.buffers is not None:
+                self.buffers = (self.buffers[0][indices], self.buffers[1][indices])
+                self.keys, self.values = self.buffers[0][:, :, :self.length], self.buffers[1][:, :, :self.length]
+
+    cache = DynamicCache()
+    cache.layer_class_to_replicate = ReservedLayer
+    for index, (keys, values) in enumerate(layers or []):
+        cache.update(keys, values, index)
+    return cache
+
+
 @dataclass
 class _Prefix:
     """A conversation's cached context: its token ids and, per layer, keys and values [heads, len, dim]."""
@@ -223,8 +264,6 @@ class HFPolicy:
                 cache_keys: list[str] | None = None) -> list[Completion]:
         """Prefill (the part of each prompt not cached), then decode one token per step; a row
         leaves the batch as soon as it ends, so finished replies cost nothing more."""
-        from transformers.cache_utils import DynamicCache
-
         batch = len(prompt_ids)
         pad = self.tokenizer.pad_token_id
         version = self._weights_version() if cache_keys is not None else 0
@@ -266,7 +305,9 @@ class HFPolicy:
                         keys[i, :, width_cache - cached[i]:] = e.layers[layer][0]
                         values[i, :, width_cache - cached[i]:] = e.layers[layer][1]
                 layers.append((keys.to(self.device), values.to(self.device)))
-            past = DynamicCache(ddp_cache_data=layers)
+            past = _reserved_cache(sampling.max_new_tokens, layers)
+        else:
+            past = _reserved_cache(sampling.max_new_tokens)
         if rows_in == batch and all(u == i for i, u in enumerate(expand)):
             expand = None
         attention, positions = attention.to(self.device), positions.to(self.device)

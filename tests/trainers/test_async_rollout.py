@@ -174,7 +174,12 @@ class _PublishAfterFirstTurn:
         self.model = inner.model  # the engine loads published weights into it
 
     def generate(self, prompts, sampling=None, contexts=None):
-        out = self.inner.generate(prompts, sampling, contexts)
+        return self._after(self.inner.generate(prompts, sampling, contexts))
+
+    def generate_ids(self, prompt_ids, sampling=None, cache_keys=None):  # the engine's token-level path
+        return self._after(self.inner.generate_ids(prompt_ids, sampling, cache_keys=cache_keys))
+
+    def _after(self, out):
         self.calls += 1
         if self.calls == 1:
             self.publish()

@@ -259,3 +259,20 @@ def test_sft_with_full_history_trains_one_sequence_per_episode_on_the_same_targe
         return float((logp * batch["loss_mask"]).sum())
 
     assert target_logprob(episodes) == pytest.approx(target_logprob(per_step), rel=1e-4)
+
+
+def test_a_reserved_cache_samples_what_a_concatenating_one_does(toy_env_id, tiny_policy_factory, monkeypatch):
+    """The engine writes decode steps into a cache with room reserved (no copy of the whole cache per
+    token): the episodes, tokens and logprobs are those of Hugging Face's concatenating cache."""
+    from transformers.cache_utils import DynamicCache
+
+    import agentgym.policies.hf as hf
+
+    reserved = _collect(tiny_policy_factory(), toy_env_id)
+    monkeypatch.setattr(hf, "_reserved_cache",
+                        lambda reserve, layers=None: DynamicCache(ddp_cache_data=layers) if layers else DynamicCache())
+    plain = _collect(tiny_policy_factory(), toy_env_id)
+    assert [[s.response_ids for s in t.steps] for t in reserved] == [[s.response_ids for s in t.steps] for t in plain]
+    for a, b in zip(reserved, plain):
+        for s, r in zip(a.steps, b.steps):
+            assert np.allclose(s.response_logprobs, r.response_logprobs, atol=1e-5)
