@@ -160,7 +160,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from agentgym.trainers.setup import quiet_transformers
+    from agentgym.trainers.run_setup import quiet_transformers
 
     quiet_transformers()
     for run in args.runs:

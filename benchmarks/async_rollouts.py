@@ -61,7 +61,7 @@ def register_remote_household() -> str:
 
 def warm_start(out: Path, sft_tasks: int, sft_epochs: int, hidden: int) -> Path:
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.setup import quiet_transformers, prepare_start_model
+    from agentgym.trainers.run_setup import quiet_transformers, prepare_start_model
 
     quiet_transformers()
     cfg = load_config("household-tiny", [f"run_dir={out / 'warm_start'}", f"sft.num_tasks={sft_tasks}",

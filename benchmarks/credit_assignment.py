@@ -373,7 +373,7 @@ def llm_main(args) -> None:
     """The old mode: the household-tiny preset's tiny LLM, one SFT warm start, every estimator."""
     from agentgym.trainers.config import load_config
     from agentgym.trainers.loop import train
-    from agentgym.trainers.setup import prepare_start_model, quiet_transformers
+    from agentgym.trainers.run_setup import prepare_start_model, quiet_transformers
 
     quiet_transformers()
     out = Path(args.out if args.out != "docs" else "runs/credit_assignment_llm")

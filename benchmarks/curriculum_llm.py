@@ -43,7 +43,7 @@ RL = ["env.categories=[]", "env.fresh_tasks=0", "env.split=train"]
 
 def build_warm_start(out: Path, threads: int) -> Path:
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.setup import quiet_transformers, prepare_start_model
+    from agentgym.trainers.run_setup import quiet_transformers, prepare_start_model
 
     import torch
 

@@ -157,7 +157,7 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
     from agentgym.trainers import distributed
     from agentgym.trainers.config import load_config
     from agentgym.trainers.loop import ppo_update, update_clip
-    from agentgym.trainers.setup import make_optimizer
+    from agentgym.trainers.run_setup import make_optimizer
     from agentgym.trainers.samples import build_samples
 
     trajs, advs = pickle.loads(Path(batch).read_bytes())

@@ -312,7 +312,7 @@ def run_warm(cfg, folder: Path, log: Callable[[str], None] = print) -> dict:
     checkpointed inside: an interrupted one is rebuilt (its settings record is written last)."""
     import torch
 
-    from agentgym.trainers.setup import prepare_start_model, quiet_transformers
+    from agentgym.trainers.run_setup import prepare_start_model, quiet_transformers
 
     quiet_transformers()
     use_threads(cfg)
@@ -324,7 +324,7 @@ def run_warm(cfg, folder: Path, log: Callable[[str], None] = print) -> dict:
 def check_shared_warm(cfg, folder: Path) -> None:
     """Another experiment's warm start may be used only when it was built from these settings:
     prepare_start_model would otherwise remove it and build this one in its place."""
-    from agentgym.trainers.setup import SETTINGS_FILE, settings_hash, sft_settings, tiny_settings
+    from agentgym.trainers.run_setup import SETTINGS_FILE, settings_hash, sft_settings, tiny_settings
 
     record = Path(folder) / "sft_model" / SETTINGS_FILE
     if not record.is_file():
@@ -346,7 +346,7 @@ def run_rl(cfg, folder: Path, extra_eval: dict[str, Path], log: Callable[[str], 
     held-out set is its last one (never the best seen)."""
     from agentgym.trainers.checkpoint import latest_checkpoint
     from agentgym.trainers.loop import train
-    from agentgym.trainers.setup import make_policy
+    from agentgym.trainers.run_setup import make_policy
 
     resume = (folder / "checkpoints" / "latest").is_file()
     summary = train(cfg, resume=resume, log=log)

@@ -159,7 +159,7 @@ def run_job(args, key: str) -> dict:
         stats = run_sft_arm(cfg, folder, arm, budget, lr, seed, log)
         batch_size = stats["batch_size"]
     from agentgym.trainers.checkpoint import latest_checkpoint
-    from agentgym.trainers.setup import make_policy
+    from agentgym.trainers.run_setup import make_policy
 
     policy = make_policy(cfg, latest_checkpoint(folder) / "model")
     if kind != "tune":  # the RL run's held-out tasks and episode seeds: paired per task
@@ -224,7 +224,7 @@ def fresh_demonstrations(cfg, seed: int, filter_success: bool) -> list:
 def run_sft_arm(cfg, folder: Path, arm: str, budget: dict, lr: float, seed: int, log) -> dict:
     """B1 / B2: RL's optimizer steps exactly, in batches sized so that a step trains RL's tokens
     per step on average (demonstration replies are shorter than sampled ones)."""
-    from agentgym.trainers.setup import make_policy, quiet_transformers
+    from agentgym.trainers.run_setup import make_policy, quiet_transformers
     from agentgym.trainers.sft import sft_samples
 
     quiet_transformers()
@@ -322,7 +322,7 @@ def run_rft(policy, cfg, tasks: list, folder: Path, steps_per_iteration: list[in
 
 def run_rft_arm(cfg, folder: Path, steps_per_iteration: list[int], batch_size: int, lr: float, seed: int, log) -> dict:
     from agentgym.registration import get_task_space
-    from agentgym.trainers.setup import make_policy, quiet_transformers
+    from agentgym.trainers.run_setup import make_policy, quiet_transformers
     from agentgym.trainers.task_selection import select_train_tasks
 
     quiet_transformers()
