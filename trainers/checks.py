@@ -103,6 +103,9 @@ def check_update(cfg: TrainConfig) -> None:
     for key in ("epochs", "minibatch_size", "micro_batch_size"):
         if getattr(pc, key) < 1:
             raise ConfigError(f"ppo.{key} must be >= 1")
+    if pc.micro_batch_tokens < 0:
+        raise ConfigError(f"ppo.micro_batch_tokens must be >= 0 (0: micro-batches of ppo.micro_batch_size samples), "
+                          f"got {pc.micro_batch_tokens}")
     if pc.entropy_coef < 0:
         raise ConfigError(f"ppo.entropy_coef is a bonus weight >= 0, got {pc.entropy_coef}")
     if pc.kl_coef > 0 and cfg.policy.lora is None and cfg.policy.reference != "copy":

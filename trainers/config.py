@@ -119,6 +119,10 @@ class PPOConfig:
     epochs: int = 1
     minibatch_size: int = 64  # samples per optimizer step
     micro_batch_size: int = 16  # samples per forward/backward (gradient accumulation)
+    # > 0: micro-batches cut by tokens instead (rows x longest row at most this, one sample at least),
+    # as verl's dynamic batch size: long episodes go alone, short steps many at a time. On a CPU the
+    # update is fastest at about 1,000 tokens per pass (main job: 0.89x the CPU of 32 samples).
+    micro_batch_tokens: int = 0
     lr: float = 1e-4
     weight_decay: float = 0.0
     warmup_steps: int = 0

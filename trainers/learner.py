@@ -45,6 +45,28 @@ def micro_batches(items: Sequence, size: int) -> Iterator[list]:
         yield list(items[start:start + size])
 
 
+def token_micro_batches(items: Sequence, max_tokens: int) -> Iterator[list]:
+    """`items` (longest first) cut so that each micro-batch's rows x longest row stays within
+    `max_tokens`; a sample longer than that goes alone."""
+    batch: list = []
+    for item in items:
+        if batch and len(batch[0]) * (len(batch) + 1) > max_tokens:
+            yield batch
+            batch = []
+        batch.append(item)
+    if batch:
+        yield batch
+
+
+def cut_micro_batches(pc, items: Sequence) -> list[list]:
+    """A minibatch's micro-batches (longest first): ppo.micro_batch_tokens when set, else
+    ppo.micro_batch_size samples each."""
+    ordered = by_length(items)
+    if pc.micro_batch_tokens:
+        return list(token_micro_batches(ordered, pc.micro_batch_tokens))
+    return list(micro_batches(ordered, pc.micro_batch_size))
+
+
 def by_length(items: Sequence) -> list:
     """Longest first: each micro-batch then holds sequences of similar length, so right padding
     adds little (a minibatch in random order carried 1.54x its real tokens); equal lengths in token
@@ -154,67 +176,70 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     ratio_max, n_updates, n_micro = 0.0, 0, 0
     minibatch_ratio_max: list[float] = []  # per optimizer step: the first one's is 1 up to float error
     weights = ImportanceStats()  # no stats when synchronous
-    micro_total = None if dp.enabled else pc.epochs * sum(  # ranks see ghosts: their own count varies
-        math.ceil(len(chunk) / pc.micro_batch_size) for chunk in equal_minibatches(np.arange(len(samples)),
-                                                                                 pc.minibatch_size))
     # FSDP pairs every forward over ranks, and a level-wise pass is three: sharded runs keep the plain one
     share = pc.share_prefixes and not dp.sharded and supports_shared_prefix(model)
+
+    def cut(items: list) -> list:
+        """(micro-batch, level plan or None) pairs of a minibatch's local samples."""
+        if share:
+            return plan_micro_batches(items, pc.micro_batch_size, lambda xs: cut_micro_batches(pc, xs))
+        return [(m, None) for m in cut_micro_batches(pc, items)]
+
+    # every optimizer step's micro-batches, cut before the loop so the progress bar knows their count
+    # (the permutations are drawn in the order the loop used to draw them)
+    minibatches = [[samples[j] for j in chunk] for _ in range(pc.epochs)
+                   for chunk in equal_minibatches(rng.permutation(len(samples)), pc.minibatch_size)]
+    steps = [(minibatch, cut(dp.local(minibatch))) for minibatch in minibatches]
+    micro_total = None if dp.enabled else sum(len(micros) for _, micros in steps)  # ranks see ghosts: counts vary
     prefix_tokens = [0, 0]  # tokens computed by the shared-prefix passes, and what a plain pass computes
     with progress.bar("update", total=micro_total, unit="micro-batches", every=15.0) as bar:
-        for _ in range(pc.epochs):
-            order = rng.permutation(len(samples))
-            for index_chunk in equal_minibatches(order, pc.minibatch_size):
-                minibatch = [samples[j] for j in index_chunk]
-                step_ratio_max = 0.0
-                denom = spec_loss.denominator(minibatch, longest)
-                n_values = sum(len(s.value_targets) for s in minibatch)
-                optimizer.zero_grad(set_to_none=True)
-                if share:
-                    micros = plan_micro_batches(dp.local(minibatch), pc.micro_batch_size, by_length)
+        for minibatch, micros in steps:  # the minibatch with other ranks' ghosts: one process's denominators
+            step_ratio_max = 0.0
+            denom = spec_loss.denominator(minibatch, longest)
+            n_values = sum(len(s.value_targets) for s in minibatch)
+            optimizer.zero_grad(set_to_none=True)
+            dp.keep_step(policy, len(micros), pc.entropy_coef > 0, use_kl)  # FSDP: passes pair up over ranks
+            for micro, plan in micros:
+                batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
+                entropy = None
+                where = batch["loss_mask"] > 0
+                if plan is not None:
+                    logp, hidden, *rest = shared_prefix_logprobs(
+                        model, micro, policy.tokenizer.pad_token_id, where, value_head is not None,
+                        want_entropy=pc.entropy_coef > 0, plan=plan)
+                    entropy = rest[0] if rest else None
+                    prefix_tokens[0] += plan.tokens()
+                    prefix_tokens[1] += sum(len(s) for s in micro)
+                elif pc.entropy_coef > 0:
+                    logp, hidden, entropy = _unique_forward(model, batch, micro, where, value_head is not None, True)
                 else:
-                    micros = [(m, None) for m in micro_batches(by_length(dp.local(minibatch)), pc.micro_batch_size)]
-                dp.keep_step(policy, len(micros), pc.entropy_coef > 0, use_kl)  # FSDP: passes pair up over ranks
-                for micro, plan in micros:
-                    batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
-                    entropy = None
-                    where = batch["loss_mask"] > 0
-                    if plan is not None:
-                        logp, hidden, *rest = shared_prefix_logprobs(
-                            model, micro, policy.tokenizer.pad_token_id, where, value_head is not None,
-                            want_entropy=pc.entropy_coef > 0, plan=plan)
-                        entropy = rest[0] if rest else None
-                        prefix_tokens[0] += plan.tokens()
-                        prefix_tokens[1] += sum(len(s) for s in micro)
-                    elif pc.entropy_coef > 0:
-                        logp, hidden, entropy = _unique_forward(model, batch, micro, where, value_head is not None, True)
-                    else:
-                        logp, hidden = _unique_forward(model, batch, micro, where, value_head is not None, False)
-                    ref_logp = reference_logprobs(policy, batch["input_ids"], batch["attention_mask"]) if use_kl else None
-                    loss, st = spec_loss.fn(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
-                                            spec_loss.how, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
-                                            prox_logp=batch.get("prox_logprobs"), **off_policy)
-                    weights.add(st)
-                    if value_head is not None and n_values:
-                        v_loss = _value_loss(value_head, hidden, micro, n_values)
-                        if v_loss is not None:
-                            loss = loss + pc.value_coef * v_loss
-                            totals["value_loss"] += float(v_loss.detach())
-                    check_finite("loss", loss.detach(), iteration)
-                    loss.backward()
-                    for key in ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl"):
-                        totals[key] += getattr(st, key)
-                    step_ratio_max = max(step_ratio_max, st.ratio_max)
-                    n_micro += 1
-                    bar.update(advance=1)
-                ratio_max = max(ratio_max, step_ratio_max)
-                minibatch_ratio_max.append(step_ratio_max)
-                dp.sync_gradients(params)
-                grad_norm = dp.clip_grad_norm(params, pc.max_grad_norm)
-                check_finite("gradient norm", grad_norm, iteration)
-                optimizer.step()
-                scheduler.step()
-                totals["grad_norm"] += float(grad_norm)
-                n_updates += 1
+                    logp, hidden = _unique_forward(model, batch, micro, where, value_head is not None, False)
+                ref_logp = reference_logprobs(policy, batch["input_ids"], batch["attention_mask"]) if use_kl else None
+                loss, st = spec_loss.fn(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
+                                        spec_loss.how, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
+                                        prox_logp=batch.get("prox_logprobs"), **off_policy)
+                weights.add(st)
+                if value_head is not None and n_values:
+                    v_loss = _value_loss(value_head, hidden, micro, n_values)
+                    if v_loss is not None:
+                        loss = loss + pc.value_coef * v_loss
+                        totals["value_loss"] += float(v_loss.detach())
+                check_finite("loss", loss.detach(), iteration)
+                loss.backward()
+                for key in ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl"):
+                    totals[key] += getattr(st, key)
+                step_ratio_max = max(step_ratio_max, st.ratio_max)
+                n_micro += 1
+                bar.update(advance=1)
+            ratio_max = max(ratio_max, step_ratio_max)
+            minibatch_ratio_max.append(step_ratio_max)
+            dp.sync_gradients(params)
+            grad_norm = dp.clip_grad_norm(params, pc.max_grad_norm)
+            check_finite("gradient norm", grad_norm, iteration)
+            optimizer.step()
+            scheduler.step()
+            totals["grad_norm"] += float(grad_norm)
+            n_updates += 1
     model.eval()
     totals, n_micro, ratio_max = dp.reduce_stats(totals, n_micro, ratio_max)
     out = {k: v / max(n_updates, 1) for k, v in totals.items()}

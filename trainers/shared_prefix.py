@@ -237,14 +237,14 @@ def supports_shared_prefix(model) -> bool:
 SHARING_OVERHEAD = 1.5
 
 
-def plan_micro_batches(samples: Sequence, size: int, by_length) -> list[tuple[list, PrefixPlan | None]]:
-    """A minibatch's micro-batches, each with its level plan or None (plain pass), whichever way
-    computes fewer tokens: micro-batches cut from the samples in token order share prompt prefixes
-    (a task's steps, a group's identical first turns, a long system prompt); cut by length they
-    carry the least padding. Either way the minibatch's gradient is the same sum, in another order.
+def plan_micro_batches(samples: Sequence, size: int, cut_plain) -> list[tuple[list, PrefixPlan | None]]:
+    """A minibatch's micro-batches, each with its level plan or None (plain pass, micro-batches as
+    `cut_plain` makes them), whichever way computes fewer tokens: micro-batches of `size` samples
+    cut from the samples in token order share prompt prefixes (a task's steps, a group's identical
+    first turns, a long system prompt); cut by length they carry the least padding. Either way the minibatch's gradient is the same sum, in another order.
     The main job's short, mostly distinct prompts stay plain; a 200-token system prompt shared by
     every sample halves the update's CPU (docs/experiments.md)."""
-    plain = [list(by_length(samples)[i:i + size]) for i in range(0, len(samples), size)]
+    plain = cut_plain(samples)  # the learner's cut: length-sorted, by samples or by tokens
     plain_cost = sum(len(m) * max(len(s) for s in m) for m in plain)
     ordered = sorted(samples, key=lambda s: s.input_ids)
     shared = [list(ordered[i:i + size]) for i in range(0, len(ordered), size)]

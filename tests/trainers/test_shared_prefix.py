@@ -89,15 +89,18 @@ def test_logprobs_hidden_states_entropies_and_gradients_equal_the_plain_forward(
 
 
 def test_micro_batches_share_only_where_it_computes_fewer_tokens():
-    from agentgym.trainers.learner import by_length
+    from agentgym.trainers.learner import by_length, micro_batches
     from agentgym.trainers.shared_prefix import plan_micro_batches
+
+    def cut(items):
+        return list(micro_batches(by_length(items), 4))
 
     rng = np.random.default_rng(0)
     distinct = [_seq(list(rng.integers(0, 50, size=int(rng.integers(20, 40)))), [7]) for _ in range(16)]
-    assert all(plan is None for _, plan in plan_micro_batches(distinct, 4, by_length))
+    assert all(plan is None for _, plan in plan_micro_batches(distinct, 4, cut))
     system = list(range(100, 300))  # a long system prompt in every sample
     shared = [_seq(system + s.input_ids[:-1], [7]) for s in distinct]
-    micros = plan_micro_batches(shared, 4, by_length)
+    micros = plan_micro_batches(shared, 4, cut)
     assert all(plan is not None and plan.padded_tokens() < 0.5 * sum(len(s) for s in m) for m, plan in micros)
     assert sorted(id(s) for m, _ in micros for s in m) == sorted(id(s) for s in shared)  # each sample once
 
@@ -167,4 +170,27 @@ def test_identical_samples_are_computed_once_with_the_same_gradient(toy_env_id, 
         grads.append(torch.cat([p.grad.flatten() for p in policy.trainable_parameters()]))
     assert rows_seen == [6, 12]
     assert grads[0].abs().sum() > 0
+    assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-6
+
+
+def test_micro_batches_by_tokens_keep_the_budget_and_the_gradient(toy_env_id, tiny_policy_factory):
+    """ppo.micro_batch_tokens: rows x longest row within the budget (a longer sample alone), and the
+    gradient is the sample-count cut's."""
+    from agentgym.trainers import learner
+    from agentgym.trainers.config import PPOConfig
+
+    samples = _samples(tiny_policy_factory(), toy_env_id, "per-step", 1)
+    longest = max(len(s) for s in samples)
+    budget = 3 * longest
+    micros = list(learner.token_micro_batches(learner.by_length(samples), budget))
+    assert all(len(m) * len(m[0]) <= budget for m in micros) and 1 < len(micros) < len(samples)
+    assert list(learner.token_micro_batches(learner.by_length(samples), 1)) == [[s] for s in learner.by_length(samples)]
+    grads = []
+    for pc in (PPOConfig(minibatch_size=len(samples), micro_batch_size=4, share_prefixes=False),
+               PPOConfig(minibatch_size=len(samples), micro_batch_tokens=budget, share_prefixes=False)):
+        policy = tiny_policy_factory()
+        optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=0.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        learner.ppo_update(pc, (0.8, 1.2), policy, optimizer, scheduler, samples, np.random.default_rng(1), 0)
+        grads.append(torch.cat([p.grad.flatten() for p in policy.trainable_parameters()]))
     assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-6
