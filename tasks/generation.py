@@ -20,9 +20,12 @@ def mutate(space, spec: TaskSpec, rng: np.random.Generator) -> TaskSpec:
     """A nearby variant of `spec` (ACCEL-style level editing), from the family's `mutate` hook."""
     hook = family_hook(space, "mutate")
     if hook is None:
-        raise NotImplementedError(f"{space.env_id}'s task space defines no mutate(spec, rng): the task generator "
-                                  "cannot make variants of its tasks")
+        missing_hook(space, "mutate(spec, rng)", "the task generator cannot make variants of its tasks")
     return hook(spec, rng)
+
+
+def missing_hook(space, hook: str, consequence: str):
+    raise NotImplementedError(f"{space.env_id}'s task space defines no {hook}: {consequence}")
 
 
 def difficulty_fn(space) -> Callable[[TaskSpec], float] | None:
@@ -36,7 +39,12 @@ def describe(space) -> str:
     """What the environment's tasks look like, in words, for LLM task proposers: the family's
     `describe` hook, else the space class's docstring."""
     hook = family_hook(space, "describe")
-    return hook() if hook is not None else (type(space).__doc__ or space.env_id).strip()
+    return hook() if hook is not None else docstring(space)
+
+
+def docstring(space) -> str:
+    """The space class's docstring (or its env id): `describe`'s default."""
+    return (type(space).__doc__ or space.env_id).strip()
 
 
 def parse(space, text: str) -> TaskSpec | None:
@@ -64,7 +72,7 @@ def build_splits(space, **options) -> dict[str, list[TaskSpec]]:
     """Generate the shipped split manifests deterministically (the family's `build_splits` hook)."""
     hook = family_hook(space, "build_splits")
     if hook is None:
-        raise NotImplementedError(f"{space.env_id}'s task space defines no build_splits(): its splits are not generated")
+        missing_hook(space, "build_splits()", "its splits are not generated")
     return hook(**options)
 
 

@@ -25,9 +25,10 @@ from agentgym.tasks.validation import _bare, check_schema  # noqa: F401  (old im
 __all__ = ["TaskSpace", "TaskSpaceProtocol", "REQUIRED_METHODS", "check_schema"]
 
 
-def _moved(name: str, module: str, func: str | None = None) -> None:
+def _moved(name: str, module: str, func: str | None = None, default: str | None = None) -> None:
+    also = f" (from an override, its default is agentgym.tasks.{default})" if default else ""
     warnings.warn(f"TaskSpace.{name}() is deprecated and kept for one release: call "
-                  f"agentgym.tasks.{module}.{func or name}(space, ...) instead", DeprecationWarning, stacklevel=3)
+                  f"agentgym.tasks.{module}.{func or name}(space, ...) instead{also}", DeprecationWarning, stacklevel=3)
 
 
 class TaskSpace:
@@ -55,30 +56,32 @@ class TaskSpace:
     difficulty: Callable[[TaskSpec], float] | None = None
 
     # --- deprecated: defaults of optional hooks, and functions that moved to tasks/ ----------
-    # A family still overrides a hook by defining the method; callers use the functions.
+    # A family still overrides a hook by defining the method; callers use the functions. These
+    # base methods give the hook's default (not the dispatching function), so an override that
+    # calls super() gets the default, as before, and never itself again.
     @default_hook
     def mutate(self, spec: TaskSpec, rng: np.random.Generator) -> TaskSpec:
         """Deprecated: `agentgym.tasks.generation.mutate(space, spec, rng)`."""
         _moved("mutate", "generation")
-        return generation.mutate(self, spec, rng)
+        generation.missing_hook(self, "mutate(spec, rng)", "the task generator cannot make variants of its tasks")
 
     @default_hook
     def build_splits(self, **options) -> dict[str, list[TaskSpec]]:
         """Deprecated: `agentgym.tasks.generation.build_splits(space)`."""
         _moved("build_splits", "generation")
-        return generation.build_splits(self, **options)
+        generation.missing_hook(self, "build_splits()", "its splits are not generated")
 
     @default_hook
     def check_params(self, params: dict) -> dict:
         """Deprecated: `agentgym.tasks.validation.check_params(space, params)`."""
         _moved("check_params", "validation")
-        return validation.check_params(self, params)
+        return dict(params)  # the default: any JSON params
 
     @default_hook
     def reserved(self, spec: TaskSpec) -> bool:
         """Deprecated: `agentgym.tasks.validation.is_reserved(space, spec)`."""
         _moved("reserved", "validation", "is_reserved")
-        return validation.is_reserved(self, spec)
+        return False  # the default: no region
 
     @default_hook
     def canonical(self, spec: TaskSpec) -> TaskSpec:
@@ -95,27 +98,27 @@ class TaskSpace:
     @default_hook
     def make_env(self, **kwargs):
         """Deprecated: `agentgym.tasks.validation.make_env(space, **kwargs)`."""
-        _moved("make_env", "validation")
-        return validation.make_env(self, **kwargs)
+        _moved("make_env", "validation", default="validation.registered_env(self.env_id, ...)")
+        return validation.registered_env(self.env_id, **kwargs)
 
     @default_hook
     def validate(self, spec: TaskSpec) -> bool:
         """Deprecated: `agentgym.tasks.validation.validate(space, spec)`."""
-        _moved("validate", "validation")
-        return validation.validate(self, spec)
+        _moved("validate", "validation", default="validation.oracle_solves(self, ...)")
+        return validation.oracle_solves(self, spec)
 
     @default_hook
     def describe(self) -> str:
         """Deprecated: `agentgym.tasks.generation.describe(space)`."""
-        _moved("describe", "generation")
-        return generation.describe(self)
+        _moved("describe", "generation", default="generation.docstring(self, ...)")
+        return generation.docstring(self)
 
     @default_hook
     def parse(self, text: str) -> TaskSpec | None:
         """Deprecated: `agentgym.tasks.generation.parse(space, text)` (a family's override that
         wants the JSON default calls `generation.parse_json(self, text)`)."""
-        _moved("parse", "generation")
-        return generation.parse(self, text)
+        _moved("parse", "generation", default="generation.parse_json(self, ...)")
+        return generation.parse_json(self, text)
 
     @default_hook
     def fresh_tasks(self, n: int, seed: int, keep=None, max_draws_per_task: int = 500) -> list[TaskSpec]:
@@ -126,14 +129,14 @@ class TaskSpace:
     @default_hook
     def heldout_ids(self) -> set[str]:
         """Deprecated: `agentgym.tasks.validation.heldout_ids(space)`."""
-        _moved("heldout_ids", "validation")
-        return validation.heldout_ids(self)
+        _moved("heldout_ids", "validation", default="validation.split_heldout_ids(self, ...)")
+        return validation.split_heldout_ids(self)
 
     @default_hook
     def heldout_keys(self) -> set[str]:
         """Deprecated: `agentgym.tasks.validation.heldout_keys(space)`."""
-        _moved("heldout_keys", "validation")
-        return validation.heldout_keys(self)
+        _moved("heldout_keys", "validation", default="validation.split_heldout_keys(self, ...)")
+        return validation.split_heldout_keys(self)
 
     # --- splits -----------------------------------------------------------------------------
     def split(self, name: str) -> list[TaskSpec]:

@@ -54,8 +54,11 @@ def canonical(space, spec: TaskSpec) -> TaskSpec:
 def heldout_ids(space) -> set[str]:
     """The ids of the tasks in the space's held-out splits."""
     own = family_hook(space, "heldout_ids")  # a space that answers this itself (no split manifests)
-    if own is not None:
-        return set(own())
+    return set(own()) if own is not None else split_heldout_ids(space)
+
+
+def split_heldout_ids(space) -> set[str]:
+    """The ids of the tasks `read_split` gives for the held-out split names (`heldout_ids`' default)."""
     ids: set[str] = set()
     for name in space.split_names:
         if name in HELDOUT_SPLITS:
@@ -68,8 +71,11 @@ def heldout_keys(space) -> set[str]:
     so relabelled or re-typed copies are caught too: what the generator, the task sources and the
     trainer refuse. Cached on the space."""
     own = family_hook(space, "heldout_keys") or family_hook(space, "heldout_ids")
-    if own is not None:
-        return set(own())
+    return set(own()) if own is not None else split_heldout_keys(space)
+
+
+def split_heldout_keys(space) -> set[str]:
+    """Ids and content keys of the held-out splits' tasks (`heldout_keys`' default), cached on the space."""
     cache = getattr(space, "__dict__", None)
     cached = cache.get("_heldout_keys") if cache is not None else None
     if cached is None:

@@ -246,3 +246,29 @@ def test_a_duck_typed_outside_space_works_with_the_functions(outside_env):
         assert generation.describe(space).startswith("A task space that only follows the protocol")
         assert generation.parse(space, '{"target": 3}') == TaskSpec(outside_env, {"target": 3})
         assert len(generation.fresh_tasks(space, 3, seed=0)) == 3  # validated in the registered env
+
+
+def test_an_override_calling_super_gets_the_default_with_a_warning_and_no_recursion():
+    class Strict(_Bare):
+        def check_params(self, params):
+            return super().check_params({k: v for k, v in params.items() if k == "target"})
+
+        def validate(self, spec):
+            return spec.params.get("target", 0) < 3 and super().validate(spec)
+
+        def parse(self, text):
+            return super().parse(text.replace("'", '"'))
+
+        def describe(self):
+            return "Strict. " + super().describe()
+
+    space = Strict()
+    with pytest.warns(DeprecationWarning, match=r"TaskSpace\.validate\(\).*oracle_solves\(self"):
+        assert validation.validate(space, TRAIN)
+    assert not validation.validate(space, TaskSpec(COUNTER_ID, {"target": 3}))  # refused before super()
+    with pytest.warns(DeprecationWarning, match=r"check_params"):
+        assert validation.check_params(space, {"target": 2, "junk": 1}) == {"target": 2}
+    with pytest.warns(DeprecationWarning, match=r"parse_json\(self"):
+        assert generation.parse(space, "{'target': 2}") == TaskSpec(COUNTER_ID, {"target": 2})
+    with pytest.warns(DeprecationWarning, match=r"docstring\(self"):
+        assert generation.describe(space) == "Strict. agentgym/Counter-v0"  # no docstring of its own: the env id
