@@ -7,4 +7,5 @@ from agentgym.tasks.space import TaskSpace
 from agentgym.tasks.spec import TaskSpec, canonical_json
 from agentgym.tasks.splits import HELDOUT_SPLITS, load_split, refuse_heldout, save_split
 
-__all__ = ["TaskSpec", "TaskSpace", "TaskSpaceProtocol", "canonical_json", "load_split", "save_split", "refuse_heldout", "HELDOUT_SPLITS"]
+__all__ = ["TaskSpec", "TaskSpace", "TaskSpaceProtocol", "canonical_json", "load_split", "save_split", "refuse_heldout",
+           "HELDOUT_SPLITS"]
