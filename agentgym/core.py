@@ -16,7 +16,9 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 from agentgym.errors import TaskParamError
+from agentgym.tasks.protocol import split_tasks
 from agentgym.tasks.space import TaskSpace
+from agentgym.tasks.validation import canonical
 from agentgym.tasks.spec import TaskSpec
 
 INFO_KEYS = ("task_id", "instruction", "anchor", "admissible_actions", "action_valid", "success", "score")
@@ -107,7 +109,7 @@ class TextEnv(gym.Env[str, str]):
     def resolve_task(self, task: TaskSpec | str | dict | None) -> TaskSpec:
         """A TaskSpec from what the caller passed; with none, a train task drawn with np_random."""
         if task is None:
-            train = self.task_space._splits("train")
+            train = split_tasks(self.task_space, "train")
             return train[int(self.np_random.integers(len(train)))]
         if isinstance(task, str):
             return self.task_space.find(task)
@@ -119,7 +121,7 @@ class TextEnv(gym.Env[str, str]):
                     f"options['task'] is not a task ({type(exc).__name__}: {exc}): pass a TaskSpec, a task id, or "
                     '{"env_id": ..., "params": {...}, "seed": N}') from None
         if isinstance(task, TaskSpec):
-            return self.task_space.canonical(task)
+            return canonical(self.task_space, task)
         raise TaskParamError(f"options['task'] must be a TaskSpec, a task id, a task dict or None (pass one of those), "
                              f"got {type(task).__name__}")
 

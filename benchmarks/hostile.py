@@ -41,7 +41,9 @@ import numpy as np
 
 import agentgym
 from agentgym.core import INFO_KEYS
+from agentgym.tasks.generation import mutate
 from agentgym.tasks.spec import TaskSpec
+from agentgym.tasks.validation import is_reserved
 
 CHEAP_IDS = ["agentgym/Household-v0", "agentgym/WebShop-v0", "agentgym/ToolUse-v0", "agentgym/SearchQA-v0",
              "agentgym/TextWorld-v0"]
@@ -223,8 +225,8 @@ def generated_tasks(space, n: int, rng: np.random.Generator) -> list[TaskSpec]:
                 continue
         elif r < 0.55 and cheap_sample:
             try:
-                out.append(space.mutate(train[int(rng.integers(len(train)))] if rng.random() < 0.5 else
-                                        heldout[int(rng.integers(len(heldout)))], rng))
+                out.append(mutate(space, train[int(rng.integers(len(train)))] if rng.random() < 0.5 else
+                                  heldout[int(rng.integers(len(heldout)))], rng))
             except Exception:  # noqa: BLE001
                 continue
         else:
@@ -262,7 +264,7 @@ def contamination(env_id: str, n: int, seed: int = 0) -> dict:
     for t in tasks:
         truth_id, truth_content = t.task_id in held_ids, content(t) in held_content
         try:
-            truth_region = bool(space.reserved(TaskSpec(space.env_id, dict(t.params), t.seed)))
+            truth_region = is_reserved(space, TaskSpec(space.env_id, dict(t.params), t.seed))
         except Exception:  # noqa: BLE001
             truth_region = False
         counts["heldout_offered"] += truth_id or truth_content or truth_region

@@ -252,9 +252,10 @@ def check_settings(run_root: Path, settings: dict) -> None:
 def validation_tasks(cfg, num: int, exclude: Sequence = ()) -> list:
     """`num` validation tasks: fresh tasks drawn from the env's generator with VALIDATION_SEED
     under the run's filter (categories, task filter), so never held-out nor reserved for
-    heldout_unseen (TaskSpace.fresh_tasks), with every task in `exclude` (the training pool)
+    heldout_unseen (agentgym.tasks.generation.fresh_tasks), with every task in `exclude` (the training pool)
     taken out. The same tasks for every arm and seed of an experiment."""
     from agentgym.registration import get_task_space
+    from agentgym.tasks.generation import fresh_tasks
     from agentgym.trainers.task_selection import filter_tasks
 
     space = get_task_space(cfg.env.id)
@@ -265,7 +266,7 @@ def validation_tasks(cfg, num: int, exclude: Sequence = ()) -> list:
 
     tasks: list = []
     for draw in (2 * num, num + len(banned)):  # few collide with a training pool: try a small draw first
-        drawn = space.fresh_tasks(draw, seed=VALIDATION_SEED, keep=keep)
+        drawn = fresh_tasks(space, draw, seed=VALIDATION_SEED, keep=keep)
         tasks = [t for t in drawn if t.task_id not in banned and t.content_key not in banned][:num]
         if len(tasks) == num:
             break

@@ -39,12 +39,13 @@ def collect_env_texts(env_id: str, num_tasks: int = 64, seed: int = 0, chat: dic
     from agentgym.policies.scripted import OraclePolicy, RandomPolicy
     from agentgym.registration import get_task_space
     from agentgym.rollout import collect
+    from agentgym.tasks.generation import fresh_tasks
     from agentgym.tasks.space import TaskSpace
 
     space = get_task_space(env_id)
     tasks = space.split(split)[:num_tasks]
     if not tasks and type(space).sample is not TaskSpace.sample:  # a generator and no split: fresh tasks
-        tasks = space.fresh_tasks(num_tasks, seed=seed)
+        tasks = fresh_tasks(space, num_tasks, seed=seed)
     if not tasks:
         from agentgym.errors import ConfigError
 

@@ -14,12 +14,12 @@ to `sample`):
            the easiest (hardest) one below (above) the parent's difficulty is proposed. Without a
            difficulty function, the variant is a plain mutation of the failed / solved task.
 - llm:     any Policy is asked, with the task space's describe() and recent episodes in the prompt,
-           to propose a task in words or JSON; `task_space.parse(text)` turns it into a TaskSpec
+           to propose a task in words or JSON; `generation.parse(task_space, text)` turns it into a TaskSpec
            (AgentEvolver's self-questioning).
 
 Every proposal goes through one gate (`admit`): it must parse, belong to this env, not be a
 held-out task (by id, or by the task space's `reserved(spec)` rule for unseen-combination splits,
-e.g. household's reserved (object, destination) pairs), not already be known (pool or earlier rejects) and pass `task_space.validate`
+e.g. household's reserved (object, destination) pairs), not already be known (pool or earlier rejects) and pass `validation.validate(task_space, spec)`
 (the oracle solves it). Rejections are counted by reason in `stats`. After
 `max_consecutive_rejects` rejections in a row, `propose` raises TaskGenerationError instead of
 looping forever.
@@ -37,7 +37,8 @@ import numpy as np
 
 from agentgym.errors import AgentGymError, ConfigError
 from agentgym.tasks.pool import TaskPool
-from agentgym.tasks.space import _heldout_keys
+from agentgym.tasks.generation import describe, difficulty_fn, mutate, parse
+from agentgym.tasks.validation import canonical, heldout_keys, reserved_rule, validate
 from agentgym.tasks.spec import TaskSpec
 
 SOURCES = ("sample", "mutate", "easier", "harder", "llm")
@@ -79,7 +80,7 @@ def resolve_difficulty(task_space, difficulty: Callable | str | None) -> Callabl
     """A difficulty function over TaskSpecs, from an explicit argument or the task space's own
     `difficulty(spec)` method; None when neither exists."""
     if difficulty is None:
-        return task_space.difficulty  # TaskSpace.difficulty: a method of the family, or None
+        return difficulty_fn(task_space)  # the family's difficulty(spec) hook, or None
     if isinstance(difficulty, str):
         module, _, name = difficulty.partition(":")
         try:
@@ -105,10 +106,10 @@ class TaskGenerator:
         self.space = task_space
         self.pool = pool
         self.rng = np.random.default_rng(seed)
-        self.heldout = set(_heldout_keys(task_space) if heldout_ids is None else heldout_ids)
+        self.heldout = set(heldout_keys(task_space) if heldout_ids is None else heldout_ids)
         self.llm = llm
         self.difficulty = resolve_difficulty(task_space, difficulty)
-        self.reserved = task_space.reserved  # regions kept for heldout_unseen (TaskSpace.reserved)
+        self.reserved = reserved_rule(task_space)  # regions kept for heldout_unseen (the family's reserved hook)
         self.round = 0
         self.stats: Counter = Counter()
         self.rejected: set[str] = set()  # ids that failed validation: never re-validated
@@ -142,7 +143,7 @@ class TaskGenerator:
         if not isinstance(spec, TaskSpec) or spec.env_id != self.space.env_id:
             return spec, "wrong_env"
         try:
-            return self.space.canonical(spec), None
+            return canonical(self.space, spec), None
         except AgentGymError as exc:
             self.last_error = str(exc)
             return spec, "invalid"
@@ -165,7 +166,7 @@ class TaskGenerator:
         if tid in self.rejected:
             return "invalid"
         try:
-            ok = bool(self.space.validate(spec))
+            ok = bool(validate(self.space, spec))
         except Exception as exc:  # a crashing oracle on a weird proposal is just an invalid task
             self.last_error = f"validate raised {type(exc).__name__}: {exc}"
             ok = False
@@ -241,7 +242,7 @@ class TaskGenerator:
                 parents = self._parents["mutate"]
                 if parents:
                     parent = parents[int(self.rng.integers(len(parents)))].spec
-                    return self.space.mutate(parent, self.rng), "mutate", parent.task_id
+                    return mutate(self.space, parent, self.rng), "mutate", parent.task_id
             elif source in ("easier", "harder"):
                 parents = self._parents[source]
                 if parents:
@@ -257,7 +258,7 @@ class TaskGenerator:
             return None, source, None
 
     def _variant(self, parent: TaskSpec, easier: bool) -> TaskSpec | None:
-        candidates = [self.space.mutate(parent, self.rng) for _ in range(self.config.variant_candidates)]
+        candidates = [mutate(self.space, parent, self.rng) for _ in range(self.config.variant_candidates)]
         if self.difficulty is None:
             return candidates[0]
         sign = 1.0 if easier else -1.0  # minimize difficulty for easier, maximize for harder
@@ -271,7 +272,7 @@ class TaskGenerator:
 
     # --- LLM self-questioning -------------------------------------------------------------
     def llm_prompt(self) -> list[dict[str, str]]:
-        lines = [f"Environment: {self.space.env_id}", self.space.describe(), ""]
+        lines = [f"Environment: {self.space.env_id}", describe(self.space), ""]
         if self.recent:
             lines.append("Recent episodes of the agent:")
             lines += [f"- {r['instruction'] or r['task_id']}: {'solved' if r['success'] else 'failed'} "
@@ -313,7 +314,7 @@ class TaskGenerator:
         text = self._llm_queue.popleft()
         self.stats["llm/texts"] += 1
         try:
-            return self.space.parse(text) if isinstance(text, str) else None
+            return parse(self.space, text) if isinstance(text, str) else None
         except Exception as exc:
             self.last_error = f"parse raised {type(exc).__name__}: {exc}"
             return None

@@ -161,9 +161,9 @@ def make_task_source(kind: str, task_space, train_tasks: Sequence[TaskSpec], cur
         raise ConfigError(f"unknown task source {kind!r}: choose one of {', '.join(KINDS)}")
     if curriculum not in CURRICULA:
         raise ConfigError(f"unknown curriculum {curriculum!r}: choose one of {', '.join(CURRICULA)}")
-    from agentgym.tasks.space import _heldout_keys
+    from agentgym.tasks.validation import heldout_keys
 
-    heldout = set(_heldout_keys(task_space) if heldout_ids is None else heldout_ids)
+    heldout = set(heldout_keys(task_space) if heldout_ids is None else heldout_ids)
     train_tasks = list(train_tasks)
     refuse_heldout(train_tasks, heldout, what="training")
     cur = make_curriculum(curriculum, **(curriculum_opts or {}))

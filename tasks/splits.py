@@ -41,7 +41,7 @@ def load_split(path: str | Path) -> list[TaskSpec]:
 
 
 def is_heldout(task: TaskSpec, heldout_ids: set[str], reserved=None) -> bool:
-    """Held out by id, by content (`TaskSpace.heldout_ids()` holds both the ids and the
+    """Held out by id, by content (`agentgym.tasks.validation.heldout_keys(space)` holds both the ids and the
     `content_key`s of the held-out splits, so a relabelled or re-typed copy is caught), or by
     region (`reserved(task)`: the family's products / pairs / projects kept for held-out)."""
     if task.task_id in heldout_ids or task.content_key in heldout_ids:

@@ -598,6 +598,7 @@ def _check_tasks_file(cfg: TrainConfig) -> None:
     tasks = load_split(cfg.env.tasks_file)  # SplitFileError: one line naming file:line
     try:
         from agentgym.registration import get_task_space
+        from agentgym.tasks.validation import check_params
 
         space = get_task_space(cfg.env.id)
     except Exception:  # noqa: BLE001 - an env registered later (imports): checked when loaded
@@ -607,7 +608,7 @@ def _check_tasks_file(cfg: TrainConfig) -> None:
             raise ConfigError(f"env.tasks_file {cfg.env.tasks_file}: task {i} is for {spec.env_id}, not {cfg.env.id}: "
                               "train on a file of this env's tasks (or set env.id)")
         try:
-            space.check_params(spec.params)
+            check_params(space, spec.params)
         except (ValueError, TypeError, KeyError) as exc:
             first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
             raise ConfigError(f"env.tasks_file {cfg.env.tasks_file}: task {i} has params {cfg.env.id} cannot play "

@@ -37,7 +37,9 @@ def _overrides(space, name: str) -> bool:
 
 def _has_heldout(space) -> bool:
     try:
-        return bool(space.heldout_ids())
+        from agentgym.tasks.validation import heldout_ids
+
+        return bool(heldout_ids(space))
     except Exception:
         return False
 

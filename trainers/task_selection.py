@@ -10,18 +10,19 @@ from agentgym.trainers.config import TrainConfig
 
 
 def select_train_tasks(cfg: TrainConfig, space) -> list:
-    from agentgym.tasks.space import _heldout_keys
+    from agentgym.tasks.generation import fresh_tasks
+    from agentgym.tasks.validation import heldout_keys, reserved_rule
     from agentgym.tasks.splits import load_split, refuse_heldout
 
     if cfg.env.fresh_tasks:
         def keep(spec) -> bool:
             return bool(filter_tasks([spec], cfg.env.task_filter, cfg.env.categories, space))
 
-        tasks = space.fresh_tasks(int(cfg.env.fresh_tasks), seed=cfg.seed, keep=keep)
+        tasks = fresh_tasks(space, int(cfg.env.fresh_tasks), seed=cfg.seed, keep=keep)
     else:
         tasks = load_split(cfg.env.tasks_file) if cfg.env.tasks_file else space.split(cfg.env.split)
         tasks = filter_tasks(tasks, cfg.env.task_filter, cfg.env.categories, space)
-    refuse_heldout(tasks, _heldout_keys(space), what="training", reserved=space.reserved)
+    refuse_heldout(tasks, heldout_keys(space), what="training", reserved=reserved_rule(space))
     if cfg.env.max_tasks:
         tasks = tasks[: cfg.env.max_tasks]
     if not tasks:

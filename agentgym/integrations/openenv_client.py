@@ -82,7 +82,7 @@ class OpenEnvTaskSpace(TaskSpace):
             return ()
         return tuple(s["name"] if isinstance(s, dict) else str(s) for s in splits)
 
-    def _splits(self, name: str) -> tuple[TaskSpec, ...]:
+    def read_split(self, name: str) -> tuple[TaskSpec, ...]:
         cache = self.__dict__.setdefault("_split_cache", {})
         if name not in cache:
             if name not in self.split_names:
@@ -108,7 +108,7 @@ class OpenEnvTaskSpace(TaskSpace):
     def find(self, task_id: str) -> TaskSpec:
         """An id that is not one of the split tasks is sent to the server as its own task id."""
         for name in self.split_names:
-            for t in self._splits(name):
+            for t in self.read_split(name):
                 if t.task_id == task_id:
                     return t
         return TaskSpec(self.env_id, {"task_id": task_id}, seed=0)

@@ -17,6 +17,7 @@ import time
 from agentgym.envs.alfworld import games
 from agentgym.envs.alfworld.tasks import SPLIT_DIR, ALFWorldTaskSpace
 from agentgym.tasks.splits import save_split
+from agentgym.tasks.validation import canonical
 
 
 class _ResumableSpace(ALFWorldTaskSpace):
@@ -32,7 +33,7 @@ class _ResumableSpace(ALFWorldTaskSpace):
         if key in self._rejects:
             return False
         try:
-            self.game_dir(self.canonical(spec))
+            self.game_dir(canonical(self, spec))
             return True
         except games.GameError as exc:
             reason = str(exc).split(":")[0]

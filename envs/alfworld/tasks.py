@@ -32,6 +32,7 @@ import numpy as np
 from agentgym.envs.alfworld import games, scenes
 from agentgym.errors import ConfigError
 from agentgym.tasks.space import TaskSpace, check_schema
+from agentgym.tasks.validation import canonical
 from agentgym.tasks.spec import TaskSpec
 
 ENV_ID = "agentgym/ALFWorld-v0"
@@ -129,7 +130,7 @@ class ALFWorldTaskSpace(TaskSpace):
     def validate(self, spec: TaskSpec) -> bool:
         """The game builds: the planner solves it and its plan, replayed, wins (games.py)."""
         try:
-            self.game_dir(self.canonical(spec))
+            self.game_dir(canonical(self, spec))
             return True
         except (ValueError, TypeError, KeyError, ConfigError):
             return False
@@ -284,7 +285,7 @@ class OfficialTaskSpace(TaskSpace):
         return plan
 
     def sample(self, rng: np.random.Generator, **_: Any) -> TaskSpec:
-        train = self._splits("train")
+        train = self.read_split("train")
         if not train:
             raise ConfigError(f"no train games under {self.data_path}/train")
         return train[int(rng.integers(len(train)))]

@@ -25,6 +25,8 @@ from agentgym.envs.household.catalog import TASK_TYPES, objects_for, rooms_for, 
 from agentgym.envs.household.oracle import IDLE_COMMANDS, plan_for
 from agentgym.envs.household.world import check_params, get_layout
 from agentgym.tasks.space import TaskSpace
+from agentgym.tasks.generation import parse_json
+from agentgym.tasks.validation import make_env
 from agentgym.tasks.spec import TaskSpec
 from agentgym.tasks.splits import save_split
 
@@ -209,7 +211,7 @@ class HouseholdTaskSpace(TaskSpace):
         per call: the generator validates thousands of proposals)."""
         try:
             plan = self.solve(spec)
-            env = self.make_env()
+            env = make_env(self)
             _, info = env.reset(options={"task": spec})
             for action in plan:
                 _, _, terminated, _, info = env.step(action)
@@ -260,7 +262,7 @@ class HouseholdTaskSpace(TaskSpace):
         "num_receptacles=5"); None when it names no valid task."""
         if not isinstance(text, str):
             return None
-        spec = super().parse(text)
+        spec = parse_json(self, text)
         if spec is not None:
             try:
                 check_params(spec.params)

@@ -16,6 +16,8 @@ from agentgym.envs.search.dataset import QASource, load_questions_jsonl, world_s
 from agentgym.envs.search.questions import CATEGORIES, Question, QuestionSampler, is_seen, is_unseen
 from agentgym.envs.search.world import RELATIONS, SEEN_RELATIONS, ATTRIBUTES
 from agentgym.tasks.space import TaskSpace, check_schema
+from agentgym.tasks.generation import parse_json
+from agentgym.tasks.validation import registered_env
 from agentgym.tasks.spec import TaskSpec
 from agentgym.tasks.splits import save_split
 
@@ -51,7 +53,7 @@ class SearchTaskSpace(TaskSpace):
     def parse(self, text: str) -> TaskSpec | None:
         """A JSON question spec from an LLM's proposal; world_seed defaults to 0, so that a
         proposal that leaves it out gets the same id as the same question from `sample`."""
-        spec = super().parse(text)
+        spec = parse_json(self, text)
         if spec is None or "question" in spec.params:
             return spec
         return TaskSpec(spec.env_id, {"world_seed": 0, **spec.params}, seed=spec.seed)
@@ -223,7 +225,7 @@ class FileTaskSpace(TaskSpace):
         return tuple(TaskSpec(self.env_id, t.params, t.seed) for t in self._groups[name])
 
     def make_env(self, **kwargs):
-        return super().make_env(**{**self.env_kwargs, **kwargs})
+        return registered_env(self.env_id, **{**self.env_kwargs, **kwargs})
 
     def question(self, spec: TaskSpec) -> Question:
         return self.source_.question(dict(spec.params))

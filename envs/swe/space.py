@@ -10,6 +10,7 @@ import numpy as np
 from agentgym.envs.swe.repos import ALL_REPOS, TRAIN_REPOS, UNSEEN_REPOS, source_files
 from agentgym.envs.swe.tools import format_call
 from agentgym.tasks.space import TaskSpace, check_schema
+from agentgym.tasks.generation import parse_json
 from agentgym.tasks.spec import TaskSpec
 
 
@@ -99,7 +100,7 @@ class SWETaskSpace(TaskSpace):
         """'repo=datekit operator=off_by_one seed=3' -> a sampled task (None if it does not parse)."""
         fields = dict(re.findall(r"(repo|operator|seed)\s*[=:]\s*([\w-]+)", text or ""))
         if "repo" not in fields or fields["repo"] not in ALL_REPOS:
-            return super().parse(text)
+            return parse_json(self, text)
         try:
             seed = int(fields.get("seed", 0))
             return self.sample(np.random.default_rng(seed), repo=fields["repo"], operator=fields.get("operator"))

@@ -24,6 +24,7 @@ from agentgym.envs.webshop.pages import BUY, NEXT
 from agentgym.tasks.space import check_schema
 from agentgym.envs.webshop.search import RESULTS_PER_PAGE, default_engine
 from agentgym.envs.webshop.vocab import CATEGORIES, UNSEEN_CATEGORIES
+from agentgym.tasks.generation import parse_json
 from agentgym.tasks.space import TaskSpace
 from agentgym.tasks.spec import TaskSpec
 
@@ -191,7 +192,7 @@ class WebShopTaskSpace(TaskSpace):
         failing that, the JSON params the base class reads."""
         spec = self._parse_instruction(text)
         if spec is None:
-            spec = super().parse(text)
+            spec = parse_json(self, text)
             try:
                 if spec is not None and self.solve(spec) is None:
                     spec = None

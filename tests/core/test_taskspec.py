@@ -6,6 +6,7 @@ import pytest
 from agentgym.errors import HeldoutTaskError, SplitFileError, UnknownTaskError
 from agentgym.tasks import TaskSpec, load_split, refuse_heldout, save_split
 from agentgym.toy import CounterTaskSpace
+from agentgym.tasks.validation import heldout_ids
 
 
 def test_task_id_is_a_content_hash_independent_of_key_order():
@@ -59,7 +60,7 @@ def test_missing_split_file(tmp_path):
 
 def test_refuse_heldout():
     space = CounterTaskSpace()
-    held = space.heldout_ids()
+    held = heldout_ids(space)
     refuse_heldout(space.split("train"), held)
     with pytest.raises(HeldoutTaskError, match="held-out"):
         refuse_heldout(space.split("train") + space.split("heldout")[:1], held)

@@ -12,6 +12,7 @@ from agentgym import ChatEnv, TaskSpec
 from agentgym.envs.household.env import HouseholdEnv
 from agentgym.envs.household.world import HELD, NOTHING
 from agentgym.errors import UnknownTaskError
+from agentgym.tasks.validation import validate
 
 ENV_ID = "agentgym/Household-v0"
 SPACE = HouseholdEnv.task_space
@@ -268,7 +269,7 @@ def test_invalid_params_raise_a_clear_error():
         env.reset(options={"task": spec(num_receptacles=99)})
     with pytest.raises(ValueError, match="unknown params"):
         env.reset(options={"task": spec(lamp="desklamp")})
-    assert not SPACE.validate(spec(colour="red"))
+    assert not validate(SPACE, spec(colour="red"))
 
 
 def test_random_walks_keep_invariants_and_anchor_is_a_state_bijection():

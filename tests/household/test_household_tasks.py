@@ -8,6 +8,10 @@ from agentgym.envs.household.catalog import TASK_TYPES
 from agentgym.envs.household.env import HouseholdEnv
 from agentgym.envs.household.tasks import LEVELS, combo_of, goal_combos, is_reserved
 from agentgym.tasks.splits import load_split
+from agentgym.tasks.validation import heldout_ids
+from agentgym.tasks.generation import fresh_tasks
+from agentgym.tasks.validation import validate
+from agentgym.tasks.generation import parse
 
 SPACE = HouseholdEnv.task_space
 
@@ -18,7 +22,7 @@ def test_oracle_solves_500_sampled_tasks_of_each_type(task_type):
     levels = set()
     for _ in range(500):
         task = SPACE.sample(rng, task_type=task_type)
-        assert SPACE.validate(task), task
+        assert validate(SPACE, task), task
         levels.add(SPACE.category(task))
     assert levels == {f"{task_type}/{level}" for level in LEVELS}
 
@@ -94,14 +98,14 @@ def test_dawdling_is_refused_where_it_means_nothing():
 
 def test_oracle_solves_every_task_of_every_split():  # 2,600 tasks, a few seconds
     for name in SPACE.split_names:
-        failed = [t.task_id for t in SPACE.split(name) if not SPACE.validate(t)]
+        failed = [t.task_id for t in SPACE.split(name) if not validate(SPACE, t)]
         assert not failed, f"{name}: {failed[:5]}"
 
 
 def test_validate_rejects_invalid_tasks():
-    assert not SPACE.validate(TaskSpec(SPACE.env_id, {"task_type": "fly"}, 0))
+    assert not validate(SPACE, TaskSpec(SPACE.env_id, {"task_type": "fly"}, 0))
     bad = dict(SPACE.split("train")[0].params, room="garage")
-    assert not SPACE.validate(TaskSpec(SPACE.env_id, bad, 0))
+    assert not validate(SPACE, TaskSpec(SPACE.env_id, bad, 0))
 
 
 def test_shipped_splits_equal_regenerated(tmp_path):
@@ -126,7 +130,7 @@ def test_heldout_ids_are_disjoint_and_unseen_combos_never_in_train():
     unseen_combos = {combo_of(t) for t in unseen}
     assert not train_combos & unseen_combos
     assert {t.params["task_type"] for t in unseen} == set(TASK_TYPES)
-    assert SPACE.heldout_ids() == {t.task_id for t in heldout} | {t.task_id for t in unseen}
+    assert heldout_ids(SPACE) == {t.task_id for t in heldout} | {t.task_id for t in unseen}
 
 
 def test_splits_cover_every_type_and_level_with_easy_tasks():
@@ -160,7 +164,7 @@ def test_mutate_gives_valid_nearby_tasks_on_the_same_side_of_the_split():
     rng = np.random.default_rng(1)
     for task in SPACE.split("train")[:100] + SPACE.split("heldout_unseen")[:30]:
         child = SPACE.mutate(task, rng)
-        assert child != task and SPACE.validate(child)
+        assert child != task and validate(SPACE, child)
         assert child.params["task_type"] == task.params["task_type"]
         changed = {k for k in child.params if child.params[k] != task.params.get(k)}
         assert len(changed) + (child.seed != task.seed) == 1
@@ -170,15 +174,15 @@ def test_mutate_gives_valid_nearby_tasks_on_the_same_side_of_the_split():
 
 
 def test_parse_reads_instructions_and_json():
-    task = SPACE.parse("put a hot apple in countertop. level=easy seed=7")
+    task = parse(SPACE, "put a hot apple in countertop. level=easy seed=7")
     assert task.params["task_type"] == "pick_heat_then_place" and task.seed == 7
-    assert SPACE.category(task) == "pick_heat_then_place/easy" and SPACE.validate(task)
-    assert SPACE.parse("look at book under the desklamp.").params["lamp"] == "desklamp"
-    assert SPACE.parse("put two cellphone in sofa.").params["task_type"] == "pick_two_obj_and_place"
-    same = SPACE.parse('{"params": %s, "seed": 3}' % __import__("json").dumps(dict(task.params)))
+    assert SPACE.category(task) == "pick_heat_then_place/easy" and validate(SPACE, task)
+    assert parse(SPACE, "look at book under the desklamp.").params["lamp"] == "desklamp"
+    assert parse(SPACE, "put two cellphone in sofa.").params["task_type"] == "pick_two_obj_and_place"
+    same = parse(SPACE, '{"params": %s, "seed": 3}' % __import__("json").dumps(dict(task.params)))
     assert same.params == task.params and same.seed == 3
-    assert SPACE.parse("put a hot book in sofa.") is None
-    assert SPACE.parse("") is None and SPACE.parse("{not json") is None
+    assert parse(SPACE, "put a hot book in sofa.") is None
+    assert parse(SPACE, "") is None and parse(SPACE, "{not json") is None
 
 
 def test_instruction_matches_goal():
@@ -188,7 +192,7 @@ def test_instruction_matches_goal():
         p = task.params
         assert p["object"] in info["instruction"]
         assert (p.get("receptacle") or p.get("lamp")) in info["instruction"]
-        assert SPACE.parse(info["instruction"]).params["task_type"] == p["task_type"]
+        assert parse(SPACE, info["instruction"]).params["task_type"] == p["task_type"]
 
 
 def test_readme_example_is_what_the_env_prints():
@@ -208,14 +212,14 @@ def test_fresh_tasks_are_new_valid_and_never_held_out():
 
     space = SPACE
     keep = lambda s: fnmatch(space.category(s), "pick_and_place/easy")  # noqa: E731
-    tasks = space.fresh_tasks(300, seed=3, keep=keep)
+    tasks = fresh_tasks(space, 300, seed=3, keep=keep)
     ids = [t.task_id for t in tasks]
     assert len(ids) == len(set(ids)) == 300
-    assert not set(ids) & space.heldout_ids()
+    assert not set(ids) & heldout_ids(space)
     assert all(space.category(t) == "pick_and_place/easy" and not space.reserved(t) for t in tasks)
-    assert all(space.validate(t) for t in tasks[:20])
-    assert [t.task_id for t in space.fresh_tasks(300, seed=3, keep=keep)] == ids  # deterministic in the seed
-    assert [t.task_id for t in space.fresh_tasks(300, seed=4, keep=keep)] != ids
+    assert all(validate(space, t) for t in tasks[:20])
+    assert [t.task_id for t in fresh_tasks(space, 300, seed=3, keep=keep)] == ids  # deterministic in the seed
+    assert [t.task_id for t in fresh_tasks(space, 300, seed=4, keep=keep)] != ids
     # far more layouts than the shipped split has for this category
     assert len(set(ids) - {t.task_id for t in space.split("train")}) > 250
 
@@ -224,7 +228,7 @@ def test_fresh_tasks_that_no_sample_passes_is_one_clear_error():
     from agentgym.errors import ConfigError
 
     with pytest.raises(ConfigError, match="loosen"):
-        SPACE.fresh_tasks(5, seed=0, keep=lambda s: False, max_draws_per_task=10)
+        fresh_tasks(SPACE, 5, seed=0, keep=lambda s: False, max_draws_per_task=10)
 
 
 def test_heldout_has_at_least_200_tasks_of_the_main_jobs_categories():

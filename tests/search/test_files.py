@@ -11,6 +11,7 @@ import agentgym
 from agentgym.envs.search.env import SearchQAEnv
 from agentgym.envs.search.hotpotqa import convert_hotpotqa
 from agentgym.errors import ConfigError
+from agentgym.tasks.validation import validate
 
 DOCS = [
     {"id": "d1", "title": "Ada Quill", "text": "Ada Quill is a cartographer born in Brenmoor. She drew the Salt Atlas."},
@@ -46,7 +47,7 @@ def test_user_files_play_like_the_world(files):
     assert {t.params["question_id"] for t in space.split("train")} == {"q1", "q3"}
     for name in ("train", "heldout"):
         for task in space.split(name):
-            assert space.validate(task)
+            assert validate(space, task)
     obs, info = env.reset(options={"task": space.split("heldout")[0]})
     assert "mayor of Brenmoor" in obs and info["admissible_actions"] is None
     obs, *_ = env.step("search[mayor Brenmoor]")
@@ -129,7 +130,7 @@ def test_hotpotqa_conversion(tmp_path):
     env = SearchQAEnv(corpus_path=corpus, questions_path=questions)
     space = env.task_space
     (task,) = space.split("train") + space.split("heldout")
-    assert space.category(task) == "comparison/2hop" and space.validate(task)
+    assert space.category(task) == "comparison/2hop" and validate(space, task)
     src.write_text('{"not": "a list"}')
     with pytest.raises(ConfigError, match="JSON list"):
         convert_hotpotqa(src, tmp_path / "out2")

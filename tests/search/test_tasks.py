@@ -7,6 +7,9 @@ import pytest
 
 from agentgym.envs.search.questions import is_seen, is_unseen
 from agentgym.tasks.spec import TaskSpec
+from agentgym.tasks.validation import heldout_ids
+from agentgym.tasks.validation import validate
+from agentgym.tasks.generation import parse
 
 
 def _plays(env, task, plan):
@@ -43,9 +46,9 @@ def test_oracle_search_queries_find_the_supporting_documents(source, space):
 
 def test_validate_uses_the_registered_env(space):
     task = space.split("train")[0]
-    assert space.validate(task)
+    assert validate(space, task)
     broken = TaskSpec(task.env_id, dict(task.params, start="per-99999"))
-    assert not space.validate(broken)
+    assert not validate(space, broken)
 
 
 def test_sample_honours_kind_and_hops(space):
@@ -76,7 +79,7 @@ def test_splits_are_disjoint_and_heldout_unseen_is_unseen(space, world):
     train, heldout, unseen = (space.split(n) for n in ("train", "heldout", "heldout_unseen"))
     ids = [t.task_id for t in train + heldout + unseen]
     assert len(ids) == len(set(ids)) and len(train) >= 1000
-    assert space.heldout_ids() == {t.task_id for t in heldout + unseen}
+    assert heldout_ids(space) == {t.task_id for t in heldout + unseen}
     assert all(is_seen(world, dict(t.params)) for t in train + heldout)
     assert all(is_unseen(world, dict(t.params)) for t in unseen)
     # no entity and no relation type of heldout_unseen appears in any train question
@@ -97,19 +100,19 @@ def test_splits_are_disjoint_and_heldout_unseen_is_unseen(space, world):
 def test_llm_proposals_parse_into_playable_tasks(space):
     text = ('I propose {"params": {"world_seed": 0, "kind": "single", "start": "cit-00004", "path": [], '
             '"attribute": "population"}, "seed": 0}')
-    spec = space.parse(text)
-    assert spec is not None and space.validate(spec)
-    bare = space.parse('{"kind": "single", "start": "cit-00004", "path": [], "attribute": "population"}')
+    spec = parse(space, text)
+    assert spec is not None and validate(space, spec)
+    bare = parse(space, '{"kind": "single", "start": "cit-00004", "path": [], "attribute": "population"}')
     assert bare.task_id == spec.task_id
     assert "world_seed" in space.describe() and not space.describe().startswith(" ")
-    assert space.parse("no json here") is None
+    assert parse(space, "no json here") is None
 
 
 @pytest.mark.slow
 def test_another_world_seed_is_another_world_and_plays(space, env):
     rng = np.random.default_rng(0)
     task = space.sample(rng, kind="bridge", hops=3, world_seed=1)
-    assert task.params["world_seed"] == 1 and space.validate(task)
+    assert task.params["world_seed"] == 1 and validate(space, task)
     from agentgym.envs.search.dataset import world_source
 
     start = task.params["start"]

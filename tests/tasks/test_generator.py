@@ -11,12 +11,14 @@ from agentgym.tasks.generator import TaskGenerationError, TaskGenerator
 from agentgym.tasks.pool import TaskPool
 from agentgym.tasks.spec import TaskSpec
 from agentgym.toy import COUNTER_ID
+from agentgym.tasks.generation import describe
+from agentgym.tasks.validation import heldout_ids
 
 HOUSEHOLD = "agentgym/Household-v0"
 
 
 def test_ten_thousand_generated_tasks_never_include_a_heldout_id(counter_space):
-    heldout = counter_space.heldout_ids()
+    heldout = heldout_ids(counter_space)
     assert len(heldout) == 10_000
     pool = TaskPool()
     gen = TaskGenerator(counter_space, pool, seed=0, weights={"sample": 1.0, "mutate": 1.0})
@@ -51,7 +53,7 @@ def test_household_pool_tasks_are_oracle_valid_and_never_held_out():
     for e in pool.active():  # a spread of estimates: frontier, always failed, always solved
         pool.record(e.task_id, *[(0, 6), (3, 6), (6, 6)][int(rng.integers(3))])
     new = gen.propose(300)
-    assert not {t.task_id for t in new} & space.heldout_ids()
+    assert not {t.task_id for t in new} & heldout_ids(space)
     from agentgym.envs.household.tasks import is_reserved  # nor a heldout_unseen (object, destination) pair
 
     assert not any(is_reserved(t.params["object"], t.params.get("lamp") or t.params.get("receptacle")) for t in new)
@@ -134,7 +136,7 @@ def test_llm_proposals_are_parsed_validated_and_bad_ones_counted():
     assert gen.stats["rejected/reserved"] == 1
     assert gen.stats["llm/errors"] == 1
     prompt = llm.prompts[0][-1]["content"]
-    assert space.describe()[:40] in prompt and "put a clean mug in coffeemachine." in prompt
+    assert describe(space)[:40] in prompt and "put a clean mug in coffeemachine." in prompt
 
 
 def test_a_task_space_without_valid_tasks_raises_instead_of_looping(counter_space):

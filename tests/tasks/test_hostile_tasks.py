@@ -14,6 +14,7 @@ from agentgym.tasks.generator import TaskGenerator
 from agentgym.tasks.pool import TaskPool
 from agentgym.tasks.spec import TaskSpec
 from agentgym.tasks.splits import refuse_heldout
+from agentgym.tasks.validation import canonical, heldout_keys, is_heldout
 
 CHEAP = ["agentgym/Household-v0", "agentgym/WebShop-v0", "agentgym/ToolUse-v0", "agentgym/SearchQA-v0",
          "agentgym/SWE-v0"]
@@ -24,10 +25,10 @@ def test_shipped_tasks_are_already_canonical_and_train_is_not_heldout(env_id):
     space = get_task_space(env_id)
     for name in space.split_names:
         for t in space.split(name)[:300]:
-            assert space.canonical(t).task_id == t.task_id, (name, t.params)
-    held = space.heldout_keys()
+            assert canonical(space, t).task_id == t.task_id, (name, t.params)
+    held = heldout_keys(space)
     for t in space.split("train")[:300]:
-        assert not space.is_heldout(t), t.params
+        assert not is_heldout(space, t), t.params
         assert t.content_key not in held
 
 
@@ -36,11 +37,11 @@ def test_household_int_closed_fraction_is_the_same_task_and_refused():
     task = next(t for t in space.split("heldout") if float(t.params["closed_fraction"]).is_integer())
     retyped = TaskSpec(task.env_id, dict(task.params, closed_fraction=int(task.params["closed_fraction"])), task.seed)
     assert retyped.task_id != task.task_id  # the raw id differs ...
-    assert space.canonical(retyped).task_id == task.task_id  # ... the canonical one does not
+    assert canonical(space, retyped).task_id == task.task_id  # ... the canonical one does not
     gen = TaskGenerator(space, TaskPool(), seed=0)
     assert gen.admit(retyped, "llm") == "heldout"
     with pytest.raises(HeldoutTaskError):
-        refuse_heldout([retyped], space.heldout_keys())
+        refuse_heldout([retyped], heldout_keys(space))
 
 
 def test_tasks_file_with_retyped_heldout_task_is_refused(tmp_path):
@@ -65,8 +66,8 @@ def test_refuse_heldout_catches_tasks_relabelled_with_another_env_id():
     for other in ("agentgym/WebShop-v0", "Household-v0", "my/Env-v0"):
         relabelled = TaskSpec(other, dict(task.params), task.seed)
         with pytest.raises(HeldoutTaskError):
-            refuse_heldout([relabelled], space.heldout_keys())
-        assert space.is_heldout(relabelled)
+            refuse_heldout([relabelled], heldout_keys(space))
+        assert is_heldout(space, relabelled)
 
 
 def test_webshop_generator_never_admits_heldout_target_products():
@@ -92,7 +93,7 @@ def test_webshop_generator_never_admits_heldout_target_products():
 def test_each_family_validator_rejects_unknown_keys_and_wrong_types(env_id, params, needle):
     space = get_task_space(env_id)
     with pytest.raises(TaskParamError) as exc:
-        space.canonical(TaskSpec(env_id, params))
+        canonical(space, TaskSpec(env_id, params))
     assert needle in str(exc.value) and "\n" not in str(exc.value)
 
 
@@ -101,7 +102,7 @@ def test_swe_validator_refuses_paths_even_with_every_key():
     task = space.split("train")[0]
     for bad in ("../../x", "/etc/passwd", "datekit/../../x", "tests/test_datekit_basic.py"):
         with pytest.raises(TaskParamError):
-            space.canonical(TaskSpec(task.env_id, dict(task.params, file=bad), task.seed))
+            canonical(space, TaskSpec(task.env_id, dict(task.params, file=bad), task.seed))
 
 
 @pytest.mark.parametrize("options,needle", [

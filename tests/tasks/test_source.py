@@ -11,6 +11,7 @@ from agentgym.tasks.source import (TasksConfig, make_task_source, make_task_sour
                                     zero_variance_fraction)
 from agentgym.toy import COUNTER_ID
 from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
+from agentgym.tasks.validation import heldout_ids
 
 HOUSEHOLD = "agentgym/Household-v0"
 
@@ -27,7 +28,7 @@ def play(source, n, seed, group_size=4):
 def test_training_loop_contract(counter_space, kind, curriculum):
     source = make_task_source(kind, counter_space, counter_space.split("train"), curriculum=curriculum, seed=0,
                               seed_tasks=8, new_per_round=2, min_active=12)
-    heldout = counter_space.heldout_ids()
+    heldout = heldout_ids(counter_space)
     for it in range(3):
         tasks, trajs, advantages, metrics = play(source, 4, seed=it)
         assert len(tasks) == 4 and not {t.task_id for t in tasks} & heldout
@@ -82,7 +83,7 @@ def test_household_evolve_source_never_emits_heldout_tasks():
     space = get_task_space(HOUSEHOLD)
     source = make_task_source("evolve", space, space.split("train"), curriculum="learnability", seed=1,
                               new_per_round=8, min_active=64)
-    heldout = space.heldout_ids()
+    heldout = heldout_ids(space)
     emitted = [t for _ in range(30) for t in source.next_tasks(16)]
     assert not {t.task_id for t in emitted} & heldout
     assert not set(source.pool.entries) & heldout

@@ -9,6 +9,7 @@ import pytest
 
 from agentgym.tasks.space import TaskSpace
 from agentgym.tasks.spec import TaskSpec
+from agentgym.tasks.validation import heldout_ids
 
 ENV = "agentgym/SplitHook-v0"
 TRAIN = [TaskSpec(ENV, {"n": i}, seed=0) for i in range(3)]
@@ -33,7 +34,7 @@ def test_the_public_hook_feeds_splits_heldout_ids_and_find_without_warning():
         warnings.simplefilter("error")  # defining and using a space on the public hook is silent
         space = _hook_space()()
         assert space.split("train") == TRAIN
-        assert space.heldout_ids() == {t.task_id for t in HELD}
+        assert heldout_ids(space) == {t.task_id for t in HELD}
         assert space.find(HELD[1].task_id) == HELD[1]
 
 
@@ -48,7 +49,7 @@ def test_the_old_private_override_still_works_and_warns():
 
     space = OldSpace()
     assert space.split("train") == TRAIN
-    assert space.heldout_ids() == {t.task_id for t in HELD}
+    assert heldout_ids(space) == {t.task_id for t in HELD}
 
 
 def test_the_default_hook_reads_the_shipped_manifests():

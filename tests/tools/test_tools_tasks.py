@@ -7,6 +7,9 @@ from agentgym.envs.tools.tasks import LEVELS, TEMPLATES, ToolUseTaskSpace
 from agentgym.envs.tools.templates import TRAIN_TEMPLATES
 from agentgym.envs.tools.templates_unseen import UNSEEN_TEMPLATES
 from agentgym.tasks.spec import TaskSpec
+from agentgym.tasks.validation import heldout_ids
+from agentgym.tasks.validation import validate
+from agentgym.tasks.generation import parse
 
 
 def _oracle_solves(env, space, task) -> bool:
@@ -45,7 +48,7 @@ def test_shipped_splits_match_the_generator_and_are_disjoint(space):
         ids[name] = {t.task_id for t in shipped}
     assert len(ids["train"]) == 400 and len(ids["heldout"]) == len(ids["heldout_unseen"]) == 100
     assert not ids["train"] & ids["heldout"] and not ids["train"] & ids["heldout_unseen"]
-    assert space.heldout_ids() == ids["heldout"] | ids["heldout_unseen"]
+    assert heldout_ids(space) == ids["heldout"] | ids["heldout_unseen"]
 
 
 def test_heldout_unseen_uses_only_templates_never_in_train(space):
@@ -79,23 +82,23 @@ def test_mutate_keeps_the_template_and_changes_world_or_level(space):
         assert m.params["template"] == "pay_requests" and m.task_id != base.task_id
         assert m.params["level"] in LEVELS
         assert (m.seed == base.seed) != (m.params["level"] == base.params["level"])
-        assert space.validate(m)
+        assert validate(space, m)
 
 
 def test_invalid_specs_are_rejected_cleanly(space):
     for params in ({"template": "nope"}, {"template": "pay_requests", "level": 7},
                    {"template": "pay_requests", "level": True}, {}):
         task = TaskSpec(space.env_id, params, seed=0)
-        assert space.validate(task) is False
+        assert validate(space, task) is False
         with pytest.raises(ValueError):
             space.category(task)
 
 
 def test_parse_reads_llm_proposals(space):
-    task = space.parse('Try this: {"params": {"template": "invite_company", "level": 2}, "seed": 42}')
+    task = parse(space, 'Try this: {"params": {"template": "invite_company", "level": 2}, "seed": 42}')
     assert task == TaskSpec(space.env_id, {"template": "invite_company", "level": 2}, seed=42)
-    assert space.validate(task)
-    assert space.parse("no json here") is None
+    assert validate(space, task)
+    assert parse(space, "no json here") is None
 
 
 def test_describe_names_the_training_templates_only(space):
