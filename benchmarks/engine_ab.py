@@ -13,6 +13,8 @@ machine's load falls on both alike, and reports this process's CPU time (`time.p
                       identical samples computed once, against every sample computed
     shared_prefix     the same update with a 200-token system prompt before every sample: level-wise
                       passes over shared prefixes, against the plain pass
+    compiled_update   not a switch of ours: the main job's update with torch.compile(dynamic=True) on
+                      the model's forward (after a warm-up update that compiles), against eager
 
 Inputs: the main job's warm start and its logged iterations (runs/household-tiny, from
 `agentgym train household-tiny`), and for reserved_cache the TRL benchmark's full-history warm start
@@ -178,8 +180,42 @@ def shared_prefix(rounds: int) -> dict:
                               "plain": lambda r: update_cpu(samples, share_prefixes=False)})
 
 
+def compiled_update(rounds: int) -> dict:
+    """Not a switch of ours: torch.compile(dynamic=True) on the model's forward for the main job's
+    update (household-tiny's micro-batches), after one update of warm-up that compiles."""
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.trainers import learner
+    from agentgym.trainers.config import PPOConfig
+
+    samples = main_job_samples("00055")
+    policies = {}
+    for name in ("compiled", "eager"):
+        policy = HFPolicy(MAIN_RUN / "sft_model")
+        if name == "compiled":
+            policy.model.forward = torch.compile(policy.model.forward, dynamic=True)
+        optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=0.0)  # the same update every round
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        policies[name] = (policy, optimizer, scheduler)
+    pc = PPOConfig(epochs=1, minibatch_size=128, micro_batch_size=32, micro_batch_tokens=1024)
+
+    def run(name: str):
+        def go(r: int) -> dict:
+            policy, optimizer, scheduler = policies[name]
+            stats = learner.ppo_update(pc, (0.8, 1.2), policy, optimizer, scheduler, samples, np.random.default_rng(1), 0)
+            return {"pg_loss": round(stats["pg_loss"], 7)}
+        return go
+
+    start = time.process_time()
+    run("compiled")(0)
+    warm_up = time.process_time() - start
+    out = alternate(rounds, {"compiled": run("compiled"), "eager": run("eager")})
+    out["compile_warm_up_cpu_s"] = warm_up
+    return out
+
+
 COMPARISONS = {"windowed_prefix": windowed_prefix, "reserved_cache": reserved_cache,
-               "duplicate_samples": duplicate_samples, "shared_prefix": shared_prefix}
+               "duplicate_samples": duplicate_samples, "shared_prefix": shared_prefix,
+               "compiled_update": compiled_update}
 
 
 def main() -> None:

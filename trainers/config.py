@@ -705,9 +705,9 @@ def _check_categories(cfg: TrainConfig) -> None:
     task filter draws forever before failing)."""
     if not cfg.env.categories:
         return
-    bad = next((c for c in cfg.env.categories if not isinstance(c, str)), None)
-    if bad is not None:
-        raise ConfigError(f"env.categories holds {_short(bad)}: each entry is a glob of task categories (text)")
+    bad = [c for c in cfg.env.categories if not isinstance(c, str)]  # (a None entry is bad too)
+    if bad:
+        raise ConfigError(f"env.categories holds {_short(bad[0])}: each entry is a glob of task categories (text)")
     if cfg.env.tasks_file or cfg.env.fresh_tasks:
         return  # their tasks are checked when they are loaded or drawn
     try:

@@ -65,7 +65,7 @@ ISSUE_CASES = ["policy.vllm.engine_args=abc", "seed=" + "9" * 5000, "ppo.lr=inf"
                "env.env_kwargs.bogus=1", "tiny.heads=3", "policy.device=bogus", "policy.lora=5",
                "policy.lora={r: -1}", "env.max_tasks=-1", "log.wandb=maybe", "policy.max_prompt_tokens=-1",
                "rollout.episode_time_limit_s=nan", "ray.step_timeout_s=nan", "ppo.is_cap=nan", "ppo.value_coef=nan",
-               "env.categories=[bogus]", "name=", "name=../..", "policy.lora={bogus_key: 1}"]
+               "env.categories=[bogus]", "env.categories=[null]", "name=", "name=../..", "policy.lora={bogus_key: 1}"]
 
 
 @pytest.mark.parametrize("override", ISSUE_CASES, ids=[c[:40] for c in ISSUE_CASES])
