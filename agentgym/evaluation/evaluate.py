@@ -441,7 +441,7 @@ def run_eval(request: EvalRequest, policy: Policy, *, on_progress: Callable[[int
     )
     result.wall_seconds = wall
     result.metadata = {
-        "seed": seed, "limit": turn_limit, "tasks": len(tasks), "executor": r.executor,
+        "seed": seed, "limit": r.limit, "tasks": len(tasks), "executor": r.executor,
         "sampling": asdict(r.sampling) if r.sampling is not None else None,
         "chat": ChatConfig.of(r.chat).kwargs(),  # every field, defaults included, so reports compare field by field
         "env_kwargs": dict(r.env_kwargs or {}),

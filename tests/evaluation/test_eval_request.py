@@ -48,3 +48,9 @@ def test_evaluate_and_run_eval_give_identical_results(counter_env, tmp_path):
     assert [t.to_dict() for t in a.trajectories] == [t.to_dict() for t in b.trajectories]
     assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
     assert 0 < a.success_rate < 1  # a random policy: the equality is not that of two constant results
+
+
+def test_metadata_records_the_task_limit_not_the_turn_limit(counter_env):
+    # 78d71ae reused the name `limit` for the turn limit, and the metadata recorded that instead
+    assert run_eval(EvalRequest(counter_env, limit=2), OraclePolicy()).metadata["limit"] == 2
+    assert run_eval(EvalRequest(counter_env), OraclePolicy()).metadata["limit"] is None
