@@ -31,6 +31,7 @@ and model in <run>/transfer/, so an interrupted benchmark resumes.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -68,7 +69,7 @@ def evaluate_set(run: Path, model: str, which: str, args, log) -> dict:
     import yaml
 
     from agentgym.evaluation.cli import run_settings
-    from agentgym.evaluation.evaluate import evaluate
+    from agentgym.evaluation.evaluate import EvalRequest, run_eval
     from agentgym.envs.alfworld.household import export_household
     from agentgym.envs.alfworld.tasks import OfficialTaskSpace
     from agentgym.policies.base import SamplingParams
@@ -81,22 +82,24 @@ def evaluate_set(run: Path, model: str, which: str, args, log) -> dict:
     sampling = SamplingParams(temperature=settings["temperature"], max_new_tokens=settings["max_new_tokens"],
                               seed=settings["seed"])
     steps = settings["env_kwargs"].get("max_episode_steps")
-    common = dict(episodes_per_task=args.episodes or settings["episodes"], sampling=sampling, chat=settings["chat"],
-                  seed=settings["seed"], limit=args.limit)
+    # the run's own held-out tasks as the trainer evaluated them; the other sets change env, tasks, env settings
+    household_request = EvalRequest("agentgym/Household-v0", settings["tasks"], args.episodes or settings["episodes"],
+                                    args.limit, sampling=sampling, chat=settings["chat"],
+                                    env_kwargs=settings["env_kwargs"], seed=settings["seed"])
     policy = HFPolicy(str(run / model))
     started = time.time()
     if which == "household":
-        result = evaluate("agentgym/Household-v0", policy, settings["tasks"], env_kwargs=settings["env_kwargs"],
-                          **common)
+        result = run_eval(household_request, policy)
         keys = {t: t for t in (r["task_id"] for r in result.per_task)}
     elif which in ("converted", "converted_without_help"):
         folder = cache.parent / "household_as_alfworld"
         rel = export_household(household, folder)
         space = OfficialTaskSpace(folder)
         by_game = {g: spec.task_id for g, spec in zip(rel, household)}
-        result = evaluate("agentgym/ALFWorld-v0", policy, "heldout", task_space=space,
-                          env_kwargs={"data_path": str(folder), "max_episode_steps": steps,
-                                      "list_help": which == "converted"}, **common)
+        result = run_eval(dataclasses.replace(
+            household_request, env="agentgym/ALFWorld-v0", split="heldout", task_space=space,
+            env_kwargs={"data_path": str(folder), "max_episode_steps": steps, "list_help": which == "converted"}),
+            policy)
         keys = {spec.task_id: by_game[spec.params["game"]] for spec in space.split("heldout")}
     elif which == "household_harder":
         from agentgym.registration import get_task_space
@@ -107,15 +110,15 @@ def evaluate_set(run: Path, model: str, which: str, args, log) -> dict:
                  if (kind := space.category(t).split("/"))[0] in types and kind[1] != "easy"]
         path = cache.parent / "household_harder_tasks.jsonl"
         save_split(path, tasks)
-        result = evaluate("agentgym/Household-v0", policy, str(path),
-                          env_kwargs={**settings["env_kwargs"], "max_episode_steps": args.alfworld_steps}, **common)
+        result = run_eval(dataclasses.replace(household_request, split=str(path), env_kwargs={
+            **settings["env_kwargs"], "max_episode_steps": args.alfworld_steps}), policy)
         keys = {t.task_id: t.task_id for t in tasks}
     else:
         tasks = alfworld_tasks(trained_alfworld_types(cfg["env"]["categories"]))
         path = cache.parent / "alfworld_tasks.jsonl"
         save_split(path, tasks)
-        result = evaluate("agentgym/ALFWorld-v0", policy, str(path),
-                          env_kwargs={"max_episode_steps": args.alfworld_steps}, **common)
+        result = run_eval(dataclasses.replace(household_request, env="agentgym/ALFWorld-v0", split=str(path),
+                                              env_kwargs={"max_episode_steps": args.alfworld_steps}), policy)
         keys = {t.task_id: t.task_id for t in tasks}
     rates = {keys[r["task_id"]]: r["successes"] / r["episodes"] for r in result.per_task if r["episodes"]}
     record = {"success": result.success_rate, "tasks": len(rates), "episodes": result.overall.episodes,

@@ -48,17 +48,17 @@ def main() -> None:
     from agentgym.registration import get_task_space
     from agentgym.tasks.splits import load_split
     from agentgym.trainers.config import load_config
-    from agentgym.evaluation.evaluate import evaluate
+    from agentgym.evaluation.evaluate import EvalRequest, run_eval
     from agentgym.trainers.task_selection import write_eval_tasks
 
     cfg = load_config(args.preset, [])
     torch.set_num_threads(cfg.torch_threads or torch.get_num_threads())
     manifest = write_eval_tasks(cfg, get_task_space(cfg.env.id), Path(tempfile.mkdtemp()))  # the run's held-out set
     tasks = load_split(manifest)
-    result = evaluate(cfg.env.id, HFPolicy(args.model), split=manifest, episodes_per_task=args.episodes,
-                      sampling=SamplingParams(temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
-                                              seed=0),
-                      chat=cfg.env.chat, env_kwargs=cfg.env.env_kwargs, seed=0)
+    sampling = SamplingParams(temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens, seed=0)
+    request = EvalRequest(cfg.env.id, manifest, args.episodes, sampling=sampling, chat=cfg.env.chat,
+                          env_kwargs=cfg.env.env_kwargs, seed=0)
+    result = run_eval(request, HFPolicy(args.model))
 
     counts: collections.Counter = collections.Counter()
     invalid_commands: collections.Counter = collections.Counter()

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 import agentgym  # noqa: F401  registers the built-in envs
-from agentgym.evaluation.evaluate import evaluate
+from agentgym.evaluation.evaluate import EvalRequest, run_eval
 from agentgym.evaluation.stats import paired_gain, power_warning
 from agentgym.policies.base import SamplingParams
 from agentgym.registration import check_env_id, get_task_space
@@ -164,9 +164,9 @@ def evaluate_policy(cfg: TrainConfig, engine, eval_path: Path, seed: int, iterat
     tokenizer) lets saved trajectories show their tokens."""
     sampling = SamplingParams(temperature=cfg.eval.temperature,
                               max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, seed=seed)
-    result = evaluate(cfg.env.id, engine, split=str(eval_path), episodes_per_task=cfg.eval.episodes_per_task,
-                      sampling=sampling, chat=cfg.env.chat,
-                      env_kwargs=cfg.env.env_kwargs, seed=seed, policy_name="HFPolicy")
+    request = EvalRequest(cfg.env.id, str(eval_path), cfg.eval.episodes_per_task, sampling=sampling,
+                          chat=cfg.env.chat, env_kwargs=cfg.env.env_kwargs, seed=seed)
+    result = run_eval(request, engine, policy_name="HFPolicy")
     save_evaluation(cfg, result, iteration, policy or engine)  # for `agentgym view`, when log.save_trajectories_every > 0
     out = result.summary()
     out["wall_s"] = result.wall_seconds

@@ -210,6 +210,7 @@ def register(app: typer.Typer) -> None:
         `agentgym eval RUN_DIR` (or `--from-run RUN_DIR`) evaluates a training run's final model the
         way the trainer did (its env, tasks, chat layout, sampling, episodes and seed), so the
         figure matches the run's summary.json; any option given overrides the run's setting."""
+        import dataclasses
         import importlib
 
         from rich.console import Console
@@ -218,8 +219,8 @@ def register(app: typer.Typer) -> None:
         from agentgym import progress
         from agentgym.policies.base import SamplingParams
         from agentgym.policies.engines import generates_with_trainer_model
-        from agentgym.registration import check_env_id, get_task_space
-        from agentgym.evaluation.evaluate import evaluate, resolve_tasks
+        from agentgym.registration import check_env_id
+        from agentgym.evaluation.evaluate import EvalRequest, run_eval
         from agentgym.evaluation.report import write_report
         from agentgym.evaluation.stats import power_warning
 
@@ -263,9 +264,9 @@ def register(app: typer.Typer) -> None:
         if temperature is not None and temperature < 0:
             raise ConfigError(f"--temperature must be >= 0, got {temperature}")
         spec = parse_policy_spec(policy)
-        env_id = check_env_id(env)
-        space = get_task_space(env_id)
-        label, tasks = resolve_tasks(env_id, split, limit, task_space=space)  # fail before loading a model
+        request = EvalRequest(env, split, episodes, limit, env_kwargs=run.get("env_kwargs") or None, seed=seed,
+                              confidence=confidence, executor=executor, num_workers=workers)
+        env_id, space, label, tasks = request.resolve()  # fail on a bad env or split before loading a model
         if spec.kind == "hf":
             resolve_device(device)  # an unusable device: one line before the model loads
             try:
@@ -310,12 +311,10 @@ def register(app: typer.Typer) -> None:
         hf_kwargs = {k: run[k] for k in ("dtype", "max_prompt_tokens") if run.get(k) is not None}
         pol = load_policy(spec, env_id, seed=seed, device=device, task_space=space, hf_kwargs=hf_kwargs)
         with progress.session():  # a bar on a terminal; in a log, a line a minute and one at the end
-            result = evaluate(
-                env_id, pol, split, episodes_per_task=episodes, limit=limit, sampling=sampling if spec.is_llm else None,
-                executor=executor, num_workers=workers, chat=chat or None, seed=seed, confidence=confidence,
-                trajectories_path=(out / "trajectories.jsonl") if out is not None and save_trajectories else None,
-                policy_name=spec.label, task_space=space, env_kwargs=run.get("env_kwargs") or None,
-            )
+            request = dataclasses.replace(request, env=env_id, task_space=space, chat=chat or None,
+                                          sampling=sampling if spec.is_llm else None)
+            result = run_eval(request, pol, policy_name=spec.label, trajectories_path=(out / "trajectories.jsonl")
+                              if out is not None and save_trajectories else None)
         result.metadata["policy_spec"] = policy
         if run:
             result.metadata["run_dir"] = str(from_run)

@@ -1,7 +1,9 @@
 """Held-out evaluation: play a split with any Policy and measure it with confidence intervals.
 
-`evaluate` plays every task of a split `episodes_per_task` times through `agentgym.collect` and
-`compute_metrics` turns the trajectories into an `EvalResult`:
+An `EvalRequest` says what to evaluate (env, split, episodes per task, sampling, ...) and
+`run_eval(request, policy)` plays every task of the split `episodes_per_task` times through
+`agentgym.rollout.play`; `evaluate(env_id, policy, ...)` is the same with the request's fields as
+arguments. `compute_metrics` turns the trajectories into an `EvalResult`:
 
 * success rate (Wilson interval), mean score, mean steps and invalid-action rate (cluster
   bootstrap over tasks, because episodes of one task share their initial state);
@@ -277,6 +279,71 @@ def _category(space, spec: TaskSpec) -> str:
         return UNCATEGORIZED
 
 
+@dataclass
+class EvalRequest:
+    """What to evaluate: every task of `split` of `env`, `episodes_per_task` times, and how.
+
+    The evaluation twin of `agentgym.rollout.RolloutRequest`: `run_eval(request, policy)` plays it,
+    `evaluate(env_id, policy, ...)` builds one from its arguments. Fields are checked when the
+    request is made (a bad value is one line naming it); the env id and the split are checked when
+    it runs, against the registry and the env's task space (`resolve`).
+
+    env: a registered env id (e.g. "agentgym/Household-v0").
+    split: a split name of the env's task space ("heldout", "heldout_unseen", "train", ...) or the
+        path of a JSONL file of TaskSpecs (a training run's eval_heldout.jsonl).
+    episodes_per_task: episodes per task, >= 1; the k range of pass@k. Use `sampling` with
+        temperature > 0 for k > 1, or every episode of a deterministic policy repeats the first.
+    limit: evaluate only the first `limit` tasks of the split (splits are stored in a fixed order);
+        None for all, else >= 1.
+    sampling: the policy's SamplingParams (None: the policy's defaults; scripted policies ignore it).
+    chat: ChatEnv's options, a ChatConfig or a dict of its keys (parser, history, memory, ...).
+    env_kwargs: keyword arguments of the env's constructor (as `agentgym.make(env, **env_kwargs)`).
+    seed: the reset seed of the i-th task is seed + i, whatever the batching; also the bootstrap's seed.
+    confidence: the level of every interval, strictly between 0 and 1.
+    max_batch_episodes: at most this many episodes are played in one rollout (bounds memory, one env
+        per episode, and the batch an LLM policy sees at once); whole tasks go in a batch, so a task
+        with more episodes than this still gets a batch of its own. >= 1.
+    executor: a registered executor name ("inprocess", "threads", "process", "ray", or your own);
+        num_workers its threads / processes / Ray workers; executor_options its own options.
+    task_space: the env's task space (None: the registered one), e.g. one already built by the caller.
+    """
+
+    env: str
+    split: str | Path = "heldout"
+    episodes_per_task: int = 1
+    limit: int | None = None
+    sampling: SamplingParams | None = None
+    chat: ChatConfig | dict | None = None
+    env_kwargs: dict | None = None
+    seed: int = 0
+    confidence: float = 0.95
+    max_batch_episodes: int = DEFAULT_MAX_BATCH_EPISODES
+    executor: Any = "inprocess"
+    num_workers: int | None = 2
+    executor_options: dict | None = None
+    task_space: Any = None
+
+    def __post_init__(self) -> None:
+        if self.episodes_per_task < 1:
+            raise ConfigError(f"episodes per task must be >= 1, got {self.episodes_per_task}")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"--limit must be a positive number of tasks, got {self.limit}")
+        if self.max_batch_episodes < 1:
+            raise ConfigError(f"max_batch_episodes must be >= 1, got {self.max_batch_episodes}")
+        if not 0 < self.confidence < 1:
+            raise ConfigError(f"confidence must be between 0 and 1, got {self.confidence}")
+
+    def resolve(self) -> tuple[str, Any, str, list[TaskSpec]]:
+        """(checked env id, task space, split label, tasks): what `run_eval` plays, without playing it
+        (the CLI calls it to fail on a bad env or split before loading a model)."""
+        from agentgym.registration import check_env_id, get_task_space
+
+        env_id = check_env_id(self.env)
+        space = self.task_space if self.task_space is not None else get_task_space(env_id)
+        label, tasks = resolve_tasks(env_id, self.split, self.limit, task_space=space)
+        return env_id, space, label, tasks
+
+
 def evaluate(
     env_id: str,
     policy: Policy,
@@ -299,38 +366,49 @@ def evaluate(
 ) -> EvalResult:
     """Play `split` (a split name or a JSONL file) with `policy` and measure it.
 
-    episodes_per_task: episodes per task (k of pass@k); use sampling with temperature > 0 for
-        k > 1, or every episode of a deterministic policy repeats the first.
-    limit: evaluate only the first `limit` tasks of the split (splits are stored in a fixed order).
-    seed: the reset seed of the i-th task is seed + i, whatever the batching.
+    A convenience: the arguments are EvalRequest's fields (see it for each), and this is
+    `run_eval(EvalRequest(env_id, split, episodes_per_task, limit, ...), policy, ...)`.
     trajectories_path: also save every trajectory (including infra errors) as JSONL.
     on_progress(done_episodes, total_episodes) after every batched turn (progress bars).
+    policy_name: the policy's name in the result (default: its class name).
     """
-    from agentgym.registration import check_env_id, get_task_space
+    request = EvalRequest(env_id, split, episodes_per_task, limit, sampling=sampling, chat=chat,
+                          env_kwargs=env_kwargs, seed=seed, confidence=confidence,
+                          max_batch_episodes=max_batch_episodes, executor=executor, num_workers=num_workers,
+                          task_space=task_space)
+    return run_eval(request, policy, on_progress=on_progress, trajectories_path=trajectories_path,
+                    policy_name=policy_name)
+
+
+def run_eval(request: EvalRequest, policy: Policy, *, on_progress: Callable[[int, int], None] | None = None,
+             trajectories_path: str | Path | None = None, policy_name: str | None = None) -> EvalResult:
+    """Play `request` with `policy` and measure it (the evaluation itself; `evaluate` builds the request).
+
+    The split's tasks go to `agentgym.rollout.play` in batches of whole tasks (at most
+    max_batch_episodes episodes), task i reset with seed + i; the trajectories become an
+    EvalResult through `compute_metrics`, its metadata recording the request's settings.
+    on_progress(done_episodes, total_episodes) after every batched turn; trajectories_path: also
+    save every trajectory (including infra errors) as JSONL; policy_name: the policy's name in the
+    result (default: its class name)."""
     from agentgym.rollout import RolloutProgress, RolloutRequest, _turn_limit, play
 
-    if episodes_per_task < 1:
-        raise ConfigError(f"episodes per task must be >= 1, got {episodes_per_task}")
-    if max_batch_episodes < 1:
-        raise ConfigError("max_batch_episodes must be >= 1")
-    env_id = check_env_id(env_id)
-    space = task_space if task_space is not None else get_task_space(env_id)
-    label, tasks = resolve_tasks(env_id, split, limit, task_space=space)
-
+    r = request
+    env_id, space, label, tasks = r.resolve()
+    episodes_per_task, seed = r.episodes_per_task, r.seed
     total = len(tasks) * episodes_per_task
-    tasks_per_batch = max(1, max_batch_episodes // episodes_per_task)
+    tasks_per_batch = max(1, r.max_batch_episodes // episodes_per_task)
     trajectories: list[Trajectory] = []
     start = time.perf_counter()
     # Counted in turns, not episodes: a batch's episodes often end together on its last turn, so an
     # episode count (and its ETA) would sit at 0 for the whole batch. The bound counts every episode
     # not yet ended at the turn limit and shrinks as episodes end early; both meet at the end.
-    limit = _turn_limit(env_id, env_kwargs, RolloutRequest.max_turns)
-    with progress.bar(f"eval {label}", total=total * limit, unit="turns", every=15.0) as bar:
+    turn_limit = _turn_limit(env_id, r.env_kwargs, RolloutRequest.max_turns)
+    with progress.bar(f"eval {label}", total=total * turn_limit, unit="turns", every=15.0) as bar:
         turns_before = 0  # turns played by finished batches
         for first in range(0, len(tasks), tasks_per_batch):
             batch = tasks[first:first + tasks_per_batch]
             done_before = len(trajectories)
-            later = (total - done_before - len(batch) * episodes_per_task) * limit  # batches not started
+            later = (total - done_before - len(batch) * episodes_per_task) * turn_limit  # batches not started
 
             turns = itertools.count(1)
 
@@ -341,9 +419,10 @@ def evaluate(
                 if on_progress is not None:
                     on_progress(_offset + p.episodes_done, total)
 
-            request = RolloutRequest(env_id, batch, episodes_per_task, seed=seed + first, sampling=sampling,
-                                     executor=executor, num_workers=num_workers, env_kwargs=env_kwargs, chat=chat)
-            new = play(request, policy, on_progress=on_turn)
+            rollout = RolloutRequest(env_id, batch, episodes_per_task, seed=seed + first, sampling=r.sampling,
+                                     executor=r.executor, num_workers=r.num_workers,
+                                     executor_options=r.executor_options, env_kwargs=r.env_kwargs, chat=r.chat)
+            new = play(rollout, policy, on_progress=on_turn)
             trajectories += new
             turns_before += sum(len(t.steps) for t in new)
             bar.update(turns_before, total=turns_before + later)
@@ -358,15 +437,15 @@ def evaluate(
         categories={t.task_id: _category(space, t) for t in tasks},
         episodes_per_task=episodes_per_task,
         env_id=env_id, split=label, policy=policy_name or type(policy).__name__,
-        confidence=confidence, seed=seed,
+        confidence=r.confidence, seed=seed,
     )
     result.wall_seconds = wall
     result.metadata = {
-        "seed": seed, "limit": limit, "tasks": len(tasks), "executor": executor,
-        "sampling": asdict(sampling) if sampling is not None else None,
-        "chat": ChatConfig.of(chat).kwargs(),  # every field, defaults included, so reports compare field by field
-        "env_kwargs": dict(env_kwargs or {}),
-        "confidence": confidence, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seed": seed, "limit": r.limit, "tasks": len(tasks), "executor": r.executor,
+        "sampling": asdict(r.sampling) if r.sampling is not None else None,
+        "chat": ChatConfig.of(r.chat).kwargs(),  # every field, defaults included, so reports compare field by field
+        "env_kwargs": dict(r.env_kwargs or {}),
+        "confidence": r.confidence, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "trajectories_path": str(trajectories_path) if trajectories_path is not None else None,
     }
     return result
