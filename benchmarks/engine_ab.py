@@ -13,6 +13,7 @@ machine's load falls on both alike, and reports this process's CPU time (`time.p
                       identical samples computed once, against every sample computed
     shared_prefix     the same update with a 200-token system prompt before every sample: level-wise
                       passes over shared prefixes, against the plain pass
+    micro_batch_tokens the same update in passes of about 1,024 tokens against 32 samples each
     compiled_update   not a switch of ours: the main job's update with torch.compile(dynamic=True) on
                       the model's forward (after a warm-up update that compiles), against eager
 
@@ -41,7 +42,10 @@ FULL_WARM = ROOT / "runs" / "trl_vs_agentgym" / "warm"
 
 
 def alternate(rounds: int, arms: dict) -> dict:
-    """arms: name -> callable(round) returning a dict of facts; CPU seconds per call, alternated."""
+    """arms: name -> callable(round) returning a dict of facts; CPU seconds per call, alternated,
+    after one untimed call of each (the first call in a process pays for allocations and caches)."""
+    for run in arms.values():
+        run(rounds)
     seconds: dict[str, list[float]] = {name: [] for name in arms}
     turns: dict[str, list[int]] = {name: [] for name in arms}
     facts: dict[str, dict] = {}
@@ -180,6 +184,15 @@ def shared_prefix(rounds: int) -> dict:
                               "plain": lambda r: update_cpu(samples, share_prefixes=False)})
 
 
+def micro_batch_tokens(rounds: int) -> dict:
+    """The main job's update with micro-batches of about 1,024 tokens (household-tiny's setting)
+    against 32 samples each (its earlier one): the same gradient, other pass sizes."""
+    samples = main_job_samples("00055")
+    return alternate(rounds, {
+        "tokens_1024": lambda r: update_cpu(samples, share_prefixes=False, micro_batch_tokens=1024),
+        "samples_32": lambda r: update_cpu(samples, share_prefixes=False)})
+
+
 def compiled_update(rounds: int) -> dict:
     """Not a switch of ours: torch.compile(dynamic=True) on the model's forward for the main job's
     update (household-tiny's micro-batches), after one update of warm-up that compiles."""
@@ -215,7 +228,7 @@ def compiled_update(rounds: int) -> dict:
 
 COMPARISONS = {"windowed_prefix": windowed_prefix, "reserved_cache": reserved_cache,
                "duplicate_samples": duplicate_samples, "shared_prefix": shared_prefix,
-               "compiled_update": compiled_update}
+               "micro_batch_tokens": micro_batch_tokens, "compiled_update": compiled_update}
 
 
 def main() -> None:

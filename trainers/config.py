@@ -121,7 +121,7 @@ class PPOConfig:
     micro_batch_size: int = 16  # samples per forward/backward (gradient accumulation)
     # > 0: micro-batches cut by tokens instead (rows x longest row at most this, one sample at least),
     # as verl's dynamic batch size: long episodes go alone, short steps many at a time. On a CPU the
-    # update is fastest at about 1,000 tokens per pass (main job: 0.89x the CPU of 32 samples).
+    # update is fastest at about 1,000 tokens per pass (main job: 0.87x the CPU of 32 samples).
     micro_batch_tokens: int = 0
     lr: float = 1e-4
     weight_decay: float = 0.0
