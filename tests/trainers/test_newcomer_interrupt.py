@@ -37,29 +37,37 @@ USER_MODULE = textwrap.dedent('''
 ''')
 
 
-def test_ctrl_c_exits_130_naming_the_checkpoint_and_the_resume_command(tmp_path):
+def _interrupt_training(tmp_path: Path, args: list[str], ready: Path, what: str, settle_s: float = 0.0):
+    """`agentgym <args>` with the user's env module importable, Ctrl-C once `ready` exists (and
+    `settle_s` more): (exit status, output)."""
     (tmp_path / "doors_env.py").write_text(USER_MODULE)
-    run = tmp_path / "run"
-    args = ["train", "--env", "newcomer/Doors-v0", "--import", "doors_env", "iterations=500", "checkpoint_every=1",
-            "tiny.num_tasks=6", "tiny.vocab_size=300", "tiny.hidden=32", "tiny.heads=2", "sft.enabled=false",
-            "eval.num_tasks=3", "rollout.tasks_per_iter=2", "rollout.group_size=2", "rollout.max_new_tokens=4",
-            "torch_threads=1", "log.save_trajectories_every=0", "--run-dir", str(run)]
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "agentgym.cli", *args], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 240
-        while not (run / "checkpoints" / "latest").is_file():
+        while not ready.is_file():
             assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "no checkpoint after 240 s"
+            assert time.monotonic() < deadline, f"no {what} after 240 s"
             time.sleep(0.2)
+        time.sleep(settle_s)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, out
+    return proc.returncode, out
+
+
+def test_ctrl_c_exits_130_naming_the_checkpoint_and_the_resume_command(tmp_path):
+    run = tmp_path / "run"
+    args = ["train", "--env", "newcomer/Doors-v0", "--import", "doors_env", "iterations=500", "checkpoint_every=1",
+            "tiny.num_tasks=6", "tiny.vocab_size=300", "tiny.hidden=32", "tiny.heads=2", "sft.enabled=false",
+            "eval.num_tasks=3", "rollout.tasks_per_iter=2", "rollout.group_size=2", "rollout.max_new_tokens=4",
+            "torch_threads=1", "log.save_trajectories_every=0", "--run-dir", str(run)]
+    returncode, out = _interrupt_training(tmp_path, args, run / "checkpoints" / "latest", "checkpoint")
+    assert returncode == 130, out
     line = [x for x in out.splitlines() if x.startswith("interrupted")]
     assert len(line) == 1 and "Traceback" not in out, out
     checkpoint = (run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip())
@@ -73,29 +81,15 @@ def test_ctrl_c_exits_130_naming_the_checkpoint_and_the_resume_command(tmp_path)
 def test_ctrl_c_before_the_first_checkpoint_says_the_run_starts_again(tmp_path):
     """Interrupted while SFT or the first iterations run (no checkpoint yet): 130, one line, no resume
     command that would fail."""
-    (tmp_path / "doors_env.py").write_text(USER_MODULE)
     run = tmp_path / "run"
     args = ["train", "--env", "newcomer/Doors-v0", "--import", "doors_env", "iterations=500", "checkpoint_every=0",
             "tiny.num_tasks=6", "tiny.vocab_size=300", "tiny.hidden=32", "tiny.heads=2", "sft.num_tasks=6",
             "sft.epochs=1000", "eval.num_tasks=3", "rollout.tasks_per_iter=2", "rollout.group_size=2",
             "torch_threads=1", "log.save_trajectories_every=0", "--run-dir", str(run)]
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym.cli", *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while not (run / "tiny_model" / "config.json").is_file():  # SFT (1000 epochs) is under way
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "no tiny model after 240 s"
-            time.sleep(0.2)
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, out
+    # SFT (1000 epochs) is under way once the tiny model exists
+    returncode, out = _interrupt_training(tmp_path, args, run / "tiny_model" / "config.json", "tiny model",
+                                          settle_s=1.0)
+    assert returncode == 130, out
     line = [x for x in out.splitlines() if x.startswith("interrupted")]
     assert len(line) == 1 and "Traceback" not in out and "KeyboardInterrupt" not in out, out
     assert "before the first checkpoint" in line[0] and "--resume" not in line[0], line
