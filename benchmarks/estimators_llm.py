@@ -159,13 +159,7 @@ def main() -> None:
         parser.error(f"{bad[0]}: the estimators' settings are this benchmark's (ESTIMATORS, norm_std=false)")
     run_root = Path(args.runs)
     if args.job:
-        from agentgym.errors import ConfigError
-
-        lock = rr.hold_job_lock(run_root, args.job)  # noqa: F841  (held until this process exits)
-        try:
-            rr.finish_job(run_root, args.job, run_job(args, args.job))
-        except ConfigError as exc:
-            raise SystemExit(f"{args.job}: {exc}") from None
+        rr.run_worker(run_root, args.job, lambda key: run_job(args, key))
         return
     rr.check_settings(run_root, {"overrides": SETTING + args.overrides + NORM})
     out, failed = rr.schedule(args, jobs(args), report, __file__, run_root)

@@ -197,13 +197,7 @@ def main() -> None:
         parser.error(f"{bad[0]}: the arms' reward and the tagged layout are this benchmark's (--coef, TAGGED)")
     run_root = Path(args.runs)
     if args.job:
-        from agentgym.errors import ConfigError
-
-        lock = rr.hold_job_lock(run_root, args.job)  # noqa: F841  (held until this process exits)
-        try:
-            rr.finish_job(run_root, args.job, run_job(args, args.job))
-        except ConfigError as exc:
-            raise SystemExit(f"{args.job}: {exc}") from None
+        rr.run_worker(run_root, args.job, lambda key: run_job(args, key))
         return
     rr.check_settings(run_root, {"overrides": overrides(args), "coef": args.coef, "format_penalty": args.format_penalty})
     out, failed = rr.schedule(args, jobs(args), report, __file__, run_root)

@@ -177,6 +177,18 @@ def hold_job_lock(run_root: Path, key: str):
     return handle
 
 
+def run_worker(run_root: Path, key: str, run_job: Callable[[str], dict], user_errors: tuple = ()) -> None:
+    """A worker process (`--job KEY`): hold the job's lock, run it, leave its result for the
+    scheduler; a ConfigError (or one of `user_errors`) ends it with one line naming the job."""
+    from agentgym.errors import ConfigError
+
+    lock = hold_job_lock(run_root, key)  # noqa: F841  (held until this process exits)
+    try:
+        finish_job(run_root, key, run_job(key))
+    except (ConfigError, *user_errors) as exc:
+        raise SystemExit(f"{key}: {exc}") from None
+
+
 def last_line(path: Path) -> str:
     try:
         lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]

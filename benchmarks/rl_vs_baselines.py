@@ -406,13 +406,7 @@ def main() -> None:
         parser.error("the baselines match the compute of the rl arm: keep rl in --arms")
     run_root = Path(args.runs)
     if args.job:
-        from agentgym.errors import ConfigError
-
-        lock = rr.hold_job_lock(run_root, args.job)  # noqa: F841  (held until this process exits)
-        try:
-            rr.finish_job(run_root, args.job, run_job(args, args.job))
-        except (ConfigError, NoSuccessfulRollouts) as exc:
-            raise SystemExit(f"{args.job}: {exc}") from None
+        rr.run_worker(run_root, args.job, lambda key: run_job(args, key), (NoSuccessfulRollouts,))
         return
     rr.check_settings(run_root, {"overrides": SETTING + args.overrides, "tune_seed": args.tune_seed,
                                  "lrs_rl": args.lrs_rl, "lrs_sft": args.lrs_sft, "val_tasks": args.val_tasks})
