@@ -6,10 +6,32 @@ they came and never re-derived from text, so a saved trajectory replays exactly.
 
 from __future__ import annotations
 
+import copy
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
+
+
+_SCALARS = (str, int, float, bool, type(None))
+_NUMBER_LISTS = frozenset({"prompt_ids", "response_ids", "response_logprobs"})  # list[int] / list[float]
+
+
+def _plain(record, skip: str | None = None) -> dict:
+    """Step / Trajectory fields as a dict: scalars as they are, the token id and logprob lists
+    copied in one call (their items are immutable numbers), anything else deep-copied."""
+    out = {}
+    for f in fields(record):
+        if f.name == skip:
+            continue
+        value = getattr(record, f.name)
+        if isinstance(value, _SCALARS):
+            out[f.name] = value
+        elif f.name in _NUMBER_LISTS and type(value) is list:
+            out[f.name] = value.copy()
+        else:
+            out[f.name] = copy.deepcopy(value)
+    return out
 
 
 @dataclass
@@ -33,7 +55,10 @@ class Step:
     partial: bool = False
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """A plain dict that shares nothing mutable with the step (what `dataclasses.asdict` gives).
+        Field by field: asdict's recursion visits every token id, and saving a trainer iteration's
+        episodes spent over a second in it (16 episodes of 500-token prompts)."""
+        return _plain(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Step":
@@ -68,9 +93,10 @@ class Trajectory:
         return sum(not s.action_valid for s in self.steps)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        d = _plain(self, skip="steps")
         d["steps"] = [s.to_dict() for s in self.steps]
         return d
+
 
     @classmethod
     def from_dict(cls, d: dict) -> "Trajectory":
