@@ -14,6 +14,8 @@ machine's load falls on both alike, and reports this process's CPU time (`time.p
     shared_prefix     the same update with a 200-token system prompt before every sample: level-wise
                       passes over shared prefixes, against the plain pass
     micro_batch_tokens the same update in passes of about 1,024 tokens against 32 samples each
+    last_layer        the same update (household-tiny's micro-batches) with the last decoder layer
+                      run at the loss positions alone (trainers/last_layer.py), against the full forward
     compiled_update   not a switch of ours: the main job's update with torch.compile(dynamic=True) on
                       the model's forward (after a warm-up update that compiles), against eager
 
@@ -193,6 +195,26 @@ def micro_batch_tokens(rounds: int) -> dict:
         "samples_32": lambda r: update_cpu(samples, share_prefixes=False)})
 
 
+def last_layer(rounds: int) -> dict:
+    """The main job's update with the last layer's queries, attention output, MLP and norm at the
+    loss positions only, against every position (the same values and gradients up to rounding)."""
+    from agentgym.trainers import ppo
+
+    samples = main_job_samples("00055")
+    partial = ppo.final_hidden_at
+
+    def run(final_hidden_at):
+        def go(r: int) -> dict:
+            ppo.final_hidden_at = final_hidden_at
+            return update_cpu(samples, share_prefixes=False, micro_batch_tokens=1024)
+        return go
+
+    try:
+        return alternate(rounds, {"loss_positions": run(partial), "every_position": run(lambda *a, **k: None)})
+    finally:
+        ppo.final_hidden_at = partial
+
+
 def compiled_update(rounds: int) -> dict:
     """Not a switch of ours: torch.compile(dynamic=True) on the model's forward for the main job's
     update (household-tiny's micro-batches), after one update of warm-up that compiles."""
@@ -228,7 +250,7 @@ def compiled_update(rounds: int) -> dict:
 
 COMPARISONS = {"windowed_prefix": windowed_prefix, "reserved_cache": reserved_cache,
                "duplicate_samples": duplicate_samples, "shared_prefix": shared_prefix,
-               "micro_batch_tokens": micro_batch_tokens, "compiled_update": compiled_update}
+               "micro_batch_tokens": micro_batch_tokens, "last_layer": last_layer, "compiled_update": compiled_update}
 
 
 def main() -> None:

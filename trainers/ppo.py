@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
+from agentgym.trainers.last_layer import final_hidden_at
+
 
 def clip_range(eps: float, asymmetric: bool) -> tuple[float, float]:
     return (1.0 / (1.0 + eps), 1.0 + eps) if asymmetric else (1.0 - eps, 1.0 + eps)
@@ -50,11 +52,17 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
         if want_entropy:
             return logp, hidden, -(all_logp.exp() * all_logp).sum(-1)
         return logp, hidden
-    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, use_cache=False,
-                logits_to_keep=1)
-    hidden = out.hidden_states[-1]  # after the final norm: what the LM head reads
     where = positions.bool()
-    picked = torch.log_softmax(model.get_output_embeddings()(hidden[:, :-1][where]).float(), dim=-1)
+    hidden = None
+    # the last layer at the loss positions alone when the model allows (trainers/last_layer.py)
+    chosen = None if want_hidden else final_hidden_at(model, input_ids, attention_mask,
+                                                      torch.nn.functional.pad(where, (0, 1)))
+    if chosen is None:
+        out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, use_cache=False,
+                    logits_to_keep=1)
+        hidden = out.hidden_states[-1]  # after the final norm: what the LM head reads
+        chosen = hidden[:, :-1][where]
+    picked = torch.log_softmax(model.get_output_embeddings()(chosen).float(), dim=-1)
     logp = torch.zeros(where.shape, dtype=picked.dtype, device=picked.device)
     logp = logp.index_put((where.nonzero(as_tuple=True)), picked.gather(-1, input_ids[:, 1:][where][:, None])[:, 0])
     if want_entropy:
