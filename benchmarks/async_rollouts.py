@@ -76,7 +76,7 @@ _BEFORE_RL: dict = {}  # the held-out evaluation of the warm start, shared by th
 
 def run_one(out: Path, model_dir: Path, staleness: int, latency: float, iterations: int, seed: int,
             overrides: list[str], executor: str = "inprocess") -> dict:
-    from agentgym.trainers import loop
+    from agentgym.trainers import training
     from agentgym.trainers.config import load_config
 
     run_dir = out / f"lat{latency:g}_K{staleness}_{executor}"
@@ -87,7 +87,7 @@ def run_one(out: Path, model_dir: Path, staleness: int, latency: float, iteratio
         f"run_dir={run_dir}", f"iterations={iterations}", "eval.every=0", "time_budget_s=null",
         "checkpoint_every=0", "log.plot=false", *overrides,
     ])
-    evaluate = loop.evaluate_policy
+    evaluate = training.evaluate_policy
 
     def plain_env_eval(cfg, engine, eval_path, seed, iteration=None, **kwargs):  # held-out success without the latency
         if iteration == 0 and model_dir in _BEFORE_RL:  # every run starts from the same weights and seed
@@ -100,11 +100,11 @@ def run_one(out: Path, model_dir: Path, staleness: int, latency: float, iteratio
         return result
 
     per_iter: list[dict] = []
-    loop.evaluate_policy = plain_env_eval
+    training.evaluate_policy = plain_env_eval
     try:
-        summary = loop.train(cfg, log=lambda s: None, on_iteration=per_iter.append)
+        summary = training.train(cfg, log=lambda s: None, on_iteration=per_iter.append)
     finally:
-        loop.evaluate_policy = evaluate
+        training.evaluate_policy = evaluate
     seconds = [m["time"]["iteration_s"] for m in per_iter]
     a = [m.get("async", {}) for m in per_iter]
     hist: dict = {}

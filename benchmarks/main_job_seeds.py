@@ -35,7 +35,7 @@ def run_seed(seed: int, run_root: Path, overrides: list[str], threads: int | Non
     """One seed: the preset's run, then the SFT-for-the-same-time baseline. Returns its record."""
     from agentgym.registration import get_task_space
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import evaluate_policy, train
+    from agentgym.trainers.training import evaluate_policy, train
     from agentgym.trainers.run_setup import quiet_transformers, make_policy
     from agentgym.trainers.task_selection import select_train_tasks
     from agentgym.trainers.sft import oracle_trajectories, sft_samples, train_sft

@@ -156,7 +156,7 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
     from agentgym.policies.hf import HFPolicy
     from agentgym.trainers import distributed
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import ppo_update, update_clip
+    from agentgym.trainers.training import ppo_update, update_clip
     from agentgym.trainers.run_setup import make_optimizer
     from agentgym.trainers.samples import build_samples
 

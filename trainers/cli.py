@@ -129,7 +129,7 @@ def train_command(
     Ctrl-C stops with exit status 130 and one line naming the last checkpoint and the --resume command."""
     from agentgym import progress
     from agentgym.trainers.distributed import check_world, launch, world_from_env
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
     from agentgym.trainers.run_setup import run_dir_for
 
     # called as a plain function (tests, scripts): a typer OptionInfo default means "not given"
@@ -230,7 +230,7 @@ def sft_command(
     reports its held-out success."""
     from agentgym import progress
     from agentgym.registration import get_task_space
-    from agentgym.trainers.loop import evaluate_policy
+    from agentgym.trainers.training import evaluate_policy
     from agentgym.trainers.run_setup import make_engine, make_policy, prepare_start_model, quiet_transformers
     from agentgym.trainers.run_setup import run_dir_for
     from agentgym.trainers.task_selection import write_eval_tasks

@@ -58,7 +58,7 @@ def is_run_dir(path: str | Path | None) -> bool:
 
 
 def run_settings(run_dir: str | Path) -> dict[str, Any]:
-    """How `agentgym train` evaluated this run (trainers/loop.py, evaluate_policy), read from the
+    """How `agentgym train` evaluated this run (trainers/training.py, evaluate_policy), read from the
     config.yaml and eval_<split>.jsonl it wrote: evaluating with these reproduces its figures."""
     import yaml
 

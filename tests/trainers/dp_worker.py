@@ -18,7 +18,7 @@ torch.set_num_threads(1)
 from agentgym.policies.hf import HFPolicy  # noqa: E402
 from agentgym.trainers import distributed  # noqa: E402
 from agentgym.trainers.config import load_config  # noqa: E402
-from agentgym.trainers.loop import ppo_update, update_clip  # noqa: E402
+from agentgym.trainers.training import ppo_update, update_clip  # noqa: E402
 from agentgym.trainers.run_setup import build_heads, make_optimizer  # noqa: E402
 from agentgym.trainers.samples import build_samples  # noqa: E402
 

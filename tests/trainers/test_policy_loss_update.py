@@ -34,7 +34,7 @@ def _logprob(policy):
 
 def _update(policy, cfg, samples, estimator, steps=3):
     from agentgym.trainers.learner import ppo_update, score_sequences
-    from agentgym.trainers.loop import update_clip
+    from agentgym.trainers.training import update_clip
     from agentgym.trainers.run_setup import make_optimizer
 
     for s, (logp, _) in zip(samples, score_sequences(policy, samples, 8, want_hidden=False)):
