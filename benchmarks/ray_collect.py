@@ -174,7 +174,8 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
         samples = dp.global_samples(build_samples(trajs, advs))
         dp.barrier()
         t0 = time.perf_counter()
-        ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples, np.random.default_rng(r), r, dp=dp)
+        ppo_update(cfg.ppo, update_clip(cfg.ppo, cfg.estimator.name), policy, optimizer, scheduler, samples,
+                   np.random.default_rng(r), r, dp=dp)
         dp.barrier()
         times.append(time.perf_counter() - t0)
     tokens = sum(len(s) for s in samples)

@@ -304,7 +304,8 @@ def evaluate_on(cfg, policy, tasks_file: Path) -> dict:
     same episodes for every arm of a seed): {success_rate, per_task_success, ...}."""
     from agentgym.trainers.training import evaluate_policy
 
-    ev = evaluate_policy(cfg, policy, tasks_file, cfg.seed)
+    ev = evaluate_policy(cfg.eval, cfg.env, policy, tasks_file, cfg.seed,
+                         rollout_max_new_tokens=cfg.rollout.max_new_tokens)
     keep = ("success_rate", "invalid_action_rate", "mean_steps", "per_task_success", "episodes", "num_tasks")
     return {k: ev[k] for k in keep if k in ev}
 

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 import agentgym  # noqa: F401  registers the built-in envs
+from agentgym import progress
 from agentgym.evaluation.evaluate import EvalRequest, run_eval
 from agentgym.evaluation.stats import paired_gain, power_warning
 from agentgym.policies.base import SamplingParams
@@ -44,8 +45,8 @@ from agentgym.trainers import distributed
 from agentgym.trainers.batches import BatchProducer
 from agentgym.trainers.checkpoint import check_resume, load_checkpoint, save_checkpoint
 from agentgym.trainers.checks import importance_cap
-from agentgym.trainers.config import TrainConfig, save_config
-from agentgym.trainers.estimators import compute_advantages, estimator_spec
+from agentgym.trainers.config import EnvConfig, EvalConfig, PPOConfig, TrainConfig, save_config
+from agentgym.trainers.estimators import EstimatorConfig, compute_advantages, estimator_spec
 from agentgym.trainers.diagnostics import iteration_credit
 from agentgym.trainers.env_requirements import check_env_features, import_modules
 from agentgym.trainers.heads import fit_spa_progress, per_step_arrays, step_values  # noqa: F401  (old path)
@@ -61,21 +62,21 @@ from agentgym.trainers.samples import TokenSequence, make_samples, tokenize_traj
 
 
 # --- one iteration ------------------------------------------------------------------------------
-def score_heads(cfg: TrainConfig, policy, heads: dict, sequences: list[TokenSequence], trajectories, seed: int,
-                dp) -> tuple:
+def score_heads(ppo_cfg: PPOConfig, est_cfg: EstimatorConfig, policy, heads: dict, sequences: list[TokenSequence],
+                trajectories, seed: int, dp) -> tuple:
     """What the estimator needs from the policy's hidden states, from one no-grad pass when any
     is asked for: per-step values (value head), progress (SPA's head), recomputed logprobs."""
     value_head, progress_head = heads.get("value"), heads.get("progress")
-    if value_head is None and progress_head is None and not cfg.ppo.recompute_old_logprobs:
+    if value_head is None and progress_head is None and not ppo_cfg.recompute_old_logprobs:
         return None, None, None
     with dp.full_weights(policy):
-        scored = score_sequences(policy, sequences, cfg.ppo.micro_batch_size, want_hidden=True)
-    recomputed = [[0.0] + logp.tolist() for logp, _ in scored] if cfg.ppo.recompute_old_logprobs else None
+        scored = score_sequences(policy, sequences, ppo_cfg.micro_batch_size, want_hidden=True)
+    recomputed = [[0.0] + logp.tolist() for logp, _ in scored] if ppo_cfg.recompute_old_logprobs else None
     hidden = {id(s): h for s, (_, h) in zip(sequences, scored)}
     values = step_values(value_head, sequences, trajectories, hidden) if value_head is not None else None
     progress = None
     if progress_head is not None:
-        progress = fit_spa_progress(progress_head, sequences, trajectories, hidden, cfg.estimator.outcome, seed)
+        progress = fit_spa_progress(progress_head, sequences, trajectories, hidden, est_cfg.outcome, seed)
     return values, progress, recomputed
 
 
@@ -94,11 +95,11 @@ def _rollout_stats(trajectories) -> dict:
     }
 
 
-def update_clip(cfg: TrainConfig) -> tuple[float, float]:
-    asymmetric = cfg.ppo.asymmetric_clip
+def update_clip(ppo_cfg: PPOConfig, estimator: str) -> tuple[float, float]:
+    asymmetric = ppo_cfg.asymmetric_clip
     if asymmetric is None:  # the estimator's declared default (LOOP's asymmetric clip)
-        asymmetric = estimator_spec(cfg.estimator.name).asymmetric_clip
-    return clip_range(cfg.ppo.clip_eps, asymmetric)
+        asymmetric = estimator_spec(estimator).asymmetric_clip
+    return clip_range(ppo_cfg.clip_eps, asymmetric)
 
 
 def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler, producer: BatchProducer,
@@ -114,7 +115,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
 
     # tokens first; the heads read them; the advantages come next; samples are made from both, once
     sequences = tokenize_trajectories(trajectories, cfg.ppo.sample_mode)
-    values, progress, recomputed = score_heads(cfg, policy, heads, sequences, trajectories, cfg.seed + iteration, dp)
+    values, progress, recomputed = score_heads(cfg.ppo, cfg.estimator, policy, heads, sequences, trajectories,
+                                               cfg.seed + iteration, dp)
     try:
         advantages = compute_advantages(trajectories, cfg.estimator, values=values, progress=progress)
     except ValueError as exc:
@@ -130,8 +132,9 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
                            old_logprobs=recomputed)
     samples = producer.prepare_update(policy, dp.global_samples(samples))  # decoupled PPO: proximal logprobs
     t1, c1 = time.perf_counter(), time.process_time()
-    update = ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples, rng, iteration,
-                        heads.get("value"), importance_cap(cfg), dp, estimator=cfg.estimator) if samples else {}
+    clip = update_clip(cfg.ppo, cfg.estimator.name)
+    update = ppo_update(cfg.ppo, clip, policy, optimizer, scheduler, samples, rng, iteration, heads.get("value"),
+                        importance_cap(cfg), dp, estimator=cfg.estimator) if samples else {}
     t_update, c_update = time.perf_counter() - t1, time.process_time() - c1
     all_adv = np.concatenate([a for a in all_advantages if len(a)] or [np.zeros(1)])
     train_tokens = sum(len(s) for s in samples) * cfg.ppo.epochs
@@ -158,16 +161,18 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
 
 
 # --- evaluation -----------------------------------------------------------------------------------
-def evaluate_policy(cfg: TrainConfig, engine, eval_path: Path, seed: int, iteration: int | None = None,
-                    policy=None) -> dict:
-    """Held-out success of `engine` on the tasks in eval_path; `policy` (the trainer's, for its
-    tokenizer) lets saved trajectories show their tokens."""
-    sampling = SamplingParams(temperature=cfg.eval.temperature,
-                              max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, seed=seed)
-    request = EvalRequest(cfg.env.id, str(eval_path), cfg.eval.episodes_per_task, sampling=sampling,
-                          chat=cfg.env.chat, env_kwargs=cfg.env.env_kwargs, seed=seed)
-    result = run_eval(request, engine, policy_name="HFPolicy")
-    save_evaluation(cfg, result, iteration, policy or engine)  # for `agentgym view`, when log.save_trajectories_every > 0
+def heldout_result(eval_cfg: EvalConfig, env_cfg: EnvConfig, engine, eval_path: Path, seed: int,
+                   rollout_max_new_tokens: int, session=progress.CURRENT):
+    """The EvalResult of `engine` on the tasks in eval_path, played as the run's env and chat layout;
+    replies get eval.max_new_tokens tokens, or the rollouts' budget when that is unset."""
+    sampling = SamplingParams(temperature=eval_cfg.temperature,
+                              max_new_tokens=eval_cfg.max_new_tokens or rollout_max_new_tokens, seed=seed)
+    request = EvalRequest(env_cfg.id, str(eval_path), eval_cfg.episodes_per_task, sampling=sampling,
+                          chat=env_cfg.chat, env_kwargs=env_cfg.env_kwargs, seed=seed)
+    return run_eval(request, engine, policy_name="HFPolicy", session=session)
+
+
+def eval_summary(result) -> dict:
     out = result.summary()
     out["wall_s"] = result.wall_seconds
     # per-task success, so that two evaluations on the same tasks give a paired interval of the gain
@@ -175,12 +180,20 @@ def evaluate_policy(cfg: TrainConfig, engine, eval_path: Path, seed: int, iterat
     return out
 
 
-def _evaluate_now(cfg: TrainConfig, engine, policy, eval_path, state: dict, dp) -> dict | None:
+def evaluate_policy(eval_cfg: EvalConfig, env_cfg: EnvConfig, engine, eval_path: Path, seed: int, *,
+                    rollout_max_new_tokens: int, session=progress.CURRENT) -> dict:
+    """Held-out success of `engine` on the tasks in eval_path (heldout_result, summarized)."""
+    return eval_summary(heldout_result(eval_cfg, env_cfg, engine, eval_path, seed, rollout_max_new_tokens, session))
+
+
+def _evaluate_now(cfg: TrainConfig, engine, policy, eval_path, state: dict, dp, session) -> dict | None:
     """Every rank enters (FSDP gathers the weights); rank 0 evaluates and records it in `state`."""
     with dp.full_weights(policy):
         if not dp.is_main:
             return None
-        ev = evaluate_policy(cfg, engine, eval_path, cfg.seed, iteration=state["iteration"], policy=policy)
+        result = heldout_result(cfg.eval, cfg.env, engine, eval_path, cfg.seed, cfg.rollout.max_new_tokens, session)
+        save_evaluation(cfg, result, state["iteration"], policy)  # for `agentgym view` (log.save_trajectories_every)
+        ev = eval_summary(result)
         state["evals"].append({"iteration": state["iteration"], **ev})
         return ev
 
@@ -212,8 +225,10 @@ def _tasks(cfg: TrainConfig, run_dir: Path, dp, log):
 
 
 def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = print,
-          on_iteration: Callable[[dict], None] | None = None) -> dict:
-    """Run (or resume) the configured pipeline; returns the summary also written to summary.json."""
+          on_iteration: Callable[[dict], None] | None = None, session=progress.CURRENT) -> dict:
+    """Run (or resume) the configured pipeline; returns the summary also written to summary.json.
+    session: where bars draw (agentgym.progress; by default the calling command's session)."""
+    session = progress.resolve(session)
     quiet_transformers()
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
@@ -229,7 +244,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     torch.manual_seed(cfg.seed)
     source, eval_path = _tasks(cfg, run_dir, dp, log)
 
-    start_model, setup_info = dp.main_first(lambda: prepare_start_model(cfg, run_dir, log))
+    start_model, setup_info = dp.main_first(lambda: prepare_start_model(cfg, run_dir, log, session=session))
     policy = make_policy(cfg, start_model)
     heads = build_heads(cfg, policy)
     if checkpoint is not None:
@@ -251,11 +266,11 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                            ) if dp.is_main else distributed.NullLogger()
     producer, finished = None, False
     try:
-        if not state["evals"] and (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp)) is not None:
+        if not state["evals"] and (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp, session)) is not None:
             logger.log({"eval": ev}, step=0)
             log(f"held-out success before RL: {ev['success_rate']:.3f}")
         producer = BatchProducer(cfg, policy, source, start_iteration=state["iteration"], engine=engine, dp=dp,
-                                 executor=env_pool)
+                                 executor=env_pool, session=session)
         deadline = started + cfg.time_budget_s if cfg.time_budget_s else None
         while state["iteration"] < cfg.iterations:
             if deadline is not None and dp.agree(time.perf_counter() > deadline):
@@ -268,7 +283,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             state["task_source"] = producer.source.state_dict()
             state["iteration"] += 1
             if cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
-                if (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp)) is not None:
+                if (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp, session)) is not None:
                     metrics["eval"] = ev
             logger.log(metrics, step=state["iteration"])
             if on_iteration is not None:
@@ -277,7 +292,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                 dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         # rank 0 holds the evaluations; every rank must enter full_weights together
         if dp.agree(dp.is_main and state["evals"][-1]["iteration"] != state["iteration"]):
-            if (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp)) is not None:
+            if (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp, session)) is not None:
                 logger.log({"eval": ev}, step=state["iteration"])
         dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         dp.save_policy(policy, run_dir / "final_model")

@@ -45,8 +45,8 @@ dp.shard_model(policy)
 returns = [a + 0.5 for a in advs] if heads else None  # made-up value targets
 samples = dp.global_samples(build_samples(trajs, advs, returns=returns))
 optimizer, scheduler = make_optimizer(cfg, policy, heads)
-stats = ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples, np.random.default_rng(0), 0,
-                   heads.get("value"), dp=dp)
+stats = ppo_update(cfg.ppo, update_clip(cfg.ppo, cfg.estimator.name), policy, optimizer, scheduler, samples,
+                   np.random.default_rng(0), 0, heads.get("value"), dp=dp)
 held = sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in policy.model.parameters())
 if dp.sharded:
     from agentgym.trainers.fsdp import full_state_dict

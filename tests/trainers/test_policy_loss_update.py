@@ -42,7 +42,7 @@ def _update(policy, cfg, samples, estimator, steps=3):
     optimizer, scheduler = make_optimizer(cfg, policy, {})
     stats = None
     for i in range(steps):
-        stats = ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples,
+        stats = ppo_update(cfg.ppo, update_clip(cfg.ppo, cfg.estimator.name), policy, optimizer, scheduler, samples,
                            np.random.default_rng(i), i, estimator=estimator)
     return stats
 

@@ -42,7 +42,8 @@ def _update(policy, samples, cfg, steps=3):
     optimizer, scheduler = make_optimizer(cfg, policy, {})
     stats = None
     for i in range(steps):
-        stats = ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples, np.random.default_rng(i), i)
+        stats = ppo_update(cfg.ppo, update_clip(cfg.ppo, cfg.estimator.name), policy, optimizer, scheduler, samples,
+                           np.random.default_rng(i), i)
     return stats
 
 
