@@ -236,9 +236,9 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
             live[:] = [ep for ep in live if not ep.done]
             release(ended)
             if monitors:
-                now = _progress(episodes, limit)
+                so_far = _progress(episodes, limit)
                 for monitor in monitors:
-                    monitor.turn_done(now)
+                    monitor.turn_done(so_far)
         apply_stop_rules()  # the last turn's finishers count too (over-sampling marks the rest)
     finally:
         pool.close()
