@@ -79,9 +79,9 @@ def rollout_command(
     env_id = agentgym.registration.check_env_id(env)
     task_list = load_tasks(env_id, tasks, limit)
     pol = make_scripted_policy(policy, env_id, seed)
-    with progress.session():  # collect's own bar; in a log, a line a minute and one at the end
+    with progress.session() as session:  # collect's own bar; in a log, a line a minute and one at the end
         trajs = agentgym.collect(env_id, task_list, pol, group_size=episodes, seed=seed, executor=executor,
-                                 num_workers=workers, max_live_envs=max_live_envs)
+                                 num_workers=workers, max_live_envs=max_live_envs, session=session)
     if out is not None:
         agentgym.save_trajectories(out, trajs)
     console.print(summary_table(trajs, title=f"{policy} on {env_id} ({tasks})"))

@@ -12,11 +12,13 @@ quiet unless a command asked for progress.
             ...; b.update(advance=1)
             b.line(f"epoch {e}: loss {loss:.4f}")
 
-The session is an object, not a process-wide global: `session()` yields it and makes it the
-current one of this context only (a `contextvars.ContextVar`, as `decimal.localcontext`), so the
-library's bars (`progress.bar`) find it without every signature carrying it, while a session opened
-in one thread or test never draws in another. A thread that should show bars is handed the session
-(`s.bar(...)`, or run in `contextvars.copy_context()` as the async batch producer is).
+The session is an object, passed to the code that draws in it: library functions that show
+progress take a `session` parameter (`collect`, `run_eval`/`evaluate`, `train`, the batch
+producer, SFT) and hand it down, and a thread draws in the session it was handed. Their default,
+`progress.CURRENT`, stands for the session the calling command opened in this context (a
+`contextvars.ContextVar`, as `decimal.localcontext`), so a user's
+`with progress.session(): collect(...)` shows its bar; `resolve(session)` turns that default into
+the session itself once, at the entry point. Two sessions (two threads, two tests) never share bars.
 
 AGENTGYM_PROGRESS=rich|plain|off overrides the terminal detection.
 """
@@ -30,9 +32,27 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, TextIO
 
-# The session of the running command in this context (None: bars do nothing). Context-local, so
-# two sessions (two threads, two tests) never share bars; set only by session().
+# The session of the running command in this context (None: bars do nothing), read only to give
+# `session=CURRENT` parameters their value. Context-local, so two sessions (two threads, two tests)
+# never share bars; set only by session().
 _CURRENT: "contextvars.ContextVar[Session | None]" = contextvars.ContextVar("agentgym_progress", default=None)
+
+
+class _CurrentSession:
+    """The type of CURRENT (a default that names no session yet, unlike None: no bars)."""
+
+    def __repr__(self) -> str:
+        return "progress.CURRENT"
+
+
+CURRENT = _CurrentSession()  # a `session=` default: the session the calling command opened, if any
+
+
+def resolve(session: "Session | None | _CurrentSession") -> "Session | None":
+    """The session that `session` stands for: itself, or for CURRENT the one the calling command
+    opened in this context; None when there is none or it is turned off (bars do nothing)."""
+    s = _CURRENT.get() if session is CURRENT else session
+    return s if s is not None and s.mode != "off" else None
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -195,21 +215,21 @@ def session(stream: TextIO | None = None, mode: str | None = None) -> Iterator[S
             progress.stop()
 
 
-def log(text: str) -> None:
-    """Print a line above the bars (or plainly); works outside a session too."""
-    if (s := _CURRENT.get()) is not None:
+def log(text: str, session: "Session | None | _CurrentSession" = CURRENT) -> None:
+    """Print a line above `session`'s bars (or plainly, without one)."""
+    if (s := resolve(session)) is not None:
         s.print(text)
     else:
         print(text, flush=True)
 
 
 def bar(description: str, total: int | None = None, *, unit: str = "", completed: int = 0,
-        every: float | None = 60.0, enabled: bool = True):
-    """A progress bar inside this context's session (a do-nothing Bar outside one).
+        every: float | None = 60.0, enabled: bool = True, session: "Session | None | _CurrentSession" = CURRENT):
+    """A progress bar in `session` (by default the calling command's; a do-nothing Bar without one).
 
     every: in plain mode, print a line at most every `every` seconds while running (None: only
     on `line()`), and a last one at the end for a top-level bar. enabled=False: a do-nothing Bar."""
-    return _bar(_CURRENT.get() if enabled else None, description, total, unit, completed, every)
+    return _bar(resolve(session) if enabled else None, description, total, unit, completed, every)
 
 
 @contextmanager
@@ -232,5 +252,5 @@ def _bar(s: "Session | None", description: str, total: int | None, unit: str, co
             b._close(ok)
 
 
-def active() -> bool:
-    return _CURRENT.get() is not None
+def active(session: "Session | None | _CurrentSession" = CURRENT) -> bool:
+    return resolve(session) is not None

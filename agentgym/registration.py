@@ -10,22 +10,30 @@ loads every such entry point. The object it names is either a function, called w
 arguments (it calls `agentgym.register_env` itself), or a list of `register_env` keyword dicts
 (like BUILTIN_ENVS). A plugin that fails to load is reported as one warning and skipped, so a
 broken package never breaks `import agentgym`.
+
+An env's task space is declared where the env is registered (`register_env(..., task_space=...)`),
+so `get_task_space(id)` reads it without building an environment (an SWE sandbox, a browser, a
+server connection); an env registered without one is built once and asked for its `task_space`.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
 import warnings
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
 import gymnasium as gym
 
-from agentgym.errors import UnknownEnvError
+from agentgym.errors import ConfigError, MissingExtraError, UnknownEnvError
 
 NAMESPACE = "agentgym"
 ENTRY_POINT_GROUP = "agentgym.envs"
 _OURS: dict[str, dict[str, Any]] = {}  # id -> registration kwargs, for `agentgym envs`
-_TASK_SPACES: dict[str, Any] = {}
+_TASK_SPACES: dict[str, Any] = {}  # id -> its task space, once asked for
+_DECLARED_SPACES: dict[str, Any] = {}  # id -> register_env's task_space, not loaded yet
 
 
 def register_env(
@@ -34,18 +42,28 @@ def register_env(
     *,
     max_episode_steps: int | None = None,
     description: str = "",
+    task_space: Any = None,
     **kwargs: Any,
 ) -> str:
     """Register a TextEnv with Gymnasium in one call; returns the full id.
 
     A bare name ("MyEnv-v0") goes into the agentgym namespace. Registering the same id again
-    replaces the old entry (useful in notebooks); Gymnasium only warns."""
+    replaces the old entry (useful in notebooks); Gymnasium only warns.
+
+    task_space: the env's task space, so that `get_task_space(id)` does not build the env: a task
+    space, or a class or function that makes one, called with this registration's `kwargs` as
+    the env's constructor is; either may be an import string "module:name" ("name" may be dotted,
+    e.g. "mypkg.env:MyEnv.task_space"), loaded on first use so registering imports nothing.
+    None: get_task_space builds the env once and reads its `task_space` attribute."""
     full_id = id if "/" in id else f"{NAMESPACE}/{id}"
     if full_id in gym.registry:
         del gym.registry[full_id]
     gym.register(id=full_id, entry_point=entry_point, max_episode_steps=max_episode_steps, kwargs=kwargs)
     _OURS[full_id] = {"max_episode_steps": max_episode_steps, "description": description, "kwargs": kwargs}
     _TASK_SPACES.pop(full_id, None)
+    _DECLARED_SPACES.pop(full_id, None)
+    if task_space is not None:
+        _DECLARED_SPACES[full_id] = task_space
     return full_id
 
 
@@ -69,15 +87,45 @@ def make(env_id: str, **kwargs: Any) -> gym.Env:
 
 
 def get_task_space(env_id: str):
-    """The task space of a registered environment (built once per id)."""
+    """The task space of a registered environment (made once per id): the one declared with
+    register_env(task_space=...), else the `task_space` of an env built for the purpose."""
     env_id = check_env_id(env_id)
     if env_id not in _TASK_SPACES:
-        env = gym.make(env_id)
-        try:
-            _TASK_SPACES[env_id] = env.unwrapped.task_space
-        finally:
-            env.close()
+        if env_id in _DECLARED_SPACES:
+            _TASK_SPACES[env_id] = _declared_space(env_id, _DECLARED_SPACES[env_id])
+        else:
+            env = gym.make(env_id)
+            try:
+                _TASK_SPACES[env_id] = env.unwrapped.task_space
+            finally:
+                env.close()
     return _TASK_SPACES[env_id]
+
+
+def _declared_space(env_id: str, declared: Any):
+    if isinstance(declared, str):
+        declared = _load(env_id, declared)
+    # a class or function makes the space; anything else (an instance) is the space itself
+    if isinstance(declared, (type, functools.partial)) or inspect.isroutine(declared):
+        declared = declared(**gym.spec(env_id).kwargs)
+    return declared
+
+
+def _load(env_id: str, target: str):
+    module, _, name = target.partition(":")
+    if not name:
+        raise ConfigError(f"the task space of {env_id}, {target!r}, names no object: "
+                          "register_env(task_space=...) takes 'module:name'")
+    try:
+        obj = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except MissingExtraError:
+        raise  # already says which extra to install
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"the task space of {env_id}, {target!r}, cannot be loaded ({type(exc).__name__}: {exc}); "
+                          "check the module and name given to register_env(task_space='module:name')") from None
+    return obj
 
 
 def register_builtin_envs() -> None:

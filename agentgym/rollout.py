@@ -9,7 +9,6 @@ pool); an episode whose environment broke is kept, marked `infra_error`, and the
 from __future__ import annotations
 
 import functools
-import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -24,6 +23,8 @@ from agentgym.policies.base import Completion, Policy, SamplingParams, TurnConte
 from agentgym.continuation import CachedPrompts, TokenContinuation, caches_prefixes, supports_tokens
 from agentgym.tasks.spec import TaskSpec
 from agentgym.trajectory import Step, Trajectory
+from agentgym.turn_monitors import (EpisodeStatus, OnProgress, OnTurn, RolloutProgress, TurnMonitor, TurnsBar,
+                                    long_tail_rules)
 
 
 def make_chat_env(env: str | EnvSpec, env_kwargs: dict | None = None, **chat_kwargs) -> ChatEnv:
@@ -41,6 +42,7 @@ def make_chat_env(env: str | EnvSpec, env_kwargs: dict | None = None, **chat_kwa
 @dataclass
 class _Episode:
     index: int  # the episode's own number (TurnContext.episode); `slot` is the env it runs in
+    group: int
     slot: int
     task: TaskSpec
     traj: Trajectory
@@ -53,7 +55,8 @@ class _Episode:
 
 @dataclass
 class RolloutRequest:
-    """What to play: `tasks` x `group_size` episodes of `env`, and how.
+    """What to play: `tasks` x `group_size` episodes of `env`, and how. Why to stop episodes early
+    (a time limit, over-sampling) is not part of it: those wrap the rollout (agentgym.turn_monitors).
 
     env: a registered id, or a picklable factory returning a ChatEnv.
     seed: the reset seed of group g is `seed + g`, shared by the group's episodes.
@@ -65,11 +68,6 @@ class RolloutRequest:
     max_live_envs: at most this many environments exist at once (None: one per episode); an
         episode starts when a slot is free and its env is closed as soon as it ends, so SWE
         workspaces or browsers never pile up. Episodes keep their order and their groups' seeds.
-    episode_time_limit: seconds; an episode still running that long after its reset is cut before
-        its next turn (truncated, metadata["time_limit"] = True): the long tail does not hold the batch.
-    keep_groups: over-sampling; once this many groups have finished, every other group is stopped
-        and marked metadata["dropped"] = "oversampled" (returned, never silently lost: the caller
-        counts and drops them). Groups finishing on the same turn are kept in task order.
     on_template_mismatch: with chat history="full" and a token-level policy (HF, vLLM, Ray), each
         episode is continued token in / token out (agentgym.continuation); a chat template
         that rewrites earlier turns raises ("error") or re-renders that turn ("per-turn", counted in
@@ -89,48 +87,48 @@ class RolloutRequest:
     max_turns: int = 1000
     record_messages: bool = True
     max_live_envs: int | None = 256
-    episode_time_limit: float | None = None
-    keep_groups: int | None = None
     on_template_mismatch: str = "error"  # history="full": "error" or "per-turn" (agentgym/continuation.py)
 
 
 def collect(env: str | Callable[[], ChatEnv], tasks: Sequence[TaskSpec], policy: Policy, group_size: int = 1, *,
-            on_turn: Callable[[int, int], None] | None = None, **options: Any) -> list[Trajectory]:
+            on_turn: Callable[[int, int], None] | None = None, episode_time_limit: float | None = None,
+            keep_groups: int | None = None, monitors: Sequence[TurnMonitor] = (),
+            session: Any = progress.CURRENT, **options: Any) -> list[Trajectory]:
     """Play every task `group_size` times; returns the trajectories grouped task by task.
 
     `options` are RolloutRequest's fields (seed, sampling, executor, chat, max_turns, ...).
-    on_turn(done_episodes, total_episodes) is called after every batched turn; without it, and
-    when a command asked for progress, a bar of its own shows the episodes and turns."""
+    episode_time_limit: seconds; an episode still running that long after its reset is cut before
+        its next turn (truncated, metadata["time_limit"] = True): the long tail does not hold the batch.
+    keep_groups: over-sampling; once this many groups have finished, every other group is stopped
+        and marked metadata["dropped"] = "oversampled" (returned, never silently lost: the caller
+        counts and drops them). Groups finishing on the same turn are kept in task order.
+    monitors: more TurnMonitors for `play` (agentgym.turn_monitors), after those two.
+    on_turn(done_episodes, total_episodes) is called after every batched turn; without it, a bar
+    shows the episodes and turns in `session` (agentgym.progress; by default the session the
+    calling command opened, if any; None: no bar)."""
     request = RolloutRequest(env, tasks, group_size, **options)
-    if on_turn is None and progress.active():
-        # counted in turns, not episodes: a batch's episodes often end together, on its last turn
-        with progress.bar(f"collect {len(tasks)} tasks x {group_size}", unit="turns", every=15.0) as bar:
-            turn = itertools.count(1)
-            return play(request, policy, on_progress=lambda p: bar.update(
-                p.turns_done, total=p.turns_bound, info=f"turn {next(turn)}, {p.episodes_done}/{p.episodes} episodes"))
-    return play(request, policy, on_turn)
-
-
-@dataclass
-class RolloutProgress:
-    """How far a rollout is, after each batched turn. turns_bound counts every episode at its turn
-    limit (max_turns or the env's max_episode_steps), an ended episode at the turns it took, so it
-    shrinks towards turns_done as episodes end early and the two meet when the rollout ends."""
-
-    episodes_done: int
-    episodes: int
-    turns_done: int
-    turns_bound: int
+    rules = [*long_tail_rules(episode_time_limit, keep_groups), *monitors]
+    s = progress.resolve(session) if on_turn is None else None
+    if s is None:
+        return play(request, policy, on_turn, monitors=rules)
+    with progress.bar(f"collect {len(tasks)} tasks x {group_size}", unit="turns", every=15.0, session=s) as bar:
+        return play(request, policy, monitors=[*rules, TurnsBar(bar)])
 
 
 def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], None] | None = None,
-         on_progress: Callable[[RolloutProgress], None] | None = None) -> list[Trajectory]:
+         on_progress: Callable[[RolloutProgress], None] | None = None, *,
+         monitors: Sequence[TurnMonitor] = ()) -> list[Trajectory]:
     """The rollout engine itself: `request`'s episodes with `policy`, batched turn by turn.
-    on_turn(done_episodes, total_episodes) and on_progress(RolloutProgress) after every turn."""
+
+    monitors (agentgym.turn_monitors.TurnMonitor), in order: each may stop episodes before every
+    turn (and once after the last) and is told the progress after every turn; time limits,
+    over-sampling and progress bars are monitors the caller composes. on_turn(done_episodes,
+    total_episodes) and on_progress(RolloutProgress) after every turn, before the monitors."""
     r = request
     env, tasks, group_size, seed, sampling = r.env, r.tasks, r.group_size, r.seed, r.sampling
     max_turns, record_messages, max_live_envs = r.max_turns, r.record_messages, r.max_live_envs
-    episode_time_limit, keep_groups = r.episode_time_limit, r.keep_groups
+    monitors = [*([OnTurn(on_turn)] if on_turn is not None else []),
+                *([OnProgress(on_progress)] if on_progress is not None else []), *monitors]
     if group_size < 1:
         raise ValueError("group_size must be >= 1")
     continuation = None
@@ -151,7 +149,7 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
         for _ in range(group_size):
             traj = Trajectory(task_id=task.task_id, group_id=f"{g}:{task.task_id}", env_id=env_id or task.env_id,
                               seed=seed + g, task=task.to_dict())
-            episodes.append(_Episode(index=len(episodes), slot=-1, task=task, traj=traj))
+            episodes.append(_Episode(index=len(episodes), group=g, slot=-1, task=task, traj=traj))
     if not episodes:
         return []
     if max_live_envs is not None and int(max_live_envs) < 1:
@@ -175,7 +173,7 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
             batch = []
             while free and pending:
                 ep = pending.pop()
-                if ep.done:  # dropped by over-sampling before it started
+                if ep.done:  # stopped by a rule (over-sampling) before it started
                     continue
                 ep.slot = free.pop()
                 batch.append(ep)
@@ -185,13 +183,26 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
             live.extend(ep for ep in batch if not ep.done)
             release([ep for ep in batch if ep.done])
 
+    def apply_stop_rules() -> None:
+        statuses = None
+        for monitor in monitors:
+            if statuses is None:
+                running = {id(ep) for ep in live}
+                statuses = [EpisodeStatus(ep.index, ep.group, id(ep) in running, ep.done, ep.started,
+                                          len(ep.traj.steps)) for ep in episodes]
+            stops = monitor.stop(statuses)
+            for index, why in (stops or {}).items():
+                ep = episodes[index]
+                if not ep.done:
+                    ep.traj.truncated = True
+                    ep.done = True
+                ep.traj.metadata.update(why)
+            if stops:
+                statuses = None  # the next rule sees these episodes stopped
+
     try:
-        finished_groups: list[int] = []
         while True:
-            if episode_time_limit is not None:
-                _cut_slow(live, episode_time_limit)
-            if keep_groups is not None:
-                _drop_overflow(episodes, group_size, keep_groups, finished_groups)
+            apply_stop_rules()
             start_pending()
             # the engine's own safety cap, beyond the env's time limit
             for ep in live:
@@ -224,12 +235,11 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
             ended = [ep for ep in live if ep.done]
             live[:] = [ep for ep in live if not ep.done]
             release(ended)
-            if on_turn is not None:
-                on_turn(sum(ep.done for ep in episodes), len(episodes))
-            if on_progress is not None:
-                on_progress(_progress(episodes, limit))
-        if keep_groups is not None:
-            _drop_overflow(episodes, group_size, keep_groups, finished_groups)
+            if monitors:
+                so_far = _progress(episodes, limit)
+                for monitor in monitors:
+                    monitor.turn_done(so_far)
+        apply_stop_rules()  # the last turn's finishers count too (over-sampling marks the rest)
     finally:
         pool.close()
         if continuation is not None:
@@ -252,34 +262,6 @@ def _progress(episodes: list[_Episode], limit: int) -> RolloutProgress:
     turns = sum(len(ep.traj.steps) for ep in episodes)
     bound = sum(len(ep.traj.steps) if ep.done else max(limit, len(ep.traj.steps)) for ep in episodes)
     return RolloutProgress(len(done), len(episodes), turns, bound)
-
-
-def _cut_slow(episodes: list[_Episode], limit: float) -> None:
-    now = time.monotonic()
-    for ep in episodes:
-        if not ep.done and now - ep.started > limit:
-            ep.traj.truncated = True
-            ep.traj.metadata["time_limit"] = True
-            ep.done = True
-
-
-def _drop_overflow(episodes: list[_Episode], group_size: int, keep: int, finished: list[int]) -> None:
-    """Record groups as they finish; once `keep` have, stop and mark every other group."""
-    groups = [episodes[g * group_size:(g + 1) * group_size] for g in range(len(episodes) // group_size)]
-    for g, members in enumerate(groups):
-        if g not in finished and all(ep.done for ep in members) and not members[0].traj.metadata.get("dropped"):
-            finished.append(g)
-    if len(finished) < keep:
-        return
-    kept = set(finished[:keep])
-    for g, members in enumerate(groups):
-        if g in kept or members[0].traj.metadata.get("dropped"):
-            continue
-        for ep in members:
-            if not ep.done:
-                ep.traj.truncated = True
-                ep.done = True
-            ep.traj.metadata["dropped"] = "oversampled"
 
 
 def _action_formatter(pool, factory):

@@ -76,7 +76,7 @@ _BEFORE_RL: dict = {}  # the held-out evaluation of the warm start, shared by th
 
 def run_one(out: Path, model_dir: Path, staleness: int, latency: float, iterations: int, seed: int,
             overrides: list[str], executor: str = "inprocess") -> dict:
-    from agentgym.trainers import loop
+    from agentgym.trainers import training
     from agentgym.trainers.config import load_config
 
     run_dir = out / f"lat{latency:g}_K{staleness}_{executor}"
@@ -87,24 +87,26 @@ def run_one(out: Path, model_dir: Path, staleness: int, latency: float, iteratio
         f"run_dir={run_dir}", f"iterations={iterations}", "eval.every=0", "time_budget_s=null",
         "checkpoint_every=0", "log.plot=false", *overrides,
     ])
-    evaluate = loop.evaluate_policy
+    evaluate_now = training._evaluate_now
 
-    def plain_env_eval(cfg, engine, eval_path, seed, iteration=None, **kwargs):  # held-out success without the latency
-        if iteration == 0 and model_dir in _BEFORE_RL:  # every run starts from the same weights and seed
-            return copy.deepcopy(_BEFORE_RL[model_dir])
+    def plain_env_eval(cfg, engine, policy, eval_path, state, *args):  # held-out success without the latency
+        if state["iteration"] == 0 and model_dir in _BEFORE_RL:  # every run starts from the same weights and seed
+            ev = copy.deepcopy(_BEFORE_RL[model_dir])
+            state["evals"].append({"iteration": 0, **ev})
+            return ev
         env = dataclasses.replace(cfg.env, id="agentgym/Household-v0",
                                   env_kwargs={k: v for k, v in cfg.env.env_kwargs.items() if k != "latency_s"})
-        result = evaluate(dataclasses.replace(cfg, env=env), engine, eval_path, seed, iteration=iteration, **kwargs)
-        if iteration == 0:
-            _BEFORE_RL[model_dir] = copy.deepcopy(result)
-        return result
+        ev = evaluate_now(dataclasses.replace(cfg, env=env), engine, policy, eval_path, state, *args)
+        if state["iteration"] == 0:
+            _BEFORE_RL[model_dir] = copy.deepcopy(ev)
+        return ev
 
     per_iter: list[dict] = []
-    loop.evaluate_policy = plain_env_eval
+    training._evaluate_now = plain_env_eval
     try:
-        summary = loop.train(cfg, log=lambda s: None, on_iteration=per_iter.append)
+        summary = training.train(cfg, log=lambda s: None, on_iteration=per_iter.append)
     finally:
-        loop.evaluate_policy = evaluate
+        training._evaluate_now = evaluate_now
     seconds = [m["time"]["iteration_s"] for m in per_iter]
     a = [m.get("async", {}) for m in per_iter]
     hist: dict = {}

@@ -372,7 +372,7 @@ def scorer_main(args) -> None:
 def llm_main(args) -> None:
     """The old mode: the household-tiny preset's tiny LLM, one SFT warm start, every estimator."""
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
     from agentgym.trainers.run_setup import prepare_start_model, quiet_transformers
 
     quiet_transformers()

@@ -2,7 +2,7 @@
 
 The learner is the household-tiny preset's tiny transformer, warm-started by SFT on oracle
 episodes of the *easy* tasks of all six household task types, then trained by the library's
-trainer (`agentgym.trainers.loop.train`; GRPO by default, as the stand-in benchmark) on the whole train split: six
+trainer (`agentgym.trainers.training.train`; GRPO by default, as the stand-in benchmark) on the whole train split: six
 task types x easy / medium / hard, so most uniformly drawn tasks are too hard for it and their
 groups are all-fail (zero variance: no advantage, no gradient). Each method gets the same
 budget (iterations x tasks_per_iter x group_size episodes) from the same warm start:
@@ -57,7 +57,7 @@ def build_warm_start(out: Path, threads: int) -> Path:
 
 def run_one(out: Path, model_dir: Path, method: str, seed: int, args) -> dict:
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     source, curriculum = METHODS[method]
     run_dir = out / f"{method}_seed{seed}"

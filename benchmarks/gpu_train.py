@@ -35,7 +35,7 @@ def main() -> None:
 
     from agentgym.policies.tiny import build_tiny_model
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.quick:

@@ -35,7 +35,7 @@ def run_seed(seed: int, run_root: Path, overrides: list[str], threads: int | Non
     """One seed: the preset's run, then the SFT-for-the-same-time baseline. Returns its record."""
     from agentgym.registration import get_task_space
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import evaluate_policy, train
+    from agentgym.trainers.training import evaluate_policy, train
     from agentgym.trainers.run_setup import quiet_transformers, make_policy
     from agentgym.trainers.task_selection import select_train_tasks
     from agentgym.trainers.sft import oracle_trajectories, sft_samples, train_sft
@@ -63,7 +63,8 @@ def run_seed(seed: int, run_root: Path, overrides: list[str], threads: int | Non
     stats = train_sft(policy, samples, epochs=1000, lr=cfg.ppo.lr, batch_size=cfg.sft.batch_size, seed=seed + 1000,
                       max_seconds=budget)
     sft_seconds = time.perf_counter() - t0
-    ev = evaluate_policy(cfg, policy, run_dir / f"eval_{cfg.eval.split}.jsonl", cfg.seed)
+    ev = evaluate_policy(cfg.eval, cfg.env, policy, run_dir / f"eval_{cfg.eval.split}.jsonl", cfg.seed,
+                         rollout_max_new_tokens=cfg.rollout.max_new_tokens)
     baseline = ev["per_task_success"]
     gain = paired_gain(before, after, seed=seed)
     sft_gain = paired_gain(before, baseline, seed=seed)

@@ -32,7 +32,7 @@ FOLDERS = ("envs", "policies", "trainers", "tasks")  # installed as agentgym.<fo
 DRIVER = r"""
 import json, sys, time
 from agentgym.trainers.config import load_config
-from agentgym.trainers.loop import train
+from agentgym.trainers.training import train
 run_dir, model, iterations = sys.argv[1], sys.argv[2], int(sys.argv[3])
 cfg = load_config("household-tiny", [f"run_dir={run_dir}", f"policy.model={model}", "tiny.build=false",
                   "sft.enabled=false", f"iterations={iterations}", "eval.num_tasks=1", "eval.episodes_per_task=1",

@@ -156,7 +156,7 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
     from agentgym.policies.hf import HFPolicy
     from agentgym.trainers import distributed
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import ppo_update, update_clip
+    from agentgym.trainers.training import ppo_update, update_clip
     from agentgym.trainers.run_setup import make_optimizer
     from agentgym.trainers.samples import build_samples
 
@@ -174,7 +174,8 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
         samples = dp.global_samples(build_samples(trajs, advs))
         dp.barrier()
         t0 = time.perf_counter()
-        ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples, np.random.default_rng(r), r, dp=dp)
+        ppo_update(cfg.ppo, update_clip(cfg.ppo, cfg.estimator.name), policy, optimizer, scheduler, samples,
+                   np.random.default_rng(r), r, dp=dp)
         dp.barrier()
         times.append(time.perf_counter() - t0)
     tokens = sum(len(s) for s in samples)

@@ -302,9 +302,10 @@ def split_file(cfg, split: str, folder: Path) -> Path:
 def evaluate_on(cfg, policy, tasks_file: Path) -> dict:
     """Success on the tasks of `tasks_file` with the run's evaluation settings and seed (the
     same episodes for every arm of a seed): {success_rate, per_task_success, ...}."""
-    from agentgym.trainers.loop import evaluate_policy
+    from agentgym.trainers.training import evaluate_policy
 
-    ev = evaluate_policy(cfg, policy, tasks_file, cfg.seed)
+    ev = evaluate_policy(cfg.eval, cfg.env, policy, tasks_file, cfg.seed,
+                         rollout_max_new_tokens=cfg.rollout.max_new_tokens)
     keep = ("success_rate", "invalid_action_rate", "mean_steps", "per_task_success", "episodes", "num_tasks")
     return {k: ev[k] for k in keep if k in ev}
 
@@ -358,7 +359,7 @@ def run_rl(cfg, folder: Path, extra_eval: dict[str, Path], log: Callable[[str], 
     model on each tasks file of `extra_eval` ({name: file}). The final evaluation of the run's own
     held-out set is its last one (never the best seen)."""
     from agentgym.trainers.checkpoint import latest_checkpoint
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
     from agentgym.trainers.run_setup import make_policy
 
     resume = (folder / "checkpoints" / "latest").is_file()

@@ -97,7 +97,7 @@ def main() -> None:
 
     from agentgym.trainers.config import load_config
     from agentgym.trainers.batches import BatchProducer
-    from agentgym.trainers.loop import run_iteration
+    from agentgym.trainers.training import run_iteration
     from agentgym.trainers.run_setup import build_heads, make_optimizer, make_policy
 
     env_id = agentgym.registration.check_env_id(args.env)

@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from agentgym import progress
+
 ROLE_TOKENS = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assistant|>", "tool": "<|tool|>"}
 END_TOKEN = "<|end|>"
 PAD_TOKEN = "<|pad|>"
@@ -33,9 +35,10 @@ CHAT_TEMPLATE = (
 
 
 def collect_env_texts(env_id: str, num_tasks: int = 64, seed: int = 0, chat: dict | None = None,
-                      split: str = "train", meta_tags: bool = False) -> list[str]:
+                      split: str = "train", meta_tags: bool = False, session=progress.CURRENT) -> list[str]:
     """Prompts and replies seen in oracle and random rollouts of `num_tasks` train tasks; with
-    `meta_tags` the oracle's replies carry the meta-reasoning tags a tagged warm start writes."""
+    `meta_tags` the oracle's replies carry the meta-reasoning tags a tagged warm start writes.
+    session: where the rollouts' bars draw (agentgym.progress)."""
     from agentgym.policies.scripted import OraclePolicy, RandomPolicy
     from agentgym.registration import get_task_space
     from agentgym.rollout import collect
@@ -55,7 +58,7 @@ def collect_env_texts(env_id: str, num_tasks: int = 64, seed: int = 0, chat: dic
     # the oracle only when the env has one (it shows the replies that solve tasks); random play always
     has_oracle = type(space).solve is not TaskSpace.solve
     for policy in ((OraclePolicy(space, tags=meta_tags),) if has_oracle else ()) + (RandomPolicy(seed),):
-        for traj in collect(env_id, tasks, policy, group_size=1, seed=seed, chat=chat):
+        for traj in collect(env_id, tasks, policy, group_size=1, seed=seed, chat=chat, session=session):
             for step in traj.steps:
                 texts.extend(m["content"] for m in (step.messages or []))
                 texts.append(step.text)
@@ -140,6 +143,7 @@ def build_tiny_model(
     num_tasks: int = 64,
     chat: dict | None = None,
     meta_tags: bool = False,
+    session=progress.CURRENT,
 ) -> Path:
     """Train the tokenizer, initialise the model with `seed`, save both under `out_dir`.
 
@@ -153,7 +157,8 @@ def build_tiny_model(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if texts is None:
-        texts = collect_env_texts(env_id, num_tasks=num_tasks, seed=seed, chat=chat, meta_tags=meta_tags)
+        texts = collect_env_texts(env_id, num_tasks=num_tasks, seed=seed, chat=chat, meta_tags=meta_tags,
+                                  session=session)
     added: tuple[str, ...] = ()
     if meta_tags:
         from agentgym.rewards.meta_reasoning import TAG_STRINGS as added

@@ -46,7 +46,6 @@ being trained (GAE without V-trace corrections); use grpo, rloo, loop or gigpo.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import inspect
 import threading
@@ -59,7 +58,9 @@ import numpy as np
 
 from agentgym.continuation import supports_tokens
 from agentgym.policies.base import SamplingParams
-from agentgym.rollout import collect
+from agentgym import progress
+from agentgym.rollout import RolloutRequest, play
+from agentgym.turn_monitors import TurnsBar, long_tail_rules
 from agentgym.trainers.checks import rollouts_ahead
 from agentgym.trainers.learner import score_sequences
 
@@ -99,7 +100,7 @@ class _LockedSource:
 
 
 class _VersionedPolicy:
-    """The producer's policy as collect() sees it: stamps each completion with the version of the
+    """The producer's policy as play() sees it: stamps each completion with the version of the
     weights that produced it, loads newer weights between turns when partial rollouts are on,
     and stops a batch in progress when training ends. Token-level when its policy is (growing
     conversations are then continued token in / token out, agentgym.continuation)."""
@@ -151,10 +152,12 @@ class BatchProducer:
     batches made inline by get() otherwise. background=True with K = 0 runs the thread and the
     weight copy anyway: the test that the machinery reproduces the inline batches uses it.
     dp: the data-parallel context (inline only: this rank's groups); executor: a name or the
-    run's RayEnvPool."""
+    run's RayEnvPool; session: the progress session the rollouts' bars draw in (agentgym.progress;
+    by default the calling command's), handed to the producer thread too."""
 
     def __init__(self, cfg, policy, source, start_iteration: int = 0, background: bool | None = None,
-                 engine=None, dp=None, executor=None):
+                 engine=None, dp=None, executor=None, session=progress.CURRENT):
+        self.session = progress.resolve(session)
         if dp is None:
             from agentgym.trainers.distributed import DataParallel
 
@@ -182,10 +185,7 @@ class BatchProducer:
         self._versioned = _VersionedPolicy(self)
         self._thread = None
         if self.background:
-            # run in a copy of this context: the command's progress session (agentgym.progress) is
-            # handed to the producer, so its collect bar shows as when batches are made inline
-            self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
-                                            name="agentgym-rollouts", daemon=True)
+            self._thread = threading.Thread(target=self._run, name="agentgym-rollouts", daemon=True)
             self._thread.start()
 
     # --- producer side ------------------------------------------------------------------------
@@ -225,13 +225,16 @@ class BatchProducer:
         tasks, first_group = dp.shard(tasks)  # data parallel: this rank's block of whole groups
         sampling = dp.sampling(SamplingParams(temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
                                               seed=int(rng.integers(2**31))))
-        with dp.full_weights(self.trainer_policy):  # FSDP: gathered once for the whole rollout
-            trajectories = collect(cfg.env.id, tasks, self._versioned, r.group_size,
-                                   seed=int(rng.integers(2**31)) + first_group, sampling=sampling,
-                                   executor=self.executor, env_kwargs=cfg.env.env_kwargs, chat=cfg.env.chat,
-                                   max_turns=cfg.env.max_turns, episode_time_limit=r.episode_time_limit_s,
-                                   keep_groups=r.tasks_per_iter if r.oversample_groups else None,
-                                   on_template_mismatch=r.on_template_mismatch)
+        request = RolloutRequest(cfg.env.id, tasks, r.group_size, seed=int(rng.integers(2**31)) + first_group,
+                                 sampling=sampling, executor=self.executor, env_kwargs=cfg.env.env_kwargs,
+                                 chat=cfg.env.chat, max_turns=cfg.env.max_turns,
+                                 on_template_mismatch=r.on_template_mismatch)
+        # the long tail (time limit, over-sampling) and the bar wrap the rollout (agentgym.turn_monitors)
+        rules = long_tail_rules(r.episode_time_limit_s, r.tasks_per_iter if r.oversample_groups else None)
+        with dp.full_weights(self.trainer_policy), \
+                progress.bar(f"collect {len(tasks)} tasks x {r.group_size}", unit="turns", every=15.0,
+                             session=self.session) as bar:  # FSDP: the weights gathered once for the whole rollout
+            trajectories = play(request, self._versioned, monitors=[*rules, TurnsBar(bar)] if bar.active else rules)
         mark_partial(trajectories)
         kept = [t for t in trajectories if not t.metadata.get("dropped")]
         dropped = [t for t in trajectories if t.metadata.get("dropped")]

@@ -129,7 +129,7 @@ def train_command(
     Ctrl-C stops with exit status 130 and one line naming the last checkpoint and the --resume command."""
     from agentgym import progress
     from agentgym.trainers.distributed import check_world, launch, world_from_env
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
     from agentgym.trainers.run_setup import run_dir_for
 
     # called as a plain function (tests, scripts): a typer OptionInfo default means "not given"
@@ -160,7 +160,8 @@ def train_command(
         console = Console(quiet=True)  # only rank 0 prints
     console.print(f"[bold]agentgym train[/] {cfg.name}: estimator={cfg.estimator.name} env={cfg.env.id} "
                   f"run_dir={run_dir_for(cfg)}")
-    with progress.session(mode="off" if quiet_rank else None), progress.bar("RL", total=cfg.iterations, unit="iterations", every=None) as bar:
+    with progress.session(mode="off" if quiet_rank else None) as session, \
+            progress.bar("RL", total=cfg.iterations, unit="iterations", every=None, session=session) as bar:
 
         def on_iteration(m: dict) -> None:
             ev = f" held-out {m['eval']['success_rate']:.3f}" if "eval" in m else ""
@@ -171,7 +172,7 @@ def train_command(
 
         with _interruptible() as interrupted:
             try:
-                summary = train(cfg, resume=resume, log=progress.log, on_iteration=on_iteration)
+                summary = train(cfg, resume=resume, log=session.log, on_iteration=on_iteration, session=session)
             except KeyboardInterrupt:
                 interrupted.append(True)
     if interrupted:  # also when a library below caught the KeyboardInterrupt and returned
@@ -230,7 +231,7 @@ def sft_command(
     reports its held-out success."""
     from agentgym import progress
     from agentgym.registration import get_task_space
-    from agentgym.trainers.loop import evaluate_policy
+    from agentgym.trainers.training import evaluate_policy
     from agentgym.trainers.run_setup import make_engine, make_policy, prepare_start_model, quiet_transformers
     from agentgym.trainers.run_setup import run_dir_for
     from agentgym.trainers.task_selection import write_eval_tasks
@@ -244,13 +245,14 @@ def sft_command(
         torch.set_num_threads(cfg.torch_threads)
     out = run_dir_for(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    with progress.session():
-        model_dir, info = prepare_start_model(cfg, out, log=progress.log)
+    with progress.session() as session:
+        model_dir, info = prepare_start_model(cfg, out, log=session.log, session=session)
         eval_path = write_eval_tasks(cfg, get_task_space(cfg.env.id), out)
         policy = make_policy(cfg, model_dir)
         engine = make_engine(cfg, policy, model_dir)  # policy.engine: generate as the trainer would
         try:
-            ev = evaluate_policy(cfg, engine, eval_path, cfg.seed, policy=policy)
+            ev = evaluate_policy(cfg.eval, cfg.env, engine, eval_path, cfg.seed,
+                                 rollout_max_new_tokens=cfg.rollout.max_new_tokens, session=session)
         finally:
             engine.close()
     console.print(f"SFT model: {model_dir}  held-out success {ev['success_rate']:.3f} "

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import torch
 
+from agentgym import progress
 from agentgym.errors import ConfigError
 from agentgym.trainers.config import TrainConfig
 
@@ -37,7 +38,8 @@ def make_engine(cfg: TrainConfig, policy, model_path: str | Path):
     return build(cfg.policy.engine, policy, model_path, cfg)
 
 
-def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], None] = print) -> tuple[Path, dict]:
+def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], None] = print,
+                        session=progress.CURRENT) -> tuple[Path, dict]:
     """The model RL starts from, checked before anything is built (device, model path or hub id):
 
     * policy.model given: that model, always (tiny.build is ignored; nothing is written there);
@@ -46,7 +48,8 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
 
     A tiny or SFT model already in the run dir (a resumed or repeated run) is reused only when the
     settings it was built from match this config (a hash in its folder); otherwise it is rebuilt
-    and the log says which settings changed."""
+    and the log says which settings changed. session: where the bars of the tiny model's rollouts
+    and of SFT draw (agentgym.progress; by default the calling command's session)."""
     from agentgym.errors import ConfigError
     from agentgym.policies.model_files import check_device, check_model_path
 
@@ -69,7 +72,7 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
             t0 = time.perf_counter()
             build_tiny_model(model, env_id=cfg.env.id, vocab_size=cfg.tiny.vocab_size, hidden=cfg.tiny.hidden,
                              layers=cfg.tiny.layers, heads=cfg.tiny.heads, arch=cfg.tiny.arch, seed=cfg.seed,
-                             num_tasks=cfg.tiny.num_tasks, chat=cfg.env.chat, meta_tags=tagged(cfg))
+                             num_tasks=cfg.tiny.num_tasks, chat=cfg.env.chat, meta_tags=tagged(cfg), session=session)
             _write_record(model, settings)
             info["build_seconds"] = time.perf_counter() - t0
             log(f"built a tiny model (random weights, tokenizer from {cfg.env.id}'s text) in {model} "
@@ -89,7 +92,7 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
 
         t0 = time.perf_counter()
         policy = make_policy(cfg, model)
-        stats = run_sft(policy, cfg, log=log)
+        stats = run_sft(policy, cfg, log=log, session=session)
         policy.save(sft_dir)
         _write_record(sft_dir, settings)
         info["sft"] = stats

@@ -22,10 +22,12 @@ from agentgym.trainers.samples import Sample, collate, sft_sample
 
 def oracle_trajectories(env_id: str, tasks: list, chat: dict | None, env_kwargs: dict | None, seed: int = 0,
                         executor: str = "inprocess", slip_prob: float = 0.0, search: bool = False,
-                        dawdle_prob: float = 0.0, filter_success: bool = True, tags: bool = False):
+                        dawdle_prob: float = 0.0, filter_success: bool = True, tags: bool = False,
+                        session=progress.CURRENT):
     """The demonstrator's episodes on `tasks` (infra errors dropped); with `filter_success` only
     those that reached the goal, otherwise failed ones too (what an unfiltered log of it holds).
-    `tags`: its replies open with the meta-reasoning tag its rule picks (OraclePolicy(tags=True))."""
+    `tags`: its replies open with the meta-reasoning tag its rule picks (OraclePolicy(tags=True)).
+    session: where the rollout's bar draws (agentgym.progress)."""
     from agentgym.policies.scripted import OraclePolicy
     from agentgym.registration import get_task_space
     from agentgym.rollout import collect
@@ -33,7 +35,7 @@ def oracle_trajectories(env_id: str, tasks: list, chat: dict | None, env_kwargs:
     oracle = OraclePolicy(get_task_space(env_id), slip_prob=slip_prob, seed=seed, search=search,
                           dawdle_prob=dawdle_prob, tags=tags)
     trajs = collect(env_id, tasks, oracle, group_size=1, seed=seed, chat=chat,
-                    env_kwargs=env_kwargs, executor=executor)
+                    env_kwargs=env_kwargs, executor=executor, session=session)
     return [t for t in trajs if not t.infra_error and (t.success or not filter_success)]
 
 
@@ -101,9 +103,10 @@ def sft_loss(model, batch) -> torch.Tensor:
 
 def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size: int, seed: int = 0,
               weight_decay: float = 0.0, max_steps: int | None = None, log: Callable[[str], None] | None = None,
-              max_seconds: float | None = None) -> dict:
+              max_seconds: float | None = None, session=progress.CURRENT) -> dict:
     """Cross-entropy on the targets of `samples`; stops after `epochs`, `max_steps` optimizer steps or
-    `max_seconds` of wall time (the "SFT for as long as RL ran" baseline), whichever comes first."""
+    `max_seconds` of wall time (the "SFT for as long as RL ran" baseline), whichever comes first.
+    session: where its bar draws (agentgym.progress; by default the calling command's session)."""
     model = policy.model
     model.train()
     params = policy.trainable_parameters()
@@ -122,7 +125,7 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
     def out_of_budget() -> bool:
         return bool(max_steps and step >= max_steps) or bool(max_seconds and time.perf_counter() - t0 >= max_seconds)
 
-    with progress.bar("SFT", total=total_steps, unit="steps", every=60.0) as bar:  # + a line per epoch
+    with progress.bar("SFT", total=total_steps, unit="steps", every=60.0, session=session) as bar:  # + a line per epoch
         for epoch in range(epochs):
             order = rng.permutation(len(samples))
             for start in range(0, len(samples), batch_size):
@@ -153,8 +156,9 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
             "first_loss": losses[0] if losses else float("nan"), "seconds": time.perf_counter() - t0}
 
 
-def run_sft(policy, cfg, log: Callable[[str], None] | None = None) -> dict:
-    """SFT `policy` in place on oracle trajectories of the config's training tasks."""
+def run_sft(policy, cfg, log: Callable[[str], None] | None = None, session=progress.CURRENT) -> dict:
+    """SFT `policy` in place on oracle trajectories of the config's training tasks (bars in `session`)."""
+    session = progress.resolve(session)
     from agentgym.registration import get_task_space
     from agentgym.trainers.task_selection import select_train_tasks
 
@@ -165,12 +169,12 @@ def run_sft(policy, cfg, log: Callable[[str], None] | None = None) -> dict:
     trajs = oracle_trajectories(cfg.env.id, [tasks[int(i)] for i in pick], cfg.env.chat, cfg.env.env_kwargs,
                                 seed=cfg.seed, executor=cfg.env.executor, slip_prob=cfg.sft.slip_prob,
                                 search=cfg.sft.expert == "searching", dawdle_prob=cfg.sft.dawdle_prob,
-                                filter_success=cfg.sft.filter_success, tags=cfg.sft.tags)
+                                filter_success=cfg.sft.filter_success, tags=cfg.sft.tags, session=session)
     from agentgym.chat import ChatConfig
 
     full = ChatConfig.of(cfg.env.chat).history == "full"
     samples = sft_episode_samples(policy, trajs) if full else sft_samples(policy, trajs)
     stats = train_sft(policy, samples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.batch_size, seed=cfg.seed,
-                      weight_decay=cfg.sft.weight_decay, max_steps=cfg.sft.max_steps, log=log)
+                      weight_decay=cfg.sft.weight_decay, max_steps=cfg.sft.max_steps, log=log, session=session)
     stats["trajectories"] = len(trajs)
     return stats

@@ -58,7 +58,7 @@ def is_run_dir(path: str | Path | None) -> bool:
 
 
 def run_settings(run_dir: str | Path) -> dict[str, Any]:
-    """How `agentgym train` evaluated this run (trainers/loop.py, evaluate_policy), read from the
+    """How `agentgym train` evaluated this run (trainers/training.py, evaluate_policy), read from the
     config.yaml and eval_<split>.jsonl it wrote: evaluating with these reproduces its figures."""
     import yaml
 
@@ -310,11 +310,11 @@ def register(app: typer.Typer) -> None:
         console.print(f"loading {spec.label}", highlight=False, markup=False)
         hf_kwargs = {k: run[k] for k in ("dtype", "max_prompt_tokens") if run.get(k) is not None}
         pol = load_policy(spec, env_id, seed=seed, device=device, task_space=space, hf_kwargs=hf_kwargs)
-        with progress.session():  # a bar on a terminal; in a log, a line a minute and one at the end
+        with progress.session() as session:  # a bar on a terminal; in a log, a line a minute and one at the end
             request = dataclasses.replace(request, env=env_id, task_space=space, chat=chat or None,
                                           sampling=sampling if spec.is_llm else None)
             result = run_eval(request, pol, policy_name=spec.label, trajectories_path=(out / "trajectories.jsonl")
-                              if out is not None and save_trajectories else None)
+                              if out is not None and save_trajectories else None, session=session)
         result.metadata["policy_spec"] = policy
         if run:
             result.metadata["run_dir"] = str(from_run)

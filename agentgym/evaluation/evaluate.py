@@ -17,7 +17,6 @@ Works with any Policy: scripted ones need neither torch nor a model.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -31,6 +30,7 @@ from agentgym.policies.base import Policy, SamplingParams
 from agentgym.tasks.spec import TaskSpec
 from agentgym.evaluation.stats import Estimate, bootstrap_mean, bootstrap_ratio, mean_pass_at_k, pass_at_k, wilson_interval
 from agentgym.trajectory import Trajectory, save_trajectories
+from agentgym.turn_monitors import OnTurn, TurnsBar
 
 UNCATEGORIZED = "all"
 #: Upper bound on episodes played in one `collect` call: bounds memory (one env per episode)
@@ -363,6 +363,7 @@ def evaluate(
     on_progress: Callable[[int, int], None] | None = None,
     policy_name: str | None = None,
     task_space=None,
+    session: Any = progress.CURRENT,
 ) -> EvalResult:
     """Play `split` (a split name or a JSONL file) with `policy` and measure it.
 
@@ -371,17 +372,19 @@ def evaluate(
     trajectories_path: also save every trajectory (including infra errors) as JSONL.
     on_progress(done_episodes, total_episodes) after every batched turn (progress bars).
     policy_name: the policy's name in the result (default: its class name).
+    session: where the bar draws (agentgym.progress; by default the calling command's session).
     """
     request = EvalRequest(env_id, split, episodes_per_task, limit, sampling=sampling, chat=chat,
                           env_kwargs=env_kwargs, seed=seed, confidence=confidence,
                           max_batch_episodes=max_batch_episodes, executor=executor, num_workers=num_workers,
                           task_space=task_space)
     return run_eval(request, policy, on_progress=on_progress, trajectories_path=trajectories_path,
-                    policy_name=policy_name)
+                    policy_name=policy_name, session=session)
 
 
 def run_eval(request: EvalRequest, policy: Policy, *, on_progress: Callable[[int, int], None] | None = None,
-             trajectories_path: str | Path | None = None, policy_name: str | None = None) -> EvalResult:
+             trajectories_path: str | Path | None = None, policy_name: str | None = None,
+             session: Any = progress.CURRENT) -> EvalResult:
     """Play `request` with `policy` and measure it (the evaluation itself; `evaluate` builds the request).
 
     The split's tasks go to `agentgym.rollout.play` in batches of whole tasks (at most
@@ -389,8 +392,9 @@ def run_eval(request: EvalRequest, policy: Policy, *, on_progress: Callable[[int
     EvalResult through `compute_metrics`, its metadata recording the request's settings.
     on_progress(done_episodes, total_episodes) after every batched turn; trajectories_path: also
     save every trajectory (including infra errors) as JSONL; policy_name: the policy's name in the
-    result (default: its class name)."""
-    from agentgym.rollout import RolloutProgress, RolloutRequest, _turn_limit, play
+    result (default: its class name); session: where the bar draws (agentgym.progress; by default
+    the calling command's session)."""
+    from agentgym.rollout import RolloutRequest, _turn_limit, play
 
     r = request
     env_id, space, label, tasks = r.resolve()
@@ -403,26 +407,19 @@ def run_eval(request: EvalRequest, policy: Policy, *, on_progress: Callable[[int
     # episode count (and its ETA) would sit at 0 for the whole batch. The bound counts every episode
     # not yet ended at the turn limit and shrinks as episodes end early; both meet at the end.
     turn_limit = _turn_limit(env_id, r.env_kwargs, RolloutRequest.max_turns)
-    with progress.bar(f"eval {label}", total=total * turn_limit, unit="turns", every=15.0) as bar:
+    with progress.bar(f"eval {label}", total=total * turn_limit, unit="turns", every=15.0, session=session) as bar:
         turns_before = 0  # turns played by finished batches
         for first in range(0, len(tasks), tasks_per_batch):
             batch = tasks[first:first + tasks_per_batch]
             done_before = len(trajectories)
             later = (total - done_before - len(batch) * episodes_per_task) * turn_limit  # batches not started
-
-            turns = itertools.count(1)
-
-            def on_turn(p: RolloutProgress, _offset: int = done_before, _turns=turns, _before=turns_before,
-                        _later=later) -> None:
-                bar.update(_before + p.turns_done, total=_before + p.turns_bound + _later,
-                           info=f"turn {next(_turns)}, {_offset + p.episodes_done}/{total} episodes")
-                if on_progress is not None:
-                    on_progress(_offset + p.episodes_done, total)
-
+            monitors = [TurnsBar(bar, turns_before, later, episodes_before=done_before, episodes_total=total)]
+            if on_progress is not None:
+                monitors.append(OnTurn(on_progress, episodes_before=done_before, episodes_total=total))
             rollout = RolloutRequest(env_id, batch, episodes_per_task, seed=seed + first, sampling=r.sampling,
                                      executor=r.executor, num_workers=r.num_workers,
                                      executor_options=r.executor_options, env_kwargs=r.env_kwargs, chat=r.chat)
-            new = play(rollout, policy, on_progress=on_turn)
+            new = play(rollout, policy, monitors=monitors)
             trajectories += new
             turns_before += sum(len(t.steps) for t in new)
             bar.update(turns_before, total=turns_before + later)

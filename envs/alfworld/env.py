@@ -48,6 +48,8 @@ class ALFWorldEnv(TextEnv):
         "floorlamp to turn it on. A command that cannot be done gives \"Nothing happens.\""
     )
 
+    task_space = _GENERATED  # an env made with data_path plays the official games' space instead
+
     def __init__(self, data_path: str | None = None, fast: bool = True, shaped_rewards: bool = False,
                  list_help: bool = True, render_mode: str | None = None):
         super().__init__(render_mode=render_mode)

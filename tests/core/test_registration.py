@@ -44,3 +44,85 @@ def test_reset_is_deterministic_and_rejects_bad_task_option():
 def test_step_before_reset():
     with pytest.raises(gym.error.ResetNeeded):
         CounterEnv().step("inc")
+
+
+# --- the task space declared where the env is registered ------------------------------------------
+def _no_env(*args, **kwargs):
+    raise AssertionError("get_task_space built an environment")
+
+
+@pytest.fixture
+def fresh_spaces(monkeypatch):
+    """get_task_space as on a first call (no space made yet for any id); ids the test registers
+    are removed after it, so no later test meets them."""
+    from agentgym import registration
+
+    monkeypatch.setattr(registration, "_TASK_SPACES", {})
+    monkeypatch.setattr(registration, "_OURS", dict(registration._OURS))
+    monkeypatch.setattr(registration, "_DECLARED_SPACES", dict(registration._DECLARED_SPACES))
+    before = set(gym.registry)
+    yield registration
+    for env_id in set(gym.registry) - before:
+        del gym.registry[env_id]
+
+
+def test_builtin_task_spaces_come_without_building_an_env(fresh_spaces, monkeypatch):
+    from agentgym.builtin_envs import BUILTIN_ENVS
+
+    declared = [f"agentgym/{e['id']}" for e in BUILTIN_ENVS if "task_space" in e]
+    # every built-in but OpenEnv-v0, whose space is the server's (known once made with base_url)
+    assert {f"agentgym/{e['id']}" for e in BUILTIN_ENVS} - set(declared) == {"agentgym/OpenEnv-v0"}
+    for env_id in declared:
+        monkeypatch.setattr(gym.registry[env_id], "entry_point", _no_env)
+    for env_id in declared:
+        space = agentgym.get_task_space(env_id)
+        # the browser variant plays WebShop-v0's tasks
+        assert space.env_id == env_id or env_id == "agentgym/WebShop-Browser-v0", env_id
+        assert agentgym.get_task_space(env_id) is space  # made once per id
+
+
+def test_a_declared_space_is_the_one_the_env_plays(fresh_spaces):
+    space = agentgym.get_task_space("agentgym/Household-v0")
+    env = gym.make("agentgym/Household-v0")
+    try:
+        assert env.unwrapped.task_space is space
+    finally:
+        env.close()
+    textworld = agentgym.get_task_space("agentgym/TextWorld-Cooking-v0")  # made from the registered challenge
+    assert textworld.challenge == "tw-cooking"
+
+
+def test_an_env_registered_without_a_space_is_built_once_for_it(fresh_spaces):
+    built = []
+
+    class Counted(CounterEnv):
+        def __init__(self, **kwargs):
+            built.append(1)
+            super().__init__(**kwargs)
+
+    env_id = agentgym.register_env("CountedCounter-v0", Counted, max_episode_steps=5)
+    space = agentgym.get_task_space(env_id)
+    assert built == [1] and space is CounterEnv.task_space
+    assert agentgym.get_task_space(env_id) is space and built == [1]
+
+
+def test_a_space_declared_by_object_class_or_string(fresh_spaces):
+    from agentgym.toy import CounterTaskSpace
+
+    made = CounterTaskSpace()
+    assert agentgym.get_task_space(agentgym.register_env("SpaceObj-v0", CounterEnv, task_space=made)) is made
+    by_class = agentgym.get_task_space(agentgym.register_env("SpaceCls-v0", CounterEnv, task_space=CounterTaskSpace))
+    assert type(by_class) is CounterTaskSpace and by_class is not made
+    by_string = agentgym.get_task_space(agentgym.register_env("SpaceStr-v0", CounterEnv,
+                                                              task_space="agentgym.toy:CounterEnv.task_space"))
+    assert by_string is CounterEnv.task_space
+
+
+@pytest.mark.parametrize("target", ["agentgym.toy", "agentgym.toy:NoSuchSpace", "no_such_module_xyz:Space"])
+def test_a_bad_task_space_string_is_one_clear_error(fresh_spaces, target):
+    from agentgym.errors import ConfigError
+
+    env_id = agentgym.register_env("BadSpace-v0", CounterEnv, task_space=target)
+    with pytest.raises(ConfigError, match="module:name") as err:
+        agentgym.get_task_space(env_id)
+    assert "\n" not in str(err.value)

@@ -122,3 +122,43 @@ def test_bad_arguments():
     from agentgym.errors import ConfigError
     with pytest.raises(ConfigError):
         agentgym.collect(COUNTER_ID, TASKS[:1], RandomPolicy(), executor="ray-someday")
+
+
+def test_a_caller_composed_stop_rule_and_watcher_wrap_play():
+    """Stopping early and watching progress are monitors the caller hands to `play`: a rule stops
+    episode 1 before its third turn (truncated, marked with its reason), the others play on, and the
+    watcher sees every turn until the progress bound meets the turns played."""
+    from agentgym.rollout import RolloutRequest, play
+    from agentgym.turn_monitors import TurnMonitor
+
+    class StopSecondEpisode(TurnMonitor):
+        def __init__(self):
+            self.seen = []
+
+        def stop(self, episodes):
+            return {e.index: {"stopped_by": "test"} for e in episodes if e.index == 1 and e.turns >= 2}
+
+        def turn_done(self, progress):
+            self.seen.append(progress)
+
+    monitor = StopSecondEpisode()
+    tasks = [t for t in TASKS if t.params["target"] >= 3][:2]  # the oracle needs at least 3 turns
+    trajs = play(RolloutRequest(COUNTER_ID, tasks, 2, seed=1), OraclePolicy(SPACE), monitors=[monitor])
+    assert len(trajs[1].steps) == 2 and trajs[1].truncated and trajs[1].metadata["stopped_by"] == "test"
+    others = [t for i, t in enumerate(trajs) if i != 1]
+    assert not trajs[1].success and all(t.success and "stopped_by" not in t.metadata for t in others)
+    assert [p.turns_done for p in monitor.seen] == sorted(p.turns_done for p in monitor.seen)
+    last = monitor.seen[-1]
+    assert last.episodes_done == last.episodes == 4
+    assert last.turns_done == last.turns_bound == sum(len(t.steps) for t in trajs)
+
+
+def test_over_sampling_composed_by_hand_equals_collects_option():
+    from agentgym.rollout import RolloutRequest, play
+    from agentgym.turn_monitors import KeepFirstGroups
+
+    tasks = TASKS[:5]
+    by_option = agentgym.collect(COUNTER_ID, tasks, RandomPolicy(seed=4), 2, seed=2, keep_groups=2)
+    by_hand = play(RolloutRequest(COUNTER_ID, tasks, 2, seed=2), RandomPolicy(seed=4), monitors=[KeepFirstGroups(2)])
+    assert [t.to_dict() for t in by_hand] == [t.to_dict() for t in by_option]
+    assert sum(not t.metadata.get("dropped") for t in by_hand) == 4

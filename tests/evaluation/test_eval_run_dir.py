@@ -21,7 +21,7 @@ def tiny_run(counter_env, tmp_path_factory):
     import torch
 
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     torch.set_num_threads(1)
     run = tmp_path_factory.mktemp("tiny_run") / "run"

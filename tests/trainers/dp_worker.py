@@ -18,7 +18,7 @@ torch.set_num_threads(1)
 from agentgym.policies.hf import HFPolicy  # noqa: E402
 from agentgym.trainers import distributed  # noqa: E402
 from agentgym.trainers.config import load_config  # noqa: E402
-from agentgym.trainers.loop import ppo_update, update_clip  # noqa: E402
+from agentgym.trainers.training import ppo_update, update_clip  # noqa: E402
 from agentgym.trainers.run_setup import build_heads, make_optimizer  # noqa: E402
 from agentgym.trainers.samples import build_samples  # noqa: E402
 
@@ -45,8 +45,8 @@ dp.shard_model(policy)
 returns = [a + 0.5 for a in advs] if heads else None  # made-up value targets
 samples = dp.global_samples(build_samples(trajs, advs, returns=returns))
 optimizer, scheduler = make_optimizer(cfg, policy, heads)
-stats = ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples, np.random.default_rng(0), 0,
-                   heads.get("value"), dp=dp)
+stats = ppo_update(cfg.ppo, update_clip(cfg.ppo, cfg.estimator.name), policy, optimizer, scheduler, samples,
+                   np.random.default_rng(0), 0, heads.get("value"), dp=dp)
 held = sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in policy.model.parameters())
 if dp.sharded:
     from agentgym.trainers.fsdp import full_state_dict

@@ -112,16 +112,16 @@ def test_staleness_zero_through_the_engine_reproduces_the_synchronous_run(toy_co
                                                                            monkeypatch):
     """The producer thread, its weight copy, the version wait and the seed hand-over, at K = 0,
     give exactly the inline batches' run: same rollouts, losses and final weights."""
-    from agentgym.trainers import loop
+    from agentgym.trainers import training
     from agentgym.trainers.batches import BatchProducer
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     overrides = ("iterations=3", "checkpoint_every=0", "estimator.name=rloo", "rollout.group_size=3")
     sync_cfg = toy_config(tmp_path / "sync", sft_model_dir, *overrides)
     sync_metrics: list = []
     train(sync_cfg, log=lambda _: None, on_iteration=sync_metrics.append)
 
-    monkeypatch.setattr(loop, "BatchProducer", functools.partial(BatchProducer, background=True))
+    monkeypatch.setattr(training, "BatchProducer", functools.partial(BatchProducer, background=True))
     eng_cfg = toy_config(tmp_path / "engine", sft_model_dir, *overrides)
     eng_metrics: list = []
     train(eng_cfg, log=lambda _: None, on_iteration=eng_metrics.append)
@@ -210,7 +210,7 @@ def test_partial_rollout_flags(toy_config, tmp_path, tiny_model_dir, partial):
 
 
 def test_async_training_end_to_end(toy_config, tmp_path, sft_model_dir):
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     cfg = toy_config(tmp_path, sft_model_dir, "rollout.max_staleness=1", "iterations=3", "checkpoint_every=0",
                      "estimator.name=rloo", "rollout.group_size=3", "ppo.decoupled=true", "rollout.oversample_groups=1")

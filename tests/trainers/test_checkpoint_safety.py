@@ -27,7 +27,7 @@ def _config(root: Path, model_dir, *overrides):
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory, toy_env_id, tiny_model_dir):
     """One real run with a checkpoint, copied afresh for each test."""
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     root = tmp_path_factory.mktemp("finished")
     train(_config(root, tiny_model_dir), log=lambda _: None)
@@ -62,7 +62,7 @@ POINTERS = {
 
 @pytest.mark.parametrize("case", [*POINTERS, "symlink loop", "no checkpoints at all"])
 def test_resume_with_a_broken_latest_never_deletes(run, case):
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     run_dir, cfg = run
     ckpts = run_dir / "checkpoints"
@@ -124,7 +124,7 @@ def test_a_corrupted_checkpoint_is_one_line_naming_it(run, case):
 
 def test_resume_through_the_loop_stops_before_touching_anything(run):
     """The same through train(): one line, and the run dir is as it was."""
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     run_dir, cfg = run
     ckpt = run_dir / "checkpoints" / (run_dir / "checkpoints" / "latest").read_text().strip()

@@ -84,7 +84,7 @@ def test_resume_is_exact(tmp_path, toy_config, sft_model_dir, tasks):
     import torch
     from safetensors.torch import load_file
 
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     straight = toy_config(tmp_path / "a", sft_model_dir, "iterations=2", *tasks)
     train(straight, log=lambda _: None)
@@ -112,7 +112,7 @@ def test_a_fresh_run_in_a_used_run_dir_starts_clean(tmp_path, toy_config, sft_mo
     """Re-running a config without --resume: the old run's metrics are not appended to (they would
     mix two runs in one learning curve) and its later checkpoints cannot be resumed by mistake."""
     from agentgym.trainers.checkpoint import latest_checkpoint
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
     from agentgym.trainers.run_setup import clear_previous_run
 
     train(toy_config(tmp_path, sft_model_dir, "iterations=3"), log=lambda _: None)
@@ -208,7 +208,7 @@ def test_the_oracle_never_slips_where_it_cannot_tell_a_command_is_invalid():
 def test_a_run_stopped_by_the_safety_budget_says_so(tmp_path, toy_config, sft_model_dir):
     """time_budget_s is a safety stop, not the experiment: the summary and the log's last word say
     that fewer iterations ran than configured; a run that finishes says nothing of the kind."""
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     lines = []
     summary = train(toy_config(tmp_path, sft_model_dir, "iterations=3", "time_budget_s=0.001"), log=lines.append)
@@ -223,7 +223,7 @@ def test_a_run_stopped_by_the_safety_budget_says_so(tmp_path, toy_config, sft_mo
 
 
 def test_a_small_eval_set_warns_when_training_starts(tmp_path, toy_config, sft_model_dir):
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     lines = []
     train(toy_config(tmp_path, sft_model_dir, "iterations=0"), log=lines.append)

@@ -74,7 +74,7 @@ def test_collect_plays_on_a_registered_executor():
 
 
 def test_the_trainer_uses_a_registered_engine_and_executor(toy_config, tmp_path, tiny_model_dir):
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     CountingEngine.made.clear()
     CountingExecutor.steps = 0

@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentgym.trainers.loop import equal_minibatches  # noqa: E402
+from agentgym.trainers.training import equal_minibatches  # noqa: E402
 
 
 @pytest.mark.parametrize("n,size", [(282, 128), (128, 128), (129, 128), (7, 3), (1, 64), (300, 64)])

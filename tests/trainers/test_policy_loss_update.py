@@ -34,7 +34,7 @@ def _logprob(policy):
 
 def _update(policy, cfg, samples, estimator, steps=3):
     from agentgym.trainers.learner import ppo_update, score_sequences
-    from agentgym.trainers.loop import update_clip
+    from agentgym.trainers.training import update_clip
     from agentgym.trainers.run_setup import make_optimizer
 
     for s, (logp, _) in zip(samples, score_sequences(policy, samples, 8, want_hidden=False)):
@@ -42,7 +42,7 @@ def _update(policy, cfg, samples, estimator, steps=3):
     optimizer, scheduler = make_optimizer(cfg, policy, {})
     stats = None
     for i in range(steps):
-        stats = ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples,
+        stats = ppo_update(cfg.ppo, update_clip(cfg.ppo, cfg.estimator.name), policy, optimizer, scheduler, samples,
                            np.random.default_rng(i), i, estimator=estimator)
     return stats
 

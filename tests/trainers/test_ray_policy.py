@@ -67,7 +67,7 @@ def test_trainer_runs_with_ray_env_workers_and_ray_policy(toy_config, tiny_model
     shipped to the env workers by value: its module is not importable there)."""
     import ray.cloudpickle
 
-    from agentgym.trainers.loop import train
+    from agentgym.trainers.training import train
 
     from agentgym.executors_ray import RayEnvPool
     from . import conftest

@@ -34,7 +34,7 @@ def _logprob(policy, text):
 
 
 def _update(policy, samples, cfg, steps=3):
-    from agentgym.trainers.loop import ppo_update, score_sequences, update_clip
+    from agentgym.trainers.training import ppo_update, score_sequences, update_clip
     from agentgym.trainers.run_setup import make_optimizer
 
     for s, (logp, _) in zip(samples, score_sequences(policy, samples, 8, want_hidden=False)):
@@ -42,7 +42,8 @@ def _update(policy, samples, cfg, steps=3):
     optimizer, scheduler = make_optimizer(cfg, policy, {})
     stats = None
     for i in range(steps):
-        stats = ppo_update(cfg.ppo, update_clip(cfg), policy, optimizer, scheduler, samples, np.random.default_rng(i), i)
+        stats = ppo_update(cfg.ppo, update_clip(cfg.ppo, cfg.estimator.name), policy, optimizer, scheduler, samples,
+                           np.random.default_rng(i), i)
     return stats
 
 
@@ -93,7 +94,7 @@ def test_an_entropy_bonus_alone_flattens_the_response_distribution(tiny_policy_f
 
 
 def test_non_finite_advantage_stops_training(tiny_policy_factory, toy_config, tmp_path, tiny_model_dir):
-    from agentgym.trainers.loop import TrainingDiverged
+    from agentgym.trainers.training import TrainingDiverged
 
     policy = tiny_policy_factory()
     cfg = toy_config(tmp_path, tiny_model_dir)
@@ -194,7 +195,7 @@ def test_full_conversation_samples_mask_env_tokens(tiny_policy_factory, toy_env_
 def test_every_estimator_runs_an_iteration(estimator, tiny_policy_factory, toy_config, tmp_path, tiny_model_dir):
     """One RL iteration per estimator through the real loop: PPO trains its value head on GAE
     returns, SPA fits its progress head; every advantage and loss is finite."""
-    from agentgym.trainers.loop import run_iteration
+    from agentgym.trainers.training import run_iteration
     from agentgym.trainers.run_setup import build_heads, make_optimizer
     from agentgym.trainers.task_selection import select_train_tasks
     from agentgym.registration import get_task_space

@@ -51,15 +51,15 @@ def _p_correct_first_action(model_dir) -> float:
 
 
 def _train(run_dir, engine: str, monkeypatch):
-    from agentgym.trainers import loop
+    from agentgym.trainers import training
 
     made = []
-    real_make_engine = loop.make_engine
-    monkeypatch.setattr(loop, "make_engine", lambda cfg, policy, path: made.append(real_make_engine(cfg, policy, path))
+    real_make_engine = training.make_engine
+    monkeypatch.setattr(training, "make_engine", lambda cfg, policy, path: made.append(real_make_engine(cfg, policy, path))
                         or made[-1])
     overrides = ["policy.engine=vllm", "policy.vllm.max_model_len=512", "policy.vllm.kv_cache_gib=0.1"]
     metrics = []
-    loop.train(_config(run_dir, *(overrides if engine == "vllm" else [])), log=lambda _: None,
+    training.train(_config(run_dir, *(overrides if engine == "vllm" else [])), log=lambda _: None,
                on_iteration=metrics.append)
     if engine == "vllm":
         from agentgym.policies.vllm_engine import VLLMRolloutPolicy

@@ -1,0 +1,340 @@
+"""The training loop: collect -> advantages -> token-level PPO-clip update -> log -> eval -> checkpoint.
+
+A handful of plain functions, in the order they run (CleanRL style):
+
+    train(cfg)                      the whole pipeline of one run (tiny model, SFT, RL, eval)
+      prepare_start_model           (run_setup.py) build the tiny model / SFT warm start when asked
+      select_train_tasks            (task_selection.py) train split (filtered, held-out ids refused),
+                                    a task file or fresh tasks
+      make_policy / make_engine     the policy the trainer updates, and what generates with it
+                                    (policy.engine: agentgym.policies.engines)
+      run_iteration                 one RL iteration:
+        BatchProducer.get           (batches.py) tasks x group_size episodes, inline or made ahead
+        tokenize_trajectories       (samples.py) the token sequences the policy generated
+        score_heads                 (learner.py, heads.py) one no-grad pass: values, progress, logprobs
+        compute_advantages          trainers.estimators
+        make_samples                (samples.py) sequences + advantages -> what the update trains on
+        ppo_update                  (learner.py) minibatches x epochs of the clipped loss
+      evaluate_policy               held-out success (agentgym.evaluation)
+      save_checkpoint               exact resume
+
+Every random draw of iteration k comes from generators seeded by (seed, k) or restored from
+the checkpoint, so "train N iterations" equals "train k, resume, train N-k" bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+import agentgym  # noqa: F401  registers the built-in envs
+from agentgym import progress
+from agentgym.evaluation.evaluate import EvalRequest, run_eval
+from agentgym.evaluation.stats import paired_gain, power_warning
+from agentgym.policies.base import SamplingParams
+from agentgym.registration import check_env_id, get_task_space
+from agentgym.rewards.hook import env_reward_kwargs, reward_hook
+from agentgym.tasks.source import make_task_source_from_config
+from agentgym.tasks.splits import load_split
+from agentgym.trainers import distributed
+from agentgym.trainers.batches import BatchProducer
+from agentgym.trainers.checkpoint import check_resume, load_checkpoint, save_checkpoint
+from agentgym.trainers.checks import importance_cap
+from agentgym.trainers.config import EnvConfig, EvalConfig, PPOConfig, TrainConfig, save_config
+from agentgym.trainers.estimators import EstimatorConfig, compute_advantages, estimator_spec
+from agentgym.trainers.diagnostics import iteration_credit
+from agentgym.trainers.env_requirements import check_env_features, import_modules
+from agentgym.trainers.heads import fit_spa_progress, per_step_arrays, step_values  # noqa: F401  (old path)
+from agentgym.trainers.learner import (TrainingDiverged, check_finite, equal_minibatches,  # noqa: F401  (old paths)
+                                       ppo_update, score_sequences)
+from agentgym.trainers.logging_utils import MetricsLogger
+from agentgym.trainers.ppo import clip_range
+from agentgym.trainers.records import save_evaluation, save_iteration
+from agentgym.trainers.run_setup import (build_heads, clear_previous_run, load_judge, make_engine, make_optimizer,
+                                         make_policy, prepare_start_model, quiet_transformers, run_dir_for)
+from agentgym.trainers.task_selection import select_train_tasks, write_eval_tasks
+from agentgym.trainers.samples import TokenSequence, make_samples, tokenize_trajectories
+
+
+# --- one iteration ------------------------------------------------------------------------------
+def score_heads(ppo_cfg: PPOConfig, est_cfg: EstimatorConfig, policy, heads: dict, sequences: list[TokenSequence],
+                trajectories, seed: int, dp) -> tuple:
+    """What the estimator needs from the policy's hidden states, from one no-grad pass when any
+    is asked for: per-step values (value head), progress (SPA's head), recomputed logprobs."""
+    value_head, progress_head = heads.get("value"), heads.get("progress")
+    if value_head is None and progress_head is None and not ppo_cfg.recompute_old_logprobs:
+        return None, None, None
+    with dp.full_weights(policy):
+        scored = score_sequences(policy, sequences, ppo_cfg.micro_batch_size, want_hidden=True)
+    recomputed = [[0.0] + logp.tolist() for logp, _ in scored] if ppo_cfg.recompute_old_logprobs else None
+    hidden = {id(s): h for s, (_, h) in zip(sequences, scored)}
+    values = step_values(value_head, sequences, trajectories, hidden) if value_head is not None else None
+    progress = None
+    if progress_head is not None:
+        progress = fit_spa_progress(progress_head, sequences, trajectories, hidden, est_cfg.outcome, seed)
+    return values, progress, recomputed
+
+
+def _rollout_stats(trajectories) -> dict:
+    live = [t for t in trajectories if not t.infra_error]
+    steps = sum(len(t.steps) for t in live)
+    return {
+        "success_rate": float(np.mean([t.success for t in live])) if live else 0.0,
+        "mean_score": float(np.mean([t.score for t in live])) if live else 0.0,
+        "mean_steps": steps / max(len(live), 1),
+        "invalid_rate": sum(t.num_invalid for t in live) / max(steps, 1),
+        "episodes": len(live),
+        "infra_errors": len(trajectories) - len(live),
+        "response_tokens": sum(len(s.response_ids or []) for t in live for s in t.steps),
+        "retokenized_turns": sum(t.metadata.get("retokenized_turns", 0) for t in live),
+    }
+
+
+def update_clip(ppo_cfg: PPOConfig, estimator: str) -> tuple[float, float]:
+    asymmetric = ppo_cfg.asymmetric_clip
+    if asymmetric is None:  # the estimator's declared default (LOOP's asymmetric clip)
+        asymmetric = estimator_spec(estimator).asymmetric_clip
+    return clip_range(ppo_cfg.clip_eps, asymmetric)
+
+
+def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler, producer: BatchProducer,
+                  heads: dict, dp=None, reward=None) -> dict:
+    """reward: env.reward's hook (agentgym.rewards.hook), rewriting outcomes or step rewards in place."""
+    dp = producer.dp if dp is None else dp
+    t0, c0 = time.perf_counter(), time.process_time()  # wall, and CPU (what a shared machine cannot inflate)
+    batch = producer.get(iteration)  # played now, or made ahead under the staleness bound (batches.py)
+    rng, trajectories = batch.rng, batch.trajectories
+    t_rollout, c_rollout = time.perf_counter() - t0, time.process_time() - c0
+    reward_metrics = reward(trajectories) if reward is not None else None  # before any advantage is computed
+    producer.pause_engine()  # vLLM on CUDA: give its GPU memory to the update (no-op on CPU)
+
+    # tokens first; the heads read them; the advantages come next; samples are made from both, once
+    sequences = tokenize_trajectories(trajectories, cfg.ppo.sample_mode)
+    values, progress, recomputed = score_heads(cfg.ppo, cfg.estimator, policy, heads, sequences, trajectories,
+                                               cfg.seed + iteration, dp)
+    try:
+        advantages = compute_advantages(trajectories, cfg.estimator, values=values, progress=progress)
+    except ValueError as exc:
+        raise TrainingDiverged(f"iteration {iteration}: {exc}; training stopped, the last checkpoint is kept") from None
+    for a in advantages:
+        check_finite("advantages", a, iteration)
+    all_trajectories, all_advantages = dp.gather(trajectories, advantages)  # every rank's, for the source and logs
+    if dp.is_main:
+        save_iteration(cfg, iteration, all_trajectories, all_advantages, cfg.estimator, policy)
+    producer.source.update(all_trajectories, all_advantages)
+    returns = [a + v for a, v in zip(advantages, values)] if values is not None else None
+    samples = make_samples(sequences, advantages, drop_abs_adv_below=cfg.ppo.drop_abs_adv_below, returns=returns,
+                           old_logprobs=recomputed)
+    samples = producer.prepare_update(policy, dp.global_samples(samples))  # decoupled PPO: proximal logprobs
+    t1, c1 = time.perf_counter(), time.process_time()
+    clip = update_clip(cfg.ppo, cfg.estimator.name)
+    update = ppo_update(cfg.ppo, clip, policy, optimizer, scheduler, samples, rng, iteration, heads.get("value"),
+                        importance_cap(cfg), dp, estimator=cfg.estimator) if samples else {}
+    t_update, c_update = time.perf_counter() - t1, time.process_time() - c1
+    all_adv = np.concatenate([a for a in all_advantages if len(a)] or [np.zeros(1)])
+    train_tokens = sum(len(s) for s in samples) * cfg.ppo.epochs
+    metrics = {
+        "iteration": iteration + 1,
+        "rollout": _rollout_stats(all_trajectories),
+        "adv": {"mean": float(all_adv.mean()), "std": float(all_adv.std()), "abs_mean": float(np.abs(all_adv).mean()),
+                "nonzero_frac": float(np.mean(np.abs(all_adv) > 1e-8))},
+        "train": {**update, "samples": len(samples), "tokens": train_tokens},
+        "tasks": producer.source.metrics(),
+        "time": {"rollout_s": t_rollout, "update_s": t_update, "iteration_s": time.perf_counter() - t0,
+                 "rollout_cpu_s": c_rollout, "update_cpu_s": c_update, "iteration_cpu_s": time.process_time() - c0},
+    }
+    if reward_metrics is not None:
+        metrics["reward"] = reward_metrics
+    if callable(hit_rate := getattr(producer.rollout_policy, "prefix_cache_hit_rate", None)):
+        metrics["rollout"]["prefix_cache_hit_rate"] = hit_rate()  # vLLM: prompt tokens its prefix cache served
+    if async_metrics := producer.finish(iteration, policy, batch, samples):  # publishes the new weights
+        metrics["async"] = async_metrics
+    metrics["credit"] = iteration_credit(all_trajectories, all_advantages, cfg.estimator)  # idle/invalid steps' credit
+    metrics["time"]["train_tokens_per_s"] = train_tokens / max(t_update, 1e-9)
+    metrics["time"]["rollout_tokens_per_s"] = metrics["rollout"]["response_tokens"] / max(t_rollout, 1e-9)
+    return metrics
+
+
+# --- evaluation -----------------------------------------------------------------------------------
+def heldout_result(eval_cfg: EvalConfig, env_cfg: EnvConfig, engine, eval_path: Path, seed: int,
+                   rollout_max_new_tokens: int, session=progress.CURRENT):
+    """The EvalResult of `engine` on the tasks in eval_path, played as the run's env and chat layout;
+    replies get eval.max_new_tokens tokens, or the rollouts' budget when that is unset."""
+    sampling = SamplingParams(temperature=eval_cfg.temperature,
+                              max_new_tokens=eval_cfg.max_new_tokens or rollout_max_new_tokens, seed=seed)
+    request = EvalRequest(env_cfg.id, str(eval_path), eval_cfg.episodes_per_task, sampling=sampling,
+                          chat=env_cfg.chat, env_kwargs=env_cfg.env_kwargs, seed=seed)
+    return run_eval(request, engine, policy_name="HFPolicy", session=session)
+
+
+def eval_summary(result) -> dict:
+    out = result.summary()
+    out["wall_s"] = result.wall_seconds
+    # per-task success, so that two evaluations on the same tasks give a paired interval of the gain
+    out["per_task_success"] = {t["task_id"]: t["successes"] / t["episodes"] for t in result.per_task if t["episodes"]}
+    return out
+
+
+def evaluate_policy(eval_cfg: EvalConfig, env_cfg: EnvConfig, engine, eval_path: Path, seed: int, *,
+                    rollout_max_new_tokens: int, session=progress.CURRENT) -> dict:
+    """Held-out success of `engine` on the tasks in eval_path (heldout_result, summarized)."""
+    return eval_summary(heldout_result(eval_cfg, env_cfg, engine, eval_path, seed, rollout_max_new_tokens, session))
+
+
+def _evaluate_now(cfg: TrainConfig, engine, policy, eval_path, state: dict, dp, session) -> dict | None:
+    """Every rank enters (FSDP gathers the weights); rank 0 evaluates and records it in `state`."""
+    with dp.full_weights(policy):
+        if not dp.is_main:
+            return None
+        result = heldout_result(cfg.eval, cfg.env, engine, eval_path, cfg.seed, cfg.rollout.max_new_tokens, session)
+        save_evaluation(cfg, result, state["iteration"], policy)  # for `agentgym view` (log.save_trajectories_every)
+        ev = eval_summary(result)
+        state["evals"].append({"iteration": state["iteration"], **ev})
+        return ev
+
+
+# --- the run ----------------------------------------------------------------------------------
+def _open_run_dir(cfg: TrainConfig, resume: bool, dp, log) -> tuple[Path, Path | None]:
+    run_dir = run_dir_for(cfg)
+    checkpoint = check_resume(cfg) if resume else None  # whole, and saved with these shape settings
+    dp.check_checkpoint(checkpoint)
+    if resume and checkpoint is None:
+        log(f"no checkpoint in {run_dir}: starting from scratch")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if dp.is_main and checkpoint is None and (removed := clear_previous_run(run_dir)):
+        log(f"fresh run in {run_dir}: removed the previous run's {', '.join(removed)} (pass --resume to continue it)")
+    if dp.is_main:
+        save_config(cfg, run_dir / "config.yaml")
+    return run_dir, checkpoint
+
+
+def _tasks(cfg: TrainConfig, run_dir: Path, dp, log):
+    """The training task source and the held-out tasks file (rank 0 writes it)."""
+    space = get_task_space(cfg.env.id)
+    check_env_features(cfg, space)
+    source = make_task_source_from_config(cfg.tasks, space, select_train_tasks(cfg, space), seed=cfg.seed)
+    eval_path = write_eval_tasks(cfg, space, run_dir) if dp.is_main else None
+    if dp.is_main and (too_small := power_warning(len(load_split(eval_path)), cfg.eval.episodes_per_task)):
+        log(f"WARNING: the held-out set is small: {too_small} (eval.num_tasks, eval.episodes_per_task)")
+    return source, eval_path
+
+
+def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = print,
+          on_iteration: Callable[[dict], None] | None = None, session=progress.CURRENT) -> dict:
+    """Run (or resume) the configured pipeline; returns the summary also written to summary.json.
+    session: where bars draw (agentgym.progress; by default the calling command's session)."""
+    session = progress.resolve(session)
+    quiet_transformers()
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    started = time.perf_counter()
+    import_modules(cfg.imports)
+    cfg.env.id = check_env_id(cfg.env.id)
+    cfg.env.env_kwargs = {**cfg.env.env_kwargs, **env_reward_kwargs(cfg.env.reward)}  # an env's own reward mode
+    reward = reward_hook(cfg.env.reward, load_judge(cfg.env.reward))  # or a reward over the env's: rubric, judge, ...
+    dp = distributed.setup(cfg, log)  # torchrun ranks: checked here, before any work
+    log = distributed.main_log(dp, log)
+    env_pool = distributed.ray_env_pool(cfg, dp, log)  # env.executor=ray: the run's env workers
+    run_dir, checkpoint = _open_run_dir(cfg, resume, dp, log)
+    torch.manual_seed(cfg.seed)
+    source, eval_path = _tasks(cfg, run_dir, dp, log)
+
+    start_model, setup_info = dp.main_first(lambda: prepare_start_model(cfg, run_dir, log, session=session))
+    policy = make_policy(cfg, start_model)
+    heads = build_heads(cfg, policy)
+    if checkpoint is not None:
+        policy.load_weights(checkpoint / "model")  # before FSDP shards them
+    dp.broadcast_parameters(policy, heads)
+    dp.shard_model(policy)  # data_parallel=fsdp: from here each rank holds a shard (trainers/fsdp.py)
+    engine = make_engine(cfg, policy, start_model)  # syncs from `policy` whenever its weights changed
+    optimizer, scheduler = make_optimizer(cfg, policy, heads)
+    state = {"iteration": 0, "evals": [], "setup": setup_info}
+    if checkpoint is not None:
+        state = load_checkpoint(checkpoint, policy, optimizer, scheduler, heads, weights=False)
+        dp.restore_rank_state(checkpoint, policy, log, optimizer)
+        if "task_source" in state:
+            source.load_state_dict(state["task_source"])
+        log(f"resumed from {checkpoint} at iteration {state['iteration']}")
+    logger = MetricsLogger(run_dir, tensorboard="auto" if cfg.log.tensorboard else False,
+                           wandb="auto" if cfg.log.wandb else False, config=cfg.to_dict(),
+                           resume_from_step=state["iteration"] if checkpoint is not None else None
+                           ) if dp.is_main else distributed.NullLogger()
+    producer, finished = None, False
+    try:
+        if not state["evals"] and (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp, session)) is not None:
+            logger.log({"eval": ev}, step=0)
+            log(f"held-out success before RL: {ev['success_rate']:.3f}")
+        producer = BatchProducer(cfg, policy, source, start_iteration=state["iteration"], engine=engine, dp=dp,
+                                 executor=env_pool, session=session)
+        deadline = started + cfg.time_budget_s if cfg.time_budget_s else None
+        while state["iteration"] < cfg.iterations:
+            if deadline is not None and dp.agree(time.perf_counter() > deadline):
+                state["stopped_early"] = (f"safety time budget time_budget_s={cfg.time_budget_s:.0f} reached after "
+                                          f"{state['iteration']} of {cfg.iterations} iterations")
+                log(f"WARNING: {state['stopped_early']}: this is not the configured experiment")
+                break
+            metrics = run_iteration(cfg, state["iteration"], policy, optimizer, scheduler, producer, heads, dp, reward)
+            state["rl_seconds"] = state.get("rl_seconds", 0.0) + metrics["time"]["iteration_s"]
+            state["task_source"] = producer.source.state_dict()
+            state["iteration"] += 1
+            if cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
+                if (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp, session)) is not None:
+                    metrics["eval"] = ev
+            logger.log(metrics, step=state["iteration"])
+            if on_iteration is not None:
+                on_iteration(metrics)
+            if cfg.checkpoint_every and state["iteration"] % cfg.checkpoint_every == 0:
+                dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
+        # rank 0 holds the evaluations; every rank must enter full_weights together
+        if dp.agree(dp.is_main and state["evals"][-1]["iteration"] != state["iteration"]):
+            if (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp, session)) is not None:
+                logger.log({"eval": ev}, step=state["iteration"])
+        dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
+        dp.save_policy(policy, run_dir / "final_model")
+        finished = True
+    finally:
+        if producer is not None:
+            producer.close()
+        logger.close()
+        engine.close()  # the vLLM engine, Ray replicas
+        distributed.teardown(dp, env_pool, finished)
+    if not dp.is_main:
+        return {"run_dir": str(run_dir), "iterations": state["iteration"], "rank": dp.rank}
+    return _summarize(cfg, run_dir, state, started, log)
+
+
+def _summarize(cfg: TrainConfig, run_dir: Path, state: dict, started: float, log) -> dict:
+    first, last = state["evals"][0], state["evals"][-1]
+    gain = paired_gain(first.get("per_task_success", {}), last.get("per_task_success", {}), seed=cfg.seed)
+    summary = {
+        "run_dir": str(run_dir),
+        "iterations": state["iteration"],
+        "iterations_configured": cfg.iterations,
+        "stopped_early": state.get("stopped_early"),  # None, or why RL stopped before cfg.iterations
+        "heldout_tasks": len(last.get("per_task_success", {})),
+        "episodes_per_task": cfg.eval.episodes_per_task,
+        # the final evaluation, never the best one seen: the best of several noisy evals is biased upward
+        "heldout_success_before": first["success_rate"],
+        "heldout_success_after": last["success_rate"],
+        "heldout_gain": gain.value,
+        "heldout_gain_ci": [gain.low, gain.high],  # paired per-task bootstrap, 95%
+        "evals": [{"iteration": e["iteration"], "success_rate": e["success_rate"]} for e in state["evals"]],
+        "wall_seconds": time.perf_counter() - started,
+        "rl_seconds": state.get("rl_seconds", 0.0),
+        "setup": state.get("setup", {}),
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+    if cfg.log.plot:
+        try:
+            from agentgym.trainers.logging_utils import plot_learning_curves
+
+            plot_learning_curves(run_dir, keys=[k for k in ("rollout/success_rate", "eval/success_rate",
+                                                            "train/pg_loss", "adv/abs_mean")])
+        except Exception as exc:  # a plot must never fail a finished run
+            log(f"(learning-curve plot skipped: {exc})")
+    return summary
