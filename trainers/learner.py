@@ -148,7 +148,7 @@ def _value_loss(value_head, hidden, micro: list[Sample], n_values: int):
 
 def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samples: list[Sample],
                rng: np.random.Generator, iteration: int, value_head=None, is_cap: float | None = None,
-               dp=None, estimator=None) -> dict:
+               dp=None, estimator=None, session=progress.CURRENT) -> dict:
     """pc: the run's PPOConfig; clip: (lo, hi) of the ratio (trainers.ppo.clip_range); is_cap: the
     off-policy truncation (None: plain PPO-clip); dp: the data-parallel context (None: one process);
     estimator: the run's EstimatorConfig, whose declared policy loss, aggregation, clip range and
@@ -192,7 +192,7 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     steps = [(minibatch, cut(dp.local(minibatch))) for minibatch in minibatches]
     micro_total = None if dp.enabled else sum(len(micros) for _, micros in steps)  # ranks see ghosts: counts vary
     prefix_tokens = [0, 0]  # tokens computed by the shared-prefix passes, and what a plain pass computes
-    with progress.bar("update", total=micro_total, unit="micro-batches", every=15.0) as bar:
+    with progress.bar("update", total=micro_total, unit="micro-batches", every=15.0, session=session) as bar:
         for minibatch, micros in steps:  # the minibatch with other ranks' ghosts: one process's denominators
             step_ratio_max = 0.0
             denom = spec_loss.denominator(minibatch, longest)

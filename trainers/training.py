@@ -134,7 +134,7 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     t1, c1 = time.perf_counter(), time.process_time()
     clip = update_clip(cfg.ppo, cfg.estimator.name)
     update = ppo_update(cfg.ppo, clip, policy, optimizer, scheduler, samples, rng, iteration, heads.get("value"),
-                        importance_cap(cfg), dp, estimator=cfg.estimator) if samples else {}
+                        importance_cap(cfg), dp, estimator=cfg.estimator, session=producer.session) if samples else {}
     t_update, c_update = time.perf_counter() - t1, time.process_time() - c1
     all_adv = np.concatenate([a for a in all_advantages if len(a)] or [np.zeros(1)])
     train_tokens = sum(len(s) for s in samples) * cfg.ppo.epochs
