@@ -11,26 +11,25 @@ import sys
 import pytest
 
 
-def test_old_setup_path_warns_and_gives_the_same_functions(monkeypatch):
-    from agentgym.trainers import run_setup
+SHIMS = {
+    "agentgym.trainers.setup": ("agentgym.trainers.run_setup", (
+        "run_dir_for", "prepare_start_model", "make_policy", "make_engine", "build_heads", "make_optimizer",
+        "load_judge", "clear_previous_run", "quiet_transformers")),
+    "agentgym.trainers.loop": ("agentgym.trainers.training", (
+        "train", "run_iteration", "evaluate_policy", "update_clip", "score_heads", "ppo_update",
+        "score_sequences", "equal_minibatches", "TrainingDiverged")),
+}
 
-    monkeypatch.delitem(sys.modules, "agentgym.trainers.setup", raising=False)
-    with pytest.warns(DeprecationWarning, match="agentgym.trainers.run_setup"):
-        old = importlib.import_module("agentgym.trainers.setup")
-    for name in ("run_dir_for", "prepare_start_model", "make_policy", "make_engine", "build_heads", "make_optimizer",
-                 "load_judge", "clear_previous_run", "quiet_transformers"):
-        assert getattr(old, name) is getattr(run_setup, name)
 
-
-def test_old_loop_path_warns_and_gives_the_same_functions(monkeypatch):
-    from agentgym.trainers import training
-
-    monkeypatch.delitem(sys.modules, "agentgym.trainers.loop", raising=False)
-    with pytest.warns(DeprecationWarning, match="agentgym.trainers.training"):
-        old = importlib.import_module("agentgym.trainers.loop")
-    for name in ("train", "run_iteration", "evaluate_policy", "update_clip", "score_heads", "ppo_update",
-                 "score_sequences", "equal_minibatches", "TrainingDiverged"):
-        assert getattr(old, name) is getattr(training, name)
+@pytest.mark.parametrize("old_path", sorted(SHIMS))
+def test_old_path_warns_and_gives_the_same_functions(old_path, monkeypatch):
+    new_path, names = SHIMS[old_path]
+    new = importlib.import_module(new_path)
+    monkeypatch.delitem(sys.modules, old_path, raising=False)
+    with pytest.warns(DeprecationWarning, match=new_path):
+        old = importlib.import_module(old_path)
+    for name in names:
+        assert getattr(old, name) is getattr(new, name)
 
 
 def test_the_package_imports_the_new_paths_only():
