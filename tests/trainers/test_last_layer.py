@@ -82,3 +82,14 @@ def test_hook_removed_and_model_unchanged():
     last_layer.final_hidden_at(model, ids, mask, torch.nn.functional.pad(positions, (0, 1)))
     assert not model.model.layers[-1]._forward_pre_hooks
     torch.testing.assert_close(model(input_ids=ids, attention_mask=mask).logits, before)
+
+
+def test_same_with_gradient_checkpointing(monkeypatch):
+    model = _model("llama")
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ids, mask, positions = _batch()
+    full = _run(model, ids, mask, positions, False, monkeypatch)
+    part = _run(model, ids, mask, positions, True, monkeypatch)
+    torch.testing.assert_close(part[0], full[0], atol=1e-5, rtol=1e-5)
+    for name in full[2]:
+        torch.testing.assert_close(part[2][name], full[2][name], atol=1e-5, rtol=1e-4, msg=name)
