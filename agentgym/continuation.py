@@ -56,6 +56,43 @@ def supports_tokens(policy: Any) -> bool:
         and getattr(policy, "tokenizer", None) is not None
 
 
+def constrains_replies(policy: Any) -> bool:
+    """Whether a token-level engine can decode within given replies (HFPolicy's allowed_replies)."""
+    return supports_tokens(policy) and "allowed_replies" in inspect.signature(policy.generate_ids).parameters
+
+
+class AdmissibleReplies:
+    """The replies a turn may give with `SamplingParams.admissible_only`: per prompt, the token ids
+    of each admissible action in the env's action format, then the end of the turn, as SFT encodes
+    its targets (`encode_response`); each text encoded once."""
+
+    def __init__(self, policy: Any):
+        self.policy = policy
+        self._ids: dict[str, list[int]] = {}
+
+    def __call__(self, contexts: list[TurnContext]) -> list[list[list[int]]]:
+        replies = []
+        for ctx in contexts:
+            actions = ctx.info.get("admissible_actions")
+            if actions is None:
+                raise ConfigError(f"admissible_only decoding: the env of task {ctx.task.task_id!r} lists no admissible "
+                                  "actions (an open action space): set rollout.admissible_only=false for it")
+            texts = [ctx.format_action(a) if ctx.format_action is not None else str(a) for a in actions]
+            for text in texts:
+                if text not in self._ids:
+                    self._ids[text] = list(self.policy.encode_response(text, add_eos=True))
+            replies.append([self._ids[text] for text in texts])
+        return replies
+
+    def options(self, sampling: SamplingParams | None, contexts: list[TurnContext] | None) -> dict:
+        """generate_ids' keyword for this turn: {} unless sampling asks for admissible replies."""
+        if sampling is None or not sampling.admissible_only:
+            return {}
+        if contexts is None:
+            raise ValueError("admissible_only decoding needs the rollout's TurnContexts (the env's admissible actions)")
+        return {"allowed_replies": self(contexts)}
+
+
 class TokenContinuation:
     """A Policy for one rollout of growing conversations over a token-level `policy`.
 
@@ -73,6 +110,7 @@ class TokenContinuation:
         self.retokenized: dict[str, int] = {}  # episode -> turns re-rendered from text (per-turn fallback)
         self._key = f"continuation-{next(_instances)}:"  # cache keys unique to this rollout
         self._caches = "cache_keys" in inspect.signature(policy.generate_ids).parameters  # KV reuse (HFPolicy)
+        self.replies = AdmissibleReplies(policy)
 
     def _render(self, messages: list) -> str:
         return self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -119,10 +157,12 @@ class TokenContinuation:
                 else:
                     continued = prev_ids + tail
             ids.append(continued if continued is not None else self.policy.encode_prompt(messages))
+        allowed = self.replies.options(sampling, contexts)
         if self._caches:
-            completions = self.policy.generate_ids(ids, sampling, cache_keys=[self._key + c.episode for c in contexts])
+            completions = self.policy.generate_ids(ids, sampling, cache_keys=[self._key + c.episode for c in contexts],
+                                                   **allowed)
         else:
-            completions = self.policy.generate_ids(ids, sampling)
+            completions = self.policy.generate_ids(ids, sampling, **allowed)
         eos_ids = getattr(self.policy, "eos_ids", set()) or {self.tok.eos_token_id}
         for messages, ctx, p, c in zip(prompts, contexts, ids, completions):
             if c.error is None and c.response_ids is not None:
@@ -141,27 +181,31 @@ def caches_prefixes(policy: Any) -> bool:
 
 
 class CachedPrompts:
-    """A Policy for one rollout of windowed prompts over a caching token-level `policy`: each prompt
-    is rendered as the policy would render it and sent with its episode's cache key, so the engine
-    prefills only what follows the longest prefix it shares with that episode's previous turn.
+    """A Policy for one rollout of windowed prompts over a token-level `policy`: each prompt is
+    rendered as the policy would render it and, when the engine caches, sent with its episode's cache
+    key, so the engine prefills only what follows the longest prefix it shares with that episode's
+    previous turn.
     The sampled tokens are those of the plain policy (the cache changes no computation but its
     order). `close()` releases the cached prefixes."""
 
     def __init__(self, policy: Any):
         self.policy = policy
         self.tokenizer = policy.tokenizer
+        self._caches = caches_prefixes(policy)
         self.retokenized: dict[str, int] = {}  # nothing is re-rendered here (rollout reads it)
         self._key = f"prompts-{next(_instances)}:"
         self._episodes: set[str] = set()
+        self.replies = AdmissibleReplies(policy)
 
     def generate(self, prompts: list[Messages], sampling: SamplingParams | None = None,
                  contexts: list[TurnContext] | None = None) -> list[Completion]:
         ids = [self.policy.encode_prompt(m) for m in prompts]
-        if contexts is None:
-            return self.policy.generate_ids(ids, sampling)
+        allowed = self.replies.options(sampling, contexts)
+        if contexts is None or not self._caches:
+            return self.policy.generate_ids(ids, sampling, **allowed)
         self._episodes.update(c.episode for c in contexts)
-        return self.policy.generate_ids(ids, sampling, cache_keys=[self._key + c.episode for c in contexts])
+        return self.policy.generate_ids(ids, sampling, cache_keys=[self._key + c.episode for c in contexts], **allowed)
 
     def close(self) -> None:
-        if callable(getattr(self.policy, "forget", None)):
+        if self._episodes and callable(getattr(self.policy, "forget", None)):
             self.policy.forget([self._key + e for e in self._episodes])

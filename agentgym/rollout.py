@@ -19,8 +19,10 @@ from gymnasium.envs.registration import EnvSpec
 from agentgym import progress
 from agentgym.chat import ChatConfig, ChatEnv
 from agentgym.executors import EnvResult, make_executor
+from agentgym.errors import ConfigError
 from agentgym.policies.base import Completion, Policy, SamplingParams, TurnContext
-from agentgym.continuation import CachedPrompts, TokenContinuation, caches_prefixes, supports_tokens
+from agentgym.continuation import (CachedPrompts, TokenContinuation, caches_prefixes, constrains_replies,
+                                   supports_tokens)
 from agentgym.tasks.spec import TaskSpec
 from agentgym.trajectory import Step, Trajectory
 from agentgym.turn_monitors import (EpisodeStatus, OnProgress, OnTurn, RolloutProgress, TurnMonitor, TurnsBar,
@@ -132,9 +134,13 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
     if group_size < 1:
         raise ValueError("group_size must be >= 1")
     continuation = None
+    admissible_only = r.sampling is not None and r.sampling.admissible_only
+    if admissible_only and not constrains_replies(policy):
+        raise ConfigError(f"admissible_only decoding needs an engine that decodes within given replies (HFPolicy's "
+                          f"generate_ids(allowed_replies=...)); {type(policy).__name__} cannot: turn admissible_only off")
     if ChatConfig.of(r.chat).history == "full" and supports_tokens(policy):
         policy = continuation = TokenContinuation(policy, r.on_template_mismatch)  # token in, token out
-    elif caches_prefixes(policy):
+    elif caches_prefixes(policy) or admissible_only:
         policy = continuation = CachedPrompts(policy)  # windowed prompts: the shared prefix is not prefilled again
     env_id = env if isinstance(env, str) else ""
     if env_id:

@@ -64,7 +64,7 @@ def run_seed(seed: int, run_root: Path, overrides: list[str], threads: int | Non
                       max_seconds=budget)
     sft_seconds = time.perf_counter() - t0
     ev = evaluate_policy(cfg.eval, cfg.env, policy, run_dir / f"eval_{cfg.eval.split}.jsonl", cfg.seed,
-                         rollout_max_new_tokens=cfg.rollout.max_new_tokens)
+                         rollout=cfg.rollout)
     baseline = ev["per_task_success"]
     gain = paired_gain(before, after, seed=seed)
     sft_gain = paired_gain(before, baseline, seed=seed)

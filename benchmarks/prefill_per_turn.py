@@ -36,8 +36,8 @@ def played(model_dir: Path, reuse: bool, args) -> tuple[list[list[int]], float]:
     per_turn: list[list[int]] = []
     real = policy._sample
 
-    def sample(prompt_ids, sampling, cache_keys=None):
-        out = real(prompt_ids, sampling, cache_keys)
+    def sample(prompt_ids, sampling, cache_keys=None, **options):
+        out = real(prompt_ids, sampling, cache_keys, **options)
         per_turn.append(list(policy.last_prefill_tokens))
         return out
 

@@ -305,7 +305,7 @@ def evaluate_on(cfg, policy, tasks_file: Path) -> dict:
     from agentgym.trainers.training import evaluate_policy
 
     ev = evaluate_policy(cfg.eval, cfg.env, policy, tasks_file, cfg.seed,
-                         rollout_max_new_tokens=cfg.rollout.max_new_tokens)
+                         rollout=cfg.rollout)
     keep = ("success_rate", "invalid_action_rate", "mean_steps", "per_task_success", "episodes", "num_tasks")
     return {k: ev[k] for k in keep if k in ev}
 

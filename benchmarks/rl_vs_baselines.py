@@ -280,7 +280,8 @@ def run_rft(policy, cfg, tasks: list, folder: Path, steps_per_iteration: list[in
         chosen = [tasks[int(i)] for i in rng.choice(len(tasks), size=min(cfg.rollout.tasks_per_iter, len(tasks)),
                                                         replace=False)]
         sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-                                  max_new_tokens=cfg.rollout.max_new_tokens, seed=seed * 100_003 + it)
+                                  max_new_tokens=cfg.rollout.max_new_tokens, seed=seed * 100_003 + it,
+                                  admissible_only=cfg.rollout.admissible_only)
         trajectories = collect(cfg.env.id, chosen, policy, cfg.rollout.group_size, seed=seed * 100_003 + it,
                                sampling=sampling, chat=cfg.env.chat, env_kwargs=cfg.env.env_kwargs,
                                executor=cfg.env.executor, max_turns=cfg.env.max_turns)

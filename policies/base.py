@@ -22,6 +22,10 @@ class SamplingParams:
     top_k: int = 0
     max_new_tokens: int = 64
     seed: int | None = None
+    # decode only replies that are one of the env's admissible actions (info["admissible_actions"],
+    # in the env's action format): a token-level engine that can constrain decoding walks a trie of
+    # them (HFPolicy); the rollout refuses other engines and envs with an open action space
+    admissible_only: bool = False
 
 
 @dataclass

@@ -109,6 +109,35 @@ def _reserved_cache(reserve: int, layers: list | None = None):
     return cache
 
 
+def _reply_trie(replies: list[list[int]] | None, max_new_tokens: int) -> dict | None:
+    """The replies' token ids as a trie (token -> subtrie); None for free decoding. Replies that
+    cannot end within max_new_tokens are left out, unless none can."""
+    if replies is None:
+        return None
+    fitting = [r for r in replies if 0 < len(r) <= max_new_tokens] or [r for r in replies if r]
+    if not fitting:
+        return None
+    root: dict = {}
+    for reply in fitting:
+        node = root
+        for token in reply:
+            node = node.setdefault(int(token), {})
+    return root
+
+
+def _within(logits: torch.Tensor, nodes: list[dict | None]) -> torch.Tensor:
+    """`logits` with every token that leaves its row's trie node at -inf (rows without one: as they are)."""
+    if all(node is None for node in nodes):
+        return logits
+    mask = torch.zeros_like(logits, dtype=torch.bool)
+    for b, node in enumerate(nodes):
+        if node is None:
+            mask[b] = True
+        else:
+            mask[b, list(node)] = True
+    return logits.masked_fill(~mask, float("-inf"))
+
+
 @dataclass
 class _Prefix:
     """A conversation's cached context: its token ids and, per layer, keys and values [heads, len, dim]."""
@@ -223,11 +252,17 @@ class HFPolicy:
 
     @torch.inference_mode()
     def generate_ids(self, prompt_ids: list[list[int]], sampling: SamplingParams | None = None,
-                     cache_keys: list[str] | None = None, batch_size: int = 64) -> list[Completion]:
+                     cache_keys: list[str] | None = None, batch_size: int = 64,
+                     allowed_replies: list[list[list[int]] | None] | None = None) -> list[Completion]:
         """Sample a reply to each prompt, given as token ids. cache_keys: one key per prompt (an
         episode of a growing conversation): the prompt's longest prefix cached under its key by the
         previous call is not prefilled again, and the prompt + reply are cached for the next one
-        (`forget` drops keys). Prompts are batched by length, `batch_size` at a time."""
+        (`forget` drops keys). Prompts are batched by length, `batch_size` at a time.
+
+        allowed_replies: per prompt, None (free decoding) or the token ids of every reply it may
+        give, each ending with an end-of-turn id: decoding walks a trie of them, so the reply is one
+        of them (those longer than max_new_tokens are left out unless none fits). The recorded
+        logprobs stay those of the raw model, as with top-k / top-p (see the module docstring)."""
         sampling = sampling or SamplingParams()
         if sampling.seed is not None and sampling.seed != self._last_seed:
             self.reseed(sampling.seed)
@@ -239,7 +274,9 @@ class HFPolicy:
             for start in range(0, len(order), batch_size):
                 rows = order[start:start + batch_size]
                 keys = [cache_keys[i] for i in rows] if cache_keys is not None else None
-                for i, c in zip(rows, self._sample([prompt_ids[i] for i in rows], sampling, keys)):
+                tries = [_reply_trie(allowed_replies[i], sampling.max_new_tokens) for i in rows] \
+                    if allowed_replies is not None else None
+                for i, c in zip(rows, self._sample([prompt_ids[i] for i in rows], sampling, keys, tries=tries)):
                     out[i] = c
             return out  # type: ignore[return-value]
         finally:
@@ -274,9 +311,10 @@ class HFPolicy:
         return _Prefix(entry.ids[:shared], [(k[:, :shared], v[:, :shared]) for k, v in entry.layers], version)
 
     def _sample(self, prompt_ids: list[list[int]], sampling: SamplingParams,
-                cache_keys: list[str] | None = None) -> list[Completion]:
+                cache_keys: list[str] | None = None, tries: list[dict | None] | None = None) -> list[Completion]:
         """Prefill (the part of each prompt not cached), then decode one token per step; a row
-        leaves the batch as soon as it ends, so finished replies cost nothing more."""
+        leaves the batch as soon as it ends, so finished replies cost nothing more. tries: per
+        prompt, None or the trie of the replies it may give (`_reply_trie`)."""
         batch = len(prompt_ids)
         pad = self.tokenizer.pad_token_id
         version = self._weights_version() if cache_keys is not None else 0
@@ -339,9 +377,14 @@ class HFPolicy:
         live = torch.arange(batch, device=self.device)  # batch rows still decoding -> their prompt index
         for step in range(sampling.max_new_tokens):
             logits = out.logits[:, -1, :].float()
-            token = self._pick(logits, sampling)
-            token_logprob = torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
             rows = live.tolist()
+            token = self._pick(_within(logits, [tries[i] for i in rows]) if tries else logits, sampling)
+            token_logprob = torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
+            if tries:
+                tries = list(tries)
+                for b, i in enumerate(rows):
+                    if tries[i] is not None:
+                        tries[i] = tries[i].get(int(token[b])) or None
             done = torch.isin(token, eos)
             for b, i in enumerate(rows):
                 responses[i].append(int(token[b]))

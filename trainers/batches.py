@@ -110,6 +110,8 @@ class _VersionedPolicy:
         policy = engine.rollout_policy
         if supports_tokens(policy):
             self.tokenizer, self.eos_ids, self.encode_prompt = policy.tokenizer, policy.eos_ids, policy.encode_prompt
+            if callable(getattr(policy, "encode_response", None)):
+                self.encode_response = policy.encode_response  # admissible-only decoding encodes the replies
             self.generate_ids = self._generate_ids
             self._caches = "cache_keys" in inspect.signature(policy.generate_ids).parameters  # KV reuse (HF)
             if callable(getattr(policy, "forget", None)):
@@ -131,12 +133,13 @@ class _VersionedPolicy:
         self._before()
         return self._stamped(self.engine.rollout_policy.generate(prompts, sampling, contexts))
 
-    def _generate_ids(self, prompt_ids, sampling=None, cache_keys=None):
+    def _generate_ids(self, prompt_ids, sampling=None, cache_keys=None, allowed_replies=None):
         self._before()
         policy = self.engine.rollout_policy
+        options = {} if allowed_replies is None else {"allowed_replies": allowed_replies}  # the checks allow it for hf
         if cache_keys is not None and self._caches:
-            return self._stamped(policy.generate_ids(prompt_ids, sampling, cache_keys=cache_keys))
-        return self._stamped(policy.generate_ids(prompt_ids, sampling))
+            return self._stamped(policy.generate_ids(prompt_ids, sampling, cache_keys=cache_keys, **options))
+        return self._stamped(policy.generate_ids(prompt_ids, sampling, **options))
 
 
 def make_rollout_copy(policy):
@@ -224,7 +227,7 @@ class BatchProducer:
         tasks = self.source.next_tasks(r.tasks_per_iter + r.oversample_groups)  # split or evolving pool, by curriculum
         tasks, first_group = dp.shard(tasks)  # data parallel: this rank's block of whole groups
         sampling = dp.sampling(SamplingParams(temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
-                                              seed=int(rng.integers(2**31))))
+                                              seed=int(rng.integers(2**31)), admissible_only=r.admissible_only))
         request = RolloutRequest(cfg.env.id, tasks, r.group_size, seed=int(rng.integers(2**31)) + first_group,
                                  sampling=sampling, executor=self.executor, env_kwargs=cfg.env.env_kwargs,
                                  chat=cfg.env.chat, max_turns=cfg.env.max_turns,

@@ -128,6 +128,11 @@ def check_scaling(cfg: TrainConfig) -> None:
     if cfg.data_parallel == "fsdp" and not generates_with_trainer_model(cfg.policy.engine):
         raise ConfigError(f"data_parallel=fsdp shards the trainer's own model, but policy.engine={cfg.policy.engine} "
                           "generates with another copy: use policy.engine=hf, or data_parallel=ddp")
+    if type(cfg.rollout.admissible_only) is not bool:  # a config built in code skips the loader's type check
+        raise ConfigError(f"rollout.admissible_only must be true or false, got {cfg.rollout.admissible_only!r}")
+    if cfg.rollout.admissible_only and not generates_with_trainer_model(cfg.policy.engine):
+        raise ConfigError(f"rollout.admissible_only decodes within a trie of the admissible actions, which the trainer's "
+                          f"own HF model does; policy.engine={cfg.policy.engine} cannot: use policy.engine=hf")
     if cfg.ray.policy_engine != "hf":
         if not engine_needs_ray_cluster(cfg.policy.engine):
             on_ray = " or ".join(f"policy.engine={n}" for n in engine_names() if engine_needs_ray_cluster(n))

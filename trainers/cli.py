@@ -252,7 +252,7 @@ def sft_command(
         engine = make_engine(cfg, policy, model_dir)  # policy.engine: generate as the trainer would
         try:
             ev = evaluate_policy(cfg.eval, cfg.env, engine, eval_path, cfg.seed,
-                                 rollout_max_new_tokens=cfg.rollout.max_new_tokens, session=session)
+                                 rollout=cfg.rollout, session=session)
         finally:
             engine.close()
     console.print(f"SFT model: {model_dir}  held-out success {ev['success_rate']:.3f} "

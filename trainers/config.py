@@ -103,6 +103,10 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 32
+    # true: replies are decoded within the env's admissible actions (a trie of their tokens; policy.engine=hf),
+    # in training and in the run's evaluations alike, so an inadmissible command cannot be sampled; the
+    # trained logprobs stay the raw model's, as with top_p (docs/training.md, "Admissible-only decoding")
+    admissible_only: bool = False
     # history=full: a chat template that rewrites earlier turns stops the run ("error") or that turn is
     # re-rendered and trained as a new sequence ("per-turn", counted: rollout/retokenized_turns)
     on_template_mismatch: str = "error"

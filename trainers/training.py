@@ -45,7 +45,7 @@ from agentgym.trainers import distributed
 from agentgym.trainers.batches import BatchProducer
 from agentgym.trainers.checkpoint import check_resume, load_checkpoint, save_checkpoint
 from agentgym.trainers.checks import importance_cap
-from agentgym.trainers.config import EnvConfig, EvalConfig, PPOConfig, TrainConfig, save_config
+from agentgym.trainers.config import EnvConfig, EvalConfig, PPOConfig, RolloutConfig, TrainConfig, save_config
 from agentgym.trainers.estimators import EstimatorConfig, compute_advantages, estimator_spec
 from agentgym.trainers.diagnostics import iteration_credit
 from agentgym.trainers.env_requirements import check_env_features, import_modules
@@ -162,11 +162,12 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
 
 # --- evaluation -----------------------------------------------------------------------------------
 def heldout_result(eval_cfg: EvalConfig, env_cfg: EnvConfig, engine, eval_path: Path, seed: int,
-                   rollout_max_new_tokens: int, session=progress.CURRENT):
-    """The EvalResult of `engine` on the tasks in eval_path, played as the run's env and chat layout;
-    replies get eval.max_new_tokens tokens, or the rollouts' budget when that is unset."""
-    sampling = SamplingParams(temperature=eval_cfg.temperature,
-                              max_new_tokens=eval_cfg.max_new_tokens or rollout_max_new_tokens, seed=seed)
+                   rollout_cfg: RolloutConfig, session=progress.CURRENT):
+    """The EvalResult of `engine` on the tasks in eval_path, played as the run's env and chat layout
+    and decoded as its rollouts are (rollout.admissible_only); replies get eval.max_new_tokens
+    tokens, or the rollouts' budget when that is unset."""
+    sampling = SamplingParams(temperature=eval_cfg.temperature, seed=seed, admissible_only=rollout_cfg.admissible_only,
+                              max_new_tokens=eval_cfg.max_new_tokens or rollout_cfg.max_new_tokens)
     request = EvalRequest(env_cfg.id, str(eval_path), eval_cfg.episodes_per_task, sampling=sampling,
                           chat=env_cfg.chat, env_kwargs=env_cfg.env_kwargs, seed=seed)
     return run_eval(request, engine, policy_name="HFPolicy", session=session)
@@ -181,9 +182,9 @@ def eval_summary(result) -> dict:
 
 
 def evaluate_policy(eval_cfg: EvalConfig, env_cfg: EnvConfig, engine, eval_path: Path, seed: int, *,
-                    rollout_max_new_tokens: int, session=progress.CURRENT) -> dict:
+                    rollout: RolloutConfig, session=progress.CURRENT) -> dict:
     """Held-out success of `engine` on the tasks in eval_path (heldout_result, summarized)."""
-    return eval_summary(heldout_result(eval_cfg, env_cfg, engine, eval_path, seed, rollout_max_new_tokens, session))
+    return eval_summary(heldout_result(eval_cfg, env_cfg, engine, eval_path, seed, rollout, session))
 
 
 def _evaluate_now(cfg: TrainConfig, engine, policy, eval_path, state: dict, dp, session) -> dict | None:
@@ -191,7 +192,7 @@ def _evaluate_now(cfg: TrainConfig, engine, policy, eval_path, state: dict, dp, 
     with dp.full_weights(policy):
         if not dp.is_main:
             return None
-        result = heldout_result(cfg.eval, cfg.env, engine, eval_path, cfg.seed, cfg.rollout.max_new_tokens, session)
+        result = heldout_result(cfg.eval, cfg.env, engine, eval_path, cfg.seed, cfg.rollout, session)
         save_evaluation(cfg, result, state["iteration"], policy)  # for `agentgym view` (log.save_trajectories_every)
         ev = eval_summary(result)
         state["evals"].append({"iteration": state["iteration"], **ev})

@@ -44,7 +44,7 @@ def training_settings(model_path: str) -> dict[str, Any]:
                 continue  # a transformers config.yaml, or something else: keep looking up
             rollout = data.get("rollout") or {}
             return {"chat": dict(env.get("chat") or {}), "max_new_tokens": rollout.get("max_new_tokens"),
-                    "source": str(config)}
+                    "admissible_only": rollout.get("admissible_only") is True, "source": str(config)}
     return {}
 
 
@@ -92,6 +92,7 @@ def run_settings(run_dir: str | Path) -> dict[str, Any]:
     return {"env_id": env["id"], "tasks": str(tasks), "episodes": int(ev.get("episodes_per_task", 1)),
             "temperature": float(ev.get("temperature", 0.0)),
             "max_new_tokens": ev.get("max_new_tokens") or rollout.get("max_new_tokens"),
+            "admissible_only": rollout.get("admissible_only") is True,
             "chat": dict(env.get("chat") or {}), "env_kwargs": dict(env.get("env_kwargs") or {}),
             "seed": int(cfg.get("seed", 0)), "imports": list(cfg.get("imports") or []), "model": str(model),
             "note": note, "dtype": pol.get("dtype"), "max_prompt_tokens": pol.get("max_prompt_tokens"),
@@ -197,6 +198,9 @@ def register(app: typer.Typer) -> None:
             None, help="LLM tokens per turn (default: the training run's, else 64)"),
         history: Optional[str] = typer.Option(
             None, help="past turns shown in each prompt, or 'full' (default: the training run's, else 2)"),
+        admissible_only: Optional[bool] = typer.Option(
+            None, "--admissible-only/--free-replies", help="hf: decode only the env's admissible actions "
+            "(default: as the training run did, rollout.admissible_only; else free)"),
         device: str = typer.Option("auto", help="hf: device: auto | cpu | cuda | cuda:N"),
         executor: str = typer.Option("inprocess", help="inprocess | threads | process | a registered executor"),
         workers: int = typer.Option(2, help="threads / worker processes for --executor threads / process"),
@@ -282,11 +286,14 @@ def register(app: typer.Typer) -> None:
             chat["history"] = _history(history)
         if temperature is None:
             temperature = 0.0 if episodes == 1 else 1.0
-        sampling = SamplingParams(temperature=temperature, top_p=top_p, seed=seed,
+        if admissible_only is None:
+            # scripted policies act on the admissible list themselves: only an LLM is decoded within it
+            admissible_only = spec.kind == "hf" and bool(run.get("admissible_only") or trained.get("admissible_only"))
+        sampling = SamplingParams(temperature=temperature, top_p=top_p, seed=seed, admissible_only=admissible_only,
                                   max_new_tokens=max_new_tokens or trained.get("max_new_tokens") or 64)
         if run:
             console.print(f"[dim]settings of the run in {from_run}: {len(tasks)} tasks x {episodes} episodes, "
-                          f"temperature {temperature}, seed {seed}, env_kwargs {run['env_kwargs']}, chat {chat}[/dim]",
+                          f"temperature {temperature}{', admissible-only decoding' if admissible_only else ''}, seed {seed}, env_kwargs {run['env_kwargs']}, chat {chat}[/dim]",
                           highlight=False)
             if run["note"]:
                 console.print(f"[yellow]note:[/yellow] {run['note']}", highlight=False)
