@@ -82,21 +82,30 @@ class _Stopped(Exception):
 
 
 class _LockedSource:
-    """The task source shared by producer (next_tasks) and trainer (update, metrics, state)."""
+    """The task source shared by producer (next_tasks) and trainer (update, metrics, state_dict).
+
+    Only what those callers use is exposed, each call under the lock: the producer thread may be
+    drawing batch j + 1 while the trainer records batch j, and both mutate the pool and the rng."""
 
     def __init__(self, source, lock):
         self._source, self._lock = source, lock
 
-    def __getattr__(self, name):
-        attr = getattr(self._source, name)
-        if not callable(attr):
-            return attr
+    def next_tasks(self, n: int) -> list:
+        with self._lock:
+            return self._source.next_tasks(n)
 
-        def locked(*args, **kwargs):
-            with self._lock:
-                return attr(*args, **kwargs)
+    def update(self, trajectories, advantages) -> dict:
+        with self._lock:
+            return self._source.update(trajectories, advantages)
 
-        return locked
+    def metrics(self) -> dict:
+        with self._lock:
+            return self._source.metrics()
+
+    def state_dict(self) -> dict:
+        # under the lock so a checkpoint never mixes a pool and an rng from different draws
+        with self._lock:
+            return self._source.state_dict()
 
 
 class _VersionedPolicy:

@@ -259,3 +259,44 @@ def test_episode_wall_clock_limit_cuts_the_long_tail(toy_env_id):
     for t in trajs:
         assert t.metadata.get("time_limit") and t.truncated and not t.success
         assert 1 <= len(t.steps) < 8  # the env's own limit is 8 steps
+
+
+# --- the task source shared by producer thread and trainer ---------------------------------------
+class _RecordingSource:
+    def __init__(self):
+        self.calls = []
+
+    def next_tasks(self, n):
+        self.calls.append(("next_tasks", n))
+        return list(range(n))
+
+    def update(self, trajectories, advantages):
+        self.calls.append(("update",))
+        return {}
+
+    def metrics(self):
+        return {"m": 1.0}
+
+    def state_dict(self):
+        return {"s": 1}
+
+    def curriculum(self):  # not part of what the trainer shares: must not be reachable through the wrapper
+        raise AssertionError("reached through the wrapper")
+
+
+def test_the_shared_task_source_waits_for_the_lock_and_exposes_only_what_the_trainer_uses():
+    from agentgym.trainers.batches import _LockedSource
+
+    lock = threading.RLock()
+    source = _LockedSource(_RecordingSource(), lock)
+    got = []
+    with lock:  # the trainer holds it (recording a batch): the producer's draw has to wait
+        worker = threading.Thread(target=lambda: got.append(source.next_tasks(3)))
+        worker.start()
+        worker.join(0.2)
+        assert worker.is_alive() and not got
+    worker.join(5)
+    assert got == [[0, 1, 2]]
+    assert source.update([], []) == {} and source.metrics() == {"m": 1.0} and source.state_dict() == {"s": 1}
+    with pytest.raises(AttributeError):
+        source.curriculum  # no delegation: an attribute the trainer does not use is not forwarded
