@@ -85,6 +85,10 @@ def check_sft(cfg: TrainConfig) -> None:
         raise ConfigError(f"sft.slip_prob is a per-turn probability in [0, 1), got {cfg.sft.slip_prob}")
     if type(cfg.sft.filter_success) is not bool:  # a config built in code skips the loader's type check
         raise ConfigError(f"sft.filter_success must be true or false, got {cfg.sft.filter_success!r}")
+    if cfg.sft.enabled and cfg.sft.tags and cfg.env.chat.parser not in (None, "tag"):
+        # the replies SFT teaches are tagged: a raw parser would read none of them in RL
+        raise ConfigError(f"sft.tags=true writes <tag>...</tag><action>...</action> replies: set env.chat.parser=tag "
+                          f"(not {cfg.env.chat.parser})")
 
 
 def check_update(cfg: TrainConfig) -> None:

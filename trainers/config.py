@@ -585,9 +585,6 @@ def check_section_rules(cfg: TrainConfig) -> None:
                           "heads split the width evenly (e.g. tiny.heads=4 or 8)")
     if cfg.policy.lora is not None:
         _check_lora(cfg.policy.lora)
-    if cfg.sft.enabled and cfg.sft.tags and cfg.env.chat.parser not in (None, "tag"):
-        raise ConfigError(f"sft.tags=true writes <tag>...</tag><action>...</action> replies: set env.chat.parser=tag "
-                          f"(not {cfg.env.chat.parser})")
     _check_env_kwargs(cfg)
     _check_tasks_file(cfg)
     _check_categories(cfg)

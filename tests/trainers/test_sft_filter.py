@@ -30,6 +30,19 @@ def test_non_boolean_set_in_code_is_refused_by_check_sft():
         check_sft(cfg)
 
 
+def test_tagged_demonstrations_need_the_tag_parser_in_check_sft():
+    """The rule spans sft and env.chat, so it lives with the other cross-section rules: a config
+    built in code meets it too, and the parser setting alone (no tagged SFT) is never refused."""
+    cfg = TrainConfig()
+    cfg.sft.enabled, cfg.sft.tags, cfg.env.chat.parser = True, True, "raw"
+    with pytest.raises(ConfigError, match=r"sft.tags=true writes .* set env.chat.parser=tag \(not raw\)"):
+        check_sft(cfg)
+    cfg.env.chat.parser = "tag"
+    check_sft(cfg)
+    cfg.sft.tags, cfg.env.chat.parser = False, "raw"
+    check_sft(cfg)
+
+
 def test_unfiltered_demonstrations_keep_the_failures():
     from agentgym.registration import get_task_space
     from agentgym.trainers.sft import oracle_trajectories
