@@ -18,6 +18,11 @@ kept between turns). Re-rendering the whole conversation from text instead would
 replies (a sampled id sequence is often not the tokenizer's own spelling of its text), and a
 reply would be trained in a context other than the one it was sampled in.
 
+The "logprobs" returned are the behaviour logprobs recorded at sampling (0 on env tokens), which
+TRL keeps as its sampling logprobs. They are the model's in its own dtype: TRL's GRPOConfig
+defaults to bf16=True, under which TRL scores in bf16 autocast, ~1e-3 per token off an fp32
+model's samples; with bf16=False on an fp32 model TRL's scoring gives them back within 1e-5.
+
     from agentgym.integrations.trl import AgentGymRollout, grpo_config, grpo_trainer   # before trl (see below)
 
     rollout = AgentGymRollout("agentgym/Household-v0", max_turns=8, max_new_tokens=24)

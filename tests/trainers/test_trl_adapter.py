@@ -82,3 +82,64 @@ def test_group_size_one_is_one_clear_line(tmp_path):
         grpo_trainer("unused", SimpleNamespace(), SimpleNamespace(num_generations=1), train_dataset=[])
     with pytest.raises(ConfigError, match="history='full'"):
         AgentGymRollout(TOY_ID, chat={"history": 2})
+
+
+def test_trl_is_handed_the_sampled_ids_with_their_behaviour_logprobs(tmp_path, toy_env_id, tiny_model_dir):
+    """Issue 34 for the TRL adapter, on an untrained model whose samples do not survive a decode /
+    encode round trip: the ids TRL trains are exactly the sampled ones, env and template tokens
+    masked; the logprobs handed to TRL are the engine's behaviour logprobs; and TRL's own scoring of
+    those ids gives them back within 1e-5 (the first PPO ratio exp(logp - behaviour) is 1)."""
+    from agentgym.integrations.trl import AgentGymRollout, grpo_trainer
+
+    rollout = AgentGymRollout(toy_env_id, chat=FULL_CHAT, max_turns=4, max_new_tokens=12)
+    dataset = rollout.dataset("train", limit=3)
+    # bf16=False: TRL's default (bf16=True) scores under bf16 autocast, ~1e-3 off the fp32 samples
+    trainer = grpo_trainer(str(tiny_model_dir), rollout, _config(tmp_path, per_device_train_batch_size=6, bf16=False),
+                           train_dataset=dataset)
+    outputs = []
+
+    def recording(prompts, trainer):
+        out = rollout(prompts, trainer)
+        outputs.append(out)
+        return out
+
+    trainer.rollout_func = recording
+    inputs = [row for row in dataset for _ in range(2)]  # TRL's sampler repeats a prompt num_generations times
+    batch = trainer._generate_and_score_completions(inputs)
+    (out,), trajs = outputs, rollout.last_trajectories
+    tok = trainer.processing_class
+    replies = [s.response_ids for t in trajs for s in t.steps]
+    # the point of the test: re-tokenizing a reply's text would not give back the sampled ids
+    assert any(tok(tok.decode(r), add_special_tokens=False)["input_ids"] != r for r in replies if r), replies[:6]
+    assert any(len(t.steps) > 1 for t in trajs), "no multi-turn episode was played"
+
+    for i, traj in enumerate(trajs):
+        prompt, completion = out["prompt_ids"][i], out["completion_ids"][i]
+        mask, logprobs = out["env_mask"][i], out["logprobs"][i]
+        assert len(completion) == len(mask) == len(logprobs)
+        last = traj.steps[-1]
+        assert prompt == traj.steps[0].prompt_ids
+        assert prompt + completion == last.prompt_ids + last.response_ids  # one sequence, nothing re-tokenized
+        trained = set()
+        for step in traj.steps:  # each reply sits where it was sampled, with its behaviour logprobs
+            span = range(len(step.prompt_ids) - len(prompt), len(step.prompt_ids) - len(prompt) + len(step.response_ids))
+            assert [completion[p] for p in span] == step.response_ids
+            assert [logprobs[p] for p in span] == step.response_logprobs
+            trained.update(span)
+        assert [p for p, m in enumerate(mask) if m] == sorted(trained)  # env and template tokens are masked
+        # what TRL made of it: the same ids, mask and sampling logprobs, right-padded
+        n = len(completion)
+        assert batch["completion_ids"][i, :n].tolist() == completion and batch["completion_mask"][i, :n].all()
+        assert batch["tool_mask"][i, :n].tolist() == mask
+        assert batch["sampling_per_token_logps"][i, :n].tolist() == pytest.approx(logprobs, abs=0)
+
+    # TRL's own scoring of the batch it built (left-padded prompts, right-padded completions)
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    with torch.no_grad():
+        logp, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, attention,
+                                                                batch["completion_ids"].size(1))
+    loss_mask = (batch["completion_mask"] * batch["tool_mask"]).bool()
+    assert int(loss_mask.sum()) == sum(len(r) for r in replies)
+    worst = float((logp - batch["sampling_per_token_logps"])[loss_mask].abs().max())
+    assert worst < 1e-5, f"TRL's logprobs differ from the behaviour logprobs by {worst:.2e}"
