@@ -107,3 +107,26 @@ def test_the_chat_layers_action_parser_reads_tagged_replies():
 
     parsed = TagActionParser().parse(reply("planning", "go to desk 1", "the mug is likely on the desk"))
     assert parsed.action == "go to desk 1" and parsed.error is None
+
+
+def test_a_well_formed_monitor_step_is_parsed_counted_and_earns_nothing():
+    """RLVMR's monitor rule through meta_rewards: a well-formed <monitor> step is no format slip and
+    is counted as a monitor tag, but earns no tag reward (the paper's code gives it none), even
+    where every other rule would pay: a valid new action reaching a new state, after a failed
+    step, in a successful episode. The same step tagged explore, planning or reflection does pay."""
+    def episode(tag):
+        return traj([(reply("explore", "take pen"), "take pen", False, "a"),  # a failed step first
+                     (reply(tag, "open drawer 1", "is the plan on track?"), "open drawer 1", True, "a"),
+                     (reply("planning", "take pen from drawer 1"), "take pen from drawer 1", True, "b")], success=True)
+
+    cfg = MetaReasoningConfig(planning=0.5, explore=0.3, reflection=0.7, format_penalty=0.1)
+    t = episode("monitor")
+    assert parse_tags(t.steps[1].text).well_formed
+    rec = meta_rewards(t, cfg)
+    assert rec.tags[1] == "monitor" and rec.problems[1] == "" and rec.malformed == 0
+    assert rec.rewards[1] == 0.0  # no tag reward and no format penalty
+    for tag, paid in (("explore", 0.3), ("planning", 0.5), ("reflection", 0.7)):
+        assert meta_rewards(episode(tag), cfg).rewards[1] == pytest.approx(paid)
+    counts = apply_meta_rewards([t], cfg)
+    assert counts["tag_monitor"] == 1 and counts["malformed"] == 0
+    assert t.steps[1].reward == 0.0 and t.metadata["meta_reasoning"]["tags"][1] == "monitor"

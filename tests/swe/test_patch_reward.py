@@ -59,3 +59,41 @@ def test_wrong_edit_is_in_between_and_both_keeps_the_tests_verdict():
 def test_unknown_reward_mode_is_one_line():
     with pytest.raises(ConfigError, match="choose one of tests, patch_similarity, both"):
         SWEEnv(reward="similarity")
+
+
+BLOB = {"path": "assets/logo.bin", "content": "\x00\x01PNG\x00binary"}  # NUL bytes: a binary file
+HUGE = {"path": "notes/huge.txt", "content": "".join(f"line {i}: {'x' * 40}\n" for i in range(1000))}
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("extra,expected", [
+    ([BLOB], ["binary files left out of the comparison: assets/logo.bin"]),
+    ([HUGE], ["characters cut to 20000 for the similarity"]),
+    ([BLOB, HUGE], ["binary files left out", "cut to 20000"]),
+], ids=["binary", "huge", "both"])
+def test_binary_and_huge_patches_leave_one_line_in_info_and_a_bounded_reward(extra, expected):
+    """Through agentgym/SWE-v0 with env.reward=patch_similarity: the oracle's fix plus a binary
+    and/or huge file at submit. The binary file is left out of the comparison (the fix alone still
+    scores 1), the huge patch is cut before comparing; info["patch_note"] says so in one line."""
+    import agentgym
+    from agentgym.rewards.hook import env_reward_kwargs
+
+    fix, submit = SPACE.solve(TASK)
+    env = agentgym.make("agentgym/SWE-v0", **env_reward_kwargs("patch_similarity"))
+    try:
+        env.reset(options={"task": TASK})
+        for action in [fix] + [format_call("create", **f) for f in extra]:
+            _, reward, term, trunc, info = env.step(action)
+            assert info["action_valid"] and not (term or trunc)
+        obs, reward, term, _, info = env.step(submit)
+    finally:
+        env.close()
+    note = info["patch_note"]
+    assert term and isinstance(note, str) and len(note.splitlines()) == 1 and "\n" not in note and "\r" not in note
+    assert all(e in note for e in expected), note
+    assert -1.0 <= reward <= 1.0 and info["score"] == max(reward, 0.0) and reward == info["patch_similarity"]
+    if HUGE in extra:
+        assert 0.0 <= reward < 0.5  # a 52,000-character patch compared as its first 20,000
+    else:
+        assert reward == 1.0  # the binary file is left out: what is compared is the fix
+    assert note in obs
