@@ -45,6 +45,28 @@ def _resolve_dtype(dtype: Any, device: str) -> torch.dtype:
         raise ConfigError(f"unknown dtype {dtype!r}; choose fp32, bf16 or fp16") from None
 
 
+def _own_aligned_weights(model: torch.nn.Module, alignment: int = 64) -> None:
+    """Give every CPU parameter and buffer not at an `alignment`-byte address its own copy there.
+
+    transformers loads a safetensors file's CPU tensors as views of its memory map, at the file's
+    data offset: 8-byte aligned only (a sft test model's start at 24 mod 64). torch's own
+    allocations (deepcopy, clone, the rollout copy, the reference model) are 64-byte aligned, and
+    the CPU matrix-vector kernel rounds differently by the weight's alignment: a one-row decode
+    step's logits came out ~1e-7 apart between the loaded weights and a copy of them, so the
+    background producer's rollout copy did not reproduce the inline run. Aligned once at load,
+    the trainer's weights and every copy of them take the same kernels. Weights shared by several
+    parameters (tied embeddings) stay shared."""
+    moved: dict[tuple, torch.Tensor] = {}
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            if t.device.type != "cpu" or t.numel() == 0 or t.data_ptr() % alignment == 0:
+                continue
+            key = (t.data_ptr(), t.dtype, tuple(t.shape), t.stride())
+            if key not in moved:
+                moved[key] = t.data.clone()
+            t.data = moved[key]
+
+
 @dataclass
 class _Follow:
     """What a rollout copy follows: its trainer, the newest snapshot the trainer published (version,
@@ -190,6 +212,7 @@ class HFPolicy:
 
             net = get_peft_model(net, LoraConfig(task_type="CAUSAL_LM", **{**DEFAULT_LORA, **lora}))
         self.model = net.to(self.device)
+        _own_aligned_weights(self.model)  # not the file map's 8-byte alignment: a copy must compute alike
         self.model.eval()
         self.is_lora = is_adapter or lora is not None
         self._set_up_generation(max_prompt_tokens, stop_strings)

@@ -33,6 +33,21 @@ def test_a_rollout_copy_takes_published_weights_in_sync(tiny_policy_factory):
         trainer.publish(1)
 
 
+def test_a_rollout_copy_decodes_one_row_exactly_as_the_trainer(tiny_policy_factory):
+    """A one-row decode step runs the CPU matrix-vector kernel, whose rounding depends on the
+    weights' address alignment; weights loaded from a safetensors map sit 8-byte aligned, every
+    copy 64-byte aligned, so HFPolicy gives its loaded weights aligned storage of their own."""
+    from agentgym.policies.base import SamplingParams
+
+    trainer = tiny_policy_factory()
+    assert all(p.data_ptr() % 64 == 0 for p in trainer.model.parameters())
+    rollout = trainer.rollout_copy()
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=12, seed=7)
+    prompt = [list(range(3, 40))]  # one row: every decode step is a matrix-vector product
+    a, b = trainer.generate_ids(prompt, sampling)[0], rollout.generate_ids(prompt, sampling)[0]
+    assert a.response_ids == b.response_ids and a.response_logprobs == b.response_logprobs
+
+
 class _Copy:
     """A policy's rollout copy as the producer sees it: generate, sync, publish, synced_version."""
 
