@@ -33,6 +33,7 @@ class TrainablePolicy(Protocol):
     model: Any  # a torch.nn.Module whose forward takes input_ids / attention_mask and returns .logits
     tokenizer: Any
     device: Any
+    eos_ids: set[int]  # the ids that end a reply (continued conversations, admissible-only decoding)
 
     def trainable_parameters(self) -> list: ...
 
@@ -50,9 +51,27 @@ class TrainablePolicy(Protocol):
 
     def load_weights(self, model_dir: str | Path) -> None: ...
 
-    # rollout.max_staleness > 0 also asks `rollout_copy(version)`: a copy that samples in the batch
-    # producer's thread and follows the trainer through `sync()`, taking the weights the trainer
-    # hands it with `copy.publish(version)` after each update (HFPolicy.rollout_copy)
+    # the sampler's generator and last seed, saved in every checkpoint so a resumed run samples on
+    # as the saved one would have; the state is the policy's own (HFPolicy: {"rng", "last_seed"})
+    def sampling_state(self) -> dict: ...
+
+    def load_sampling_state(self, state: dict) -> None: ...
+
+    # --- optional: the trainer asks for these only where noted ---------------------------------
+    # growing conversations kept as KV caches (HFPolicy): drop the given episodes' caches, or all
+    # (None); looked up with getattr, a policy without caches leaves it out
+    def forget(self, cache_keys: list[str] | None = None) -> None: ...
+
+    # rollout.max_staleness > 0: a copy that samples in the batch producer's thread and follows the
+    # trainer through its `sync()` (RolloutEngine), loading the weights the trainer hands it with
+    # `copy.publish(version)` after each update; `copy.synced_version` is the version it samples
+    # with (None on a trainer's own policy). HFPolicy.rollout_copy is the reference.
+    def rollout_copy(self, version: int = 0) -> TrainablePolicy: ...
+
+    def publish(self, version: int) -> None: ...
+
+    @property
+    def synced_version(self) -> int | None: ...
 
 
 @runtime_checkable

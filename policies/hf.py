@@ -266,6 +266,17 @@ class HFPolicy:
         self._generator.manual_seed(int(seed))
         self._last_seed = int(seed)
 
+    def sampling_state(self) -> dict:
+        """The sampler's state, for checkpoints: {"rng": the generator's state, "last_seed": the
+        seed it was last set to (a request with that seed does not reseed)}. A resumed run that
+        loads it samples on exactly as the saved one would have."""
+        return {"rng": self._generator.get_state(), "last_seed": self._last_seed}
+
+    def load_sampling_state(self, state: dict) -> None:
+        """Restore what `sampling_state()` returned (a missing key or a foreign rng state raises)."""
+        self._generator.set_state(state["rng"])
+        self._last_seed = state["last_seed"]
+
     @torch.inference_mode()
     def generate(self, prompts: list[Messages], sampling: SamplingParams | None = None,
                  contexts: list[TurnContext] | None = None, batch_size: int = 64) -> list[Completion]:

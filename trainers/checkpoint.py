@@ -72,6 +72,16 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
 
 
+def policy_sampling_state(policy) -> dict:
+    """The policy's sampler under the keys checkpoints have always used (trainer.pt, ranks.pt)."""
+    state = policy.sampling_state()
+    return {"policy_rng": state["rng"], "policy_last_seed": state["last_seed"]}
+
+
+def load_policy_sampling_state(policy, blob: dict) -> None:
+    policy.load_sampling_state({"rng": blob["policy_rng"], "last_seed": blob["policy_last_seed"]})
+
+
 def save_checkpoint(run_dir: str | Path, iteration: int, policy, optimizer, scheduler, heads: dict, state: dict,
                     keep: int = 2, model_state: dict | None = None, optimizer_shards: list[Path] | None = None) -> Path:
     """model_state: the weights to save when the policy's own are sharded; optimizer_shards:
@@ -93,8 +103,7 @@ def save_checkpoint(run_dir: str | Path, iteration: int, policy, optimizer, sche
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "heads": {name: head.state_dict() for name, head in heads.items() if head is not None},
         "rng": rng_state(),
-        "policy_rng": policy._generator.get_state(),
-        "policy_last_seed": policy._last_seed,
+        **policy_sampling_state(policy),
     }, tmp / "trainer.pt")
     (tmp / "state.json").write_text(json.dumps(state, indent=1, default=float))
     shutil.rmtree(final, ignore_errors=True)
@@ -231,8 +240,7 @@ def load_checkpoint(path: str | Path, policy, optimizer, scheduler, heads: dict,
             if head is not None and name in blob["heads"]:
                 head.load_state_dict(blob["heads"][name])
         set_rng_state(blob["rng"])
-        policy._generator.set_state(blob["policy_rng"])
-        policy._last_seed = blob["policy_last_seed"]
+        load_policy_sampling_state(policy, blob)
     except (KeyError, ValueError, TypeError, RuntimeError, IndexError, AttributeError) as exc:
         first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(f"{path}: its trainer state does not fit this run ({first}): was the config changed "

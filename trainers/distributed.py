@@ -242,9 +242,9 @@ class DataParallel:
 
     # checkpoints
     def _rng_state(self, policy) -> dict:
-        from agentgym.trainers.checkpoint import rng_state
+        from agentgym.trainers.checkpoint import policy_sampling_state, rng_state
 
-        return {"rng": rng_state(), "policy_rng": policy._generator.get_state(), "policy_last_seed": policy._last_seed}
+        return {"rng": rng_state(), **policy_sampling_state(policy)}
 
     def save_checkpoint(self, save_fn: Callable, run_dir, iteration: int, policy, optimizer, scheduler, heads: dict,
                         state: dict) -> None:
@@ -314,7 +314,7 @@ class DataParallel:
             return
         import torch
 
-        from agentgym.trainers.checkpoint import set_rng_state
+        from agentgym.trainers.checkpoint import load_policy_sampling_state, set_rng_state
 
         if self.sharded:
             from agentgym.trainers.fsdp import load_optimizer_shard
@@ -333,8 +333,7 @@ class DataParallel:
             return
         mine = blob["ranks"][self.rank]
         set_rng_state(mine["rng"])
-        policy._generator.set_state(mine["policy_rng"])
-        policy._last_seed = mine["policy_last_seed"]
+        load_policy_sampling_state(policy, mine)
 
 
 def setup(cfg, log: Callable[[str], None] = print) -> DataParallel:

@@ -194,6 +194,39 @@ def test_a_trainer_state_that_does_not_fit_this_run_is_one_line(run, tiny_policy
     _one_line(err.value, str(ckpt), "config")
 
 
+def test_the_sampler_state_keeps_its_keys_and_a_resumed_policy_samples_on(run, tiny_policy_factory):
+    """trainer.pt and ranks.pt keep the sampler under policy_rng / policy_last_seed (checkpoints
+    written before the public sampling_state() load unchanged), and a policy restored from either
+    continues the saved sampler: same draw, and its seed is not applied again."""
+    from agentgym.policies.base import SamplingParams
+    from agentgym.trainers.checkpoint import load_checkpoint, rng_state
+    from agentgym.trainers.distributed import DataParallel
+
+    run_dir, _ = run
+    ckpt = latest_checkpoint(run_dir)
+    blob = torch.load(ckpt / "trainer.pt", weights_only=False)  # our own file, trusted here
+    assert {"policy_rng", "policy_last_seed"} <= blob.keys()
+    saved = tiny_policy_factory()
+    prompt = [saved.encode_prompt([{"role": "user", "content": "go"}])]
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=6, seed=123)
+    first = saved.generate_ids(prompt, sampling)[0].response_ids
+    state = saved.sampling_state()
+    expected = saved.generate_ids(prompt, sampling)[0].response_ids
+    assert expected != first  # else the check below could not tell a continued sampler from a reseeded one
+    blob["policy_rng"], blob["policy_last_seed"] = state["rng"], state["last_seed"]
+    torch.save(blob, ckpt / "trainer.pt")
+
+    resumed = tiny_policy_factory()
+    load_checkpoint(ckpt, resumed, torch.optim.AdamW(resumed.trainable_parameters()), None, {}, weights=False)
+    assert resumed.generate_ids(prompt, sampling)[0].response_ids == expected
+
+    mine = {"rng": rng_state(), "policy_rng": state["rng"], "policy_last_seed": state["last_seed"]}
+    torch.save({"world_size": 2, "sharded": False, "ranks": [mine, mine]}, ckpt / "ranks.pt")
+    rank = tiny_policy_factory()
+    DataParallel(rank=0, world_size=2).restore_rank_state(ckpt, rank, log=lambda _: None)
+    assert rank.generate_ids(prompt, sampling)[0].response_ids == expected
+
+
 def test_crafted_per_rank_state_and_optimizer_shard_run_no_code(run, tmp_path, monkeypatch, tiny_policy_factory):
     """ranks.pt (data parallel) and optimizer_rankN.pt (FSDP) are read like trainer.pt: a pickle
     that would run code is one line, and nothing runs."""

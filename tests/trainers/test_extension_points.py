@@ -3,6 +3,8 @@ part of agentgym) are found by name everywhere: collect, config checks and the t
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from agentgym.executors import InProcessExecutor, executor_names, register_executor
@@ -61,6 +63,21 @@ def registered():
 def test_registered_names_are_listed_and_the_engine_meets_the_protocol(tiny_policy_factory):
     assert "counting" in executor_names() and "counting" in engine_names()
     assert isinstance(CountingEngine(tiny_policy_factory(), "m", type("C", (), {"seed": 0})()), RolloutEngine)
+
+
+def test_the_trainer_policy_protocol_holds_what_the_trainer_calls(tiny_policy_factory):
+    """HFPolicy meets TrainablePolicy, and a policy without the checkpointed sampler state does not:
+    the trainer reads that state through the protocol, never through HFPolicy's private fields."""
+    from agentgym.policies.engines import TrainablePolicy
+
+    policy = tiny_policy_factory()
+    assert isinstance(policy, TrainablePolicy)
+    assert isinstance(policy.rollout_copy(3), TrainablePolicy) and policy.rollout_copy(3).synced_version == 3
+
+    sampler = ("sampling_state", "load_sampling_state")
+    rest = {name: getattr(policy, name) for name in dir(policy) if not name.startswith("__") and name not in sampler}
+    assert not isinstance(SimpleNamespace(**rest), TrainablePolicy)
+    assert isinstance(SimpleNamespace(**rest, **{name: getattr(policy, name) for name in sampler}), TrainablePolicy)
 
 
 def test_collect_plays_on_a_registered_executor():
