@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ESTIMATORS = ("grpo", "rloo", "loop", "ppo", "gigpo", "spa")
+ESTIMATORS = ("grpo", "rloo", "loop", "ppo", "gigpo", "spa", "gigpo_omega0", "gigpo_std")
 TASK_TYPES = ("pick_and_place", "pick_clean_then_place", "pick_heat_then_place", "pick_cool_then_place",
               "look_at_obj_in_light", "pick_two_obj_and_place")
 ENV_ID = "agentgym/Household-v0"
@@ -51,7 +51,17 @@ SCORER_PER_ESTIMATOR = {
     # executable action) carries no information here, only a bonus per step survived that would
     # swamp the outcome: it is set to 0 (SPA = progress-attributed returns, group baseline).
     "spa": {"est": {"grounding_bonus": 0.0}},
+    # GiGPO's two differences from GRPO apart: without its step term (omega 0, which is GRPO without
+    # std normalization) and with GRPO's std normalization
+    "gigpo_omega0": {"est": {"name": "gigpo", "norm_std": False, "omega": 0.0}},
+    "gigpo_std": {"est": {"name": "gigpo", "norm_std": True, "omega": 1.0}},
 }
+# paired by seed: (name, a, b) for a - b; GiGPO - GRPO = step term + dropping std
+DIFFERENCES = (("gigpo_minus_grpo", "gigpo", "grpo"),
+               ("step_term_without_std", "gigpo", "gigpo_omega0"),
+               ("step_term_with_std", "gigpo_std", "grpo"),
+               ("dropping_std_without_step_term", "gigpo_omega0", "grpo"),
+               ("dropping_std_with_step_term", "gigpo", "gigpo_std"))
 PER_ESTIMATOR = {"loop": ["ppo.epochs=2", "ppo.asymmetric_clip=true", "estimator.norm_std=false"],
                  "rloo": ["estimator.norm_std=false"], "grpo": ["estimator.norm_std=true"]}
 
@@ -258,13 +268,15 @@ def summarize(results: dict, setting: dict, warm_heldout: float) -> dict:
         est[name] = {"finals": finals, "mean": m, "ci": [lo, hi],
                      "seeds": [r["seed"] for r in sorted(runs, key=lambda r: r["seed"])]}
     out = {"setting": setting, "warm_start_heldout": warm_heldout, "estimators": est}
-    if "gigpo" in results and "grpo" in results:
-        g = {r["seed"]: r["final"] for r in results["gigpo"]}
-        b = {r["seed"]: r["final"] for r in results["grpo"]}
-        seeds = sorted(set(g) & set(b))
-        d, lo, hi = t_ci([g[s] - b[s] for s in seeds])
-        out["gigpo_minus_grpo"] = {"diff": d, "ci": [lo, hi], "method": f"paired by seed (same training tasks and "
-                                   f"eval tasks per seed), t-interval over {len(seeds)} seed differences"}
+    for key, a, b in DIFFERENCES:
+        if a in results and b in results:
+            fa = {r["seed"]: r["final"] for r in results[a]}
+            fb = {r["seed"]: r["final"] for r in results[b]}
+            seeds = sorted(set(fa) & set(fb))
+            d, lo, hi = t_ci([fa[s] - fb[s] for s in seeds])
+            out[key] = {"diff": d, "ci": [lo, hi], "a": a, "b": b,
+                        "method": f"paired by seed (same training tasks and eval tasks per seed), t-interval over "
+                                  f"{len(seeds)} seed differences"}
     return out
 
 
@@ -273,10 +285,11 @@ def table(summary: dict) -> str:
     for name, e in summary["estimators"].items():
         lines.append(f"| {name} | {' '.join(f'{x:.3f}' for x in e['finals'])} | {e['mean']:.3f} | "
                      f"[{e['ci'][0]:.3f}, {e['ci'][1]:.3f}] |")
-    if "gigpo_minus_grpo" in summary:
-        g = summary["gigpo_minus_grpo"]
-        lines.append(f"\nGiGPO - GRPO: {g['diff']:+.3f} [{g['ci'][0]:+.3f}, {g['ci'][1]:+.3f}] ({g['method']}); "
-                     f"warm start {summary['warm_start_heldout']:.3f}")
+    for key, a, b in DIFFERENCES:
+        if key in summary:
+            g = summary[key]
+            lines.append(f"\n{key}: {a} - {b} {g['diff']:+.3f} [{g['ci'][0]:+.3f}, {g['ci'][1]:+.3f}] ({g['method']})")
+    lines.append(f"\nwarm start {summary['warm_start_heldout']:.3f}")
     return "\n".join(lines)
 
 
