@@ -14,12 +14,20 @@ Pearson correlation of similarity with the tests' score and with success, and th
 similarity as a predictor of success (the chance a passing patch outscores a failing one).
 
     python benchmarks/patch_similarity_vs_tests.py --tasks 40          # ~200 graded episodes
+    python benchmarks/patch_similarity_vs_tests.py --split all --out docs/patch_similarity.json
+
+--split all takes every bundled split (train, heldout, heldout_unseen); --out writes the summary and
+every episode's row as JSON; --budget-min stops starting new tasks after that many minutes (the
+tasks played are recorded).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -29,6 +37,7 @@ from agentgym.envs.swe.space import SWETaskSpace
 from agentgym.envs.swe.taskgen import candidate_mutations
 from agentgym.envs.swe.mutation import apply_mutation
 from agentgym.envs.swe.tools import format_call
+from agentgym.errors import SplitFileError
 
 KINDS = ("oracle", "oracle+doc", "touch", "other_bug", "none")
 
@@ -74,38 +83,83 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float(greater / (len(pos) * len(neg)))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--tasks", type=int, default=40)
-    ap.add_argument("--split", default="train")
-    args = ap.parse_args()
-    space = SWETaskSpace()
-    tasks = space.split(args.split)[: args.tasks]
-    rows = []
-    t0 = time.perf_counter()
-    with SWEEnv(reward="both") as env:
-        for task in tasks:
-            for kind, actions in patches(task).items():
-                info = play(env, task, actions)
-                rows.append((kind, info["patch_similarity"], info["score"], info["success"]))
-    seconds = time.perf_counter() - t0
-    print(f"{len(tasks)} tasks of {args.split}, {len(rows)} graded episodes in {seconds:.0f} s")
-    print("| patch | n | mean similarity | tests success |")
-    print("| --- | --- | --- | --- |")
+def summarize(rows: list[tuple]) -> dict:
+    """rows: (kind, similarity, tests score, tests success) -> per kind and overall figures."""
+    kinds = {}
     for kind in KINDS:
         sel = [r for r in rows if r[0] == kind]
         if sel:
-            print(f"| {kind} | {len(sel)} | {np.mean([r[1] for r in sel]):.3f} | {np.mean([r[3] for r in sel]):.2f} |")
+            kinds[kind] = {"n": len(sel), "mean_similarity": float(np.mean([r[1] for r in sel])),
+                           "tests_pass_rate": float(np.mean([r[3] for r in sel]))}
     sim = np.array([r[1] for r in rows])
     score = np.array([r[2] for r in rows])
     success = np.array([r[3] for r in rows], dtype=bool)
-    print(f"Pearson(similarity, tests score) = {np.corrcoef(sim, score)[0, 1]:.3f}")
-    print(f"Pearson(similarity, tests success) = {np.corrcoef(sim, success.astype(float))[0, 1]:.3f}")
-    print(f"AUC of similarity for tests success = {auc(sim, success):.3f}")
     nonneg = sim >= 0
+    return {"kinds": kinds,
+            "pearson_similarity_tests_score": float(np.corrcoef(sim, score)[0, 1]),
+            "pearson_similarity_tests_success": float(np.corrcoef(sim, success.astype(float))[0, 1]),
+            "auc_similarity_for_success": auc(sim, success),
+            "without_no_patch": {"pearson_similarity_tests_success":
+                                 float(np.corrcoef(sim[nonneg], success[nonneg].astype(float))[0, 1]),
+                                 "auc_similarity_for_success": auc(sim[nonneg], success[nonneg])}}
+
+
+def dump(record: dict) -> str:
+    """The record as JSON, the summary indented and each episode's row on one line."""
+    head = json.dumps({k: v for k, v in record.items() if k != "rows"}, indent=1)
+    rows = ",\n  ".join(json.dumps(r) for r in record["rows"])
+    return head[:-2] + ',\n "rows": [\n  ' + rows + "\n ]\n}\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tasks", type=int, default=None, help="the first N tasks of the split(s) (default: all)")
+    ap.add_argument("--split", default="train", help="a split name, or 'all' for every bundled split")
+    ap.add_argument("--out", type=Path, default=None, help="write the figures and every episode's row as JSON")
+    ap.add_argument("--budget-min", type=float, default=None, help="start no new task after this many minutes")
+    args = ap.parse_args()
+    space = SWETaskSpace()
+    splits = ("train", "heldout", "heldout_unseen") if args.split == "all" else (args.split,)
+    try:
+        tasks = [(name, t) for name in splits for t in space.split(name)]
+    except SplitFileError as exc:
+        raise SystemExit(f"{exc}, or all") from None
+    available = len(tasks)
+    tasks = tasks[: args.tasks] if args.tasks else tasks
+    rows, episodes = [], []
+    t0 = time.perf_counter()
+    with SWEEnv(reward="both") as env:
+        for split, task in tasks:
+            if args.budget_min is not None and time.perf_counter() - t0 > 60 * args.budget_min:
+                break
+            for kind, actions in patches(task).items():
+                info = play(env, task, actions)
+                rows.append((kind, info["patch_similarity"], info["score"], info["success"]))
+                episodes.append({"split": split, "task_id": task.task_id, "kind": kind,
+                                 "similarity": info["patch_similarity"], "tests_score": info["score"],
+                                 "tests_success": bool(info["success"])})
+    seconds = time.perf_counter() - t0
+    played = len({(e["split"], e["task_id"]) for e in episodes})
+    summary = summarize(rows)
+    print(f"{played} tasks of {args.split} ({available} available), {len(rows)} graded episodes in {seconds:.0f} s")
+    print("| patch | n | mean similarity | tests success |")
+    print("| --- | --- | --- | --- |")
+    for kind, k in summary["kinds"].items():
+        print(f"| {kind} | {k['n']} | {k['mean_similarity']:.3f} | {k['tests_pass_rate']:.2f} |")
+    print(f"Pearson(similarity, tests score) = {summary['pearson_similarity_tests_score']:.3f}")
+    print(f"Pearson(similarity, tests success) = {summary['pearson_similarity_tests_success']:.3f}")
+    print(f"AUC of similarity for tests success = {summary['auc_similarity_for_success']:.3f}")
+    wo = summary["without_no_patch"]
     print(f"without the -1 (no patch) rows: Pearson(similarity, success) = "
-          f"{np.corrcoef(sim[nonneg], success[nonneg].astype(float))[0, 1]:.3f}, "
-          f"AUC = {auc(sim[nonneg], success[nonneg]):.3f}")
+          f"{wo['pearson_similarity_tests_success']:.3f}, AUC = {wo['auc_similarity_for_success']:.3f}")
+    if args.out:
+        per_split = {name: len({e["task_id"] for e in episodes if e["split"] == name}) for name in splits}
+        record = {"command": "python " + " ".join(sys.argv), "split": args.split, "tasks_available": available,
+                  "tasks_played": played, "tasks_per_split": per_split, "episodes": len(rows),
+                  "seconds": round(seconds, 1), **summary, "rows": episodes}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(dump(record))
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
