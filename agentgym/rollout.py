@@ -288,6 +288,7 @@ def _new_step(ep: _Episode, comp: Completion, record_messages: bool) -> Step:
         prompt_ids=comp.prompt_ids,
         response_ids=comp.response_ids,
         response_logprobs=comp.response_logprobs,
+        response_allowed=comp.response_allowed,
         messages=ep.prompt if record_messages else None,
         policy_version=comp.policy_version,
     )

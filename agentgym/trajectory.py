@@ -45,6 +45,9 @@ class Step:
     prompt_ids: list[int] | None = None
     response_ids: list[int] | None = None
     response_logprobs: list[float] | None = None
+    # admissible-only decoding: per response token, the ids it was drawn among (None where free);
+    # the update renormalizes the policy over them, as the sampler did
+    response_allowed: list[list[int] | None] | None = None
     progress: float | None = None
     messages: list[dict] | None = None  # the chat prompt, for SFT and inspection
     # Asynchronous training (rollout.max_staleness > 0): the policy version (= RL updates applied)

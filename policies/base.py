@@ -37,6 +37,9 @@ class Completion:
     finish_reason: str = "stop"  # "stop" | "length" | "error"
     error: str | None = None  # set when the backend failed for this prompt (infra error)
     policy_version: int | None = None  # the weights' version, when the caller tracks one (async training)
+    # admissible-only decoding: per response token, the token ids decoding allowed there (None where
+    # it was free); response_logprobs are then of the distribution renormalized over those ids
+    response_allowed: list[list[int] | None] | None = None
 
 
 @dataclass

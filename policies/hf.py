@@ -8,7 +8,11 @@ Recorded logprobs: `response_logprobs[i] = log softmax(logits)[token_i]` of the 
 logits, i.e. the policy at temperature 1 without top-p/top-k, whatever the sampling settings.
 That is the distribution the PPO ratio is taken against; when sampling at temperature 1 and
 top_p 1 it is also exactly the sampling distribution. The trainer may recompute them anyway
-(`ppo.recompute_old_logprobs`) where numerics differ (bf16, batched vs unbatched).
+(`ppo.recompute_old_logprobs`) where numerics differ (bf16, batched vs unbatched). Admissible-only
+decoding is different: it changes the policy, not only how it is sampled, so its logprobs are
+of the model renormalized over the ids the trie allows (`Completion.response_allowed`), and the
+update renormalizes the same way (training the raw model on constrained samples drifted its mass
+off the admissible replies until the run collapsed: docs/experiments.md).
 
 Reference for KL: with LoRA the same model with the adapter disabled (no second copy);
 without LoRA an optional frozen deep copy (`reference="copy"`).
@@ -295,8 +299,9 @@ class HFPolicy:
 
         allowed_replies: per prompt, None (free decoding) or the token ids of every reply it may
         give, each ending with an end-of-turn id: decoding walks a trie of them, so the reply is one
-        of them (those longer than max_new_tokens are left out unless none fits). The recorded
-        logprobs stay those of the raw model, as with top-k / top-p (see the module docstring)."""
+        of them (those longer than max_new_tokens are left out unless none fits). That constrained
+        distribution is the policy: its logprobs are recorded (the model's renormalized over the
+        ids the trie allowed at each token, `Completion.response_allowed`), and the update trains it."""
         sampling = sampling or SamplingParams()
         if sampling.seed is not None and sampling.seed != self._last_seed:
             self.reseed(sampling.seed)
@@ -407,18 +412,24 @@ class HFPolicy:
         responses: list[list[int]] = [[] for _ in range(batch)]
         logprobs: list[list[float]] = [[] for _ in range(batch)]
         reasons = ["length"] * batch
+        allowed: list[list] = [[] for _ in range(batch)]  # per token, the ids the trie allowed (None: free)
         eos = torch.tensor(sorted(self.eos_ids), device=self.device)
         live = torch.arange(batch, device=self.device)  # batch rows still decoding -> their prompt index
         for step in range(sampling.max_new_tokens):
             logits = out.logits[:, -1, :].float()
             rows = live.tolist()
-            token = self._pick(_within(logits, [tries[i] for i in rows]) if tries else logits, sampling)
+            if tries:  # admissible-only decoding: the policy is the model renormalized within each row's trie node
+                logits = _within(logits, [tries[i] for i in rows])
+            token = self._pick(logits, sampling)
             token_logprob = torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
             if tries:
                 tries = list(tries)
                 for b, i in enumerate(rows):
                     if tries[i] is not None:
+                        allowed[i].append(sorted(tries[i]))
                         tries[i] = tries[i].get(int(token[b])) or None
+                    else:
+                        allowed[i].append(None)
             done = torch.isin(token, eos)
             for b, i in enumerate(rows):
                 responses[i].append(int(token[b]))
@@ -446,8 +457,9 @@ class HFPolicy:
             past = out.past_key_values
         return [
             Completion(text=self.tokenizer.decode(r, skip_special_tokens=True), prompt_ids=list(p), response_ids=r,
-                       response_logprobs=lp, finish_reason=why)
-            for p, r, lp, why in zip(prompt_ids, responses, logprobs, reasons)
+                       response_logprobs=lp, finish_reason=why,
+                       response_allowed=a if any(x is not None for x in a) else None)
+            for p, r, lp, why, a in zip(prompt_ids, responses, logprobs, reasons, allowed)
         ]
 
     def _keep_prefix(self, key: str, ids: list[int], past, row: int, row_attention: torch.Tensor, version: int) -> None:

@@ -81,20 +81,27 @@ def _unique_forward(model, batch: dict, micro: Sequence[Sample], where: torch.Te
     episodes took the same action in the same state: 4% of the main job's samples at its first
     iteration, 19% at its last) and their rows copied back: the same values and gradient."""
     index: dict[tuple, int] = {}
-    rows = [index.setdefault(tuple(s.input_ids), len(index)) for s in micro]
+    rows = [index.setdefault((tuple(s.input_ids), _allowed_key(s)), len(index)) for s in micro]
+    allowed = batch.get("allowed")
     if len(index) == len(micro):
         return token_logprobs(model, batch["input_ids"], batch["attention_mask"], want_hidden,
-                              want_entropy=want_entropy, positions=where)[:3 if want_entropy else 2]
+                              want_entropy=want_entropy, positions=where, allowed=allowed)[:3 if want_entropy else 2]
     first = torch.tensor([rows.index(u) for u in range(len(index))], device=where.device)
     expand = torch.tensor(rows, device=where.device)
     # a position any copy trains on (copies can differ in mask: drop_abs_adv_below)
     wanted = torch.zeros((len(index), where.shape[1]), dtype=torch.bool, device=where.device)
     wanted = wanted.index_put((expand,), where, accumulate=True)
     out = token_logprobs(model, batch["input_ids"][first], batch["attention_mask"][first], want_hidden,
-                         want_entropy=want_entropy, positions=wanted)
+                         want_entropy=want_entropy, positions=wanted,
+                         allowed=allowed[first] if allowed is not None else None)
     logp = out[0][expand] * where
     hidden = out[1][expand] if out[1] is not None else None
     return (logp, hidden, out[2][expand] * where) if want_entropy else (logp, hidden)
+
+
+def _allowed_key(sample: TokenSequence) -> tuple:
+    """What else than its ids makes a sample's logprobs: the ids each token was drawn among."""
+    return tuple(sorted((p, tuple(ids)) for p, ids in sample.allowed.items())) if sample.allowed else ()
 
 
 def equal_minibatches(order: np.ndarray, max_size: int) -> list[np.ndarray]:
@@ -117,7 +124,8 @@ def score_sequences(policy, sequences: Sequence[TokenSequence], micro: int, want
         for chunk in micro_batches(sequences, micro):
             batch = pad_sequences(chunk, policy.tokenizer.pad_token_id, device=policy.device)
             logp, hidden = token_logprobs(model, batch["input_ids"], batch["attention_mask"], want_hidden,
-                                          positions=_loss_positions(chunk, batch["input_ids"].shape[1]))
+                                          positions=_loss_positions(chunk, batch["input_ids"].shape[1]),
+                                          allowed=batch.get("allowed"))
             for b, s in enumerate(chunk):
                 out.append((logp[b, : len(s) - 1].float().cpu(), None if hidden is None else hidden[b, : len(s)].float()))
     finally:
@@ -177,7 +185,9 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     minibatch_ratio_max: list[float] = []  # per optimizer step: the first one's is 1 up to float error
     weights = ImportanceStats()  # no stats when synchronous
     # FSDP pairs every forward over ranks, and a level-wise pass is three: sharded runs keep the plain one
-    share = pc.share_prefixes and not dp.sharded and supports_shared_prefix(model)
+    # (the level-wise pass does not renormalize over allowed ids: admissible-only samples take the plain one)
+    share = pc.share_prefixes and not dp.sharded and supports_shared_prefix(model) and \
+        not any(s.allowed for s in samples)
 
     def cut(items: list) -> list:
         """(micro-batch, level plan or None) pairs of a minibatch's local samples."""

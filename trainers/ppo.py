@@ -35,22 +35,58 @@ def clip_range(eps: float, asymmetric: bool) -> tuple[float, float]:
     return (1.0 / (1.0 + eps), 1.0 + eps) if asymmetric else (1.0 - eps, 1.0 + eps)
 
 
+def within_allowed(logp_rows: torch.Tensor, targets: torch.Tensor, ids: torch.Tensor):
+    """Per row: the target's logprob and the entropy under the distribution `logp_rows` (log-softmax
+    rows [K, V]) renormalized over the row's `ids` ([K, M], -1 padded): admissible-only decoding's
+    policy, as the sampler drew from it."""
+    real = ids >= 0
+    kept = logp_rows.gather(-1, ids.clamp(min=0)).masked_fill(~real, float("-inf"))
+    log_z = torch.logsumexp(kept, dim=-1)
+    renormed = (kept - log_z[:, None]).masked_fill(~real, 0.0)
+    entropy = -(renormed.exp() * renormed).masked_fill(~real, 0.0).sum(-1)
+    return logp_rows.gather(-1, targets[:, None])[:, 0] - log_z, entropy
+
+
+def _renormalize(logp: torch.Tensor, entropy: torch.Tensor | None, logp_rows: torch.Tensor, targets: torch.Tensor,
+                 ids: torch.Tensor) -> tuple:
+    """`logp` / `entropy` (one value per row) with the rows that have allowed ids renormalized over them."""
+    limited = (ids >= 0).any(-1)
+    if not bool(limited.any()):
+        return logp, entropy
+    lp, ent = within_allowed(logp_rows[limited], targets[limited], ids[limited])
+    logp = logp.masked_scatter(limited, lp)
+    if entropy is not None:
+        entropy = entropy.masked_scatter(limited, ent)
+    return logp, entropy
+
+
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, want_hidden: bool = False,
-                   want_entropy: bool = False, positions: torch.Tensor | None = None):
+                   want_entropy: bool = False, positions: torch.Tensor | None = None,
+                   allowed: torch.Tensor | None = None):
     """logprobs[b, p-1] = log pi(input_ids[b, p] | input_ids[b, :p]); optionally last hidden states,
     and with want_entropy a third value: the entropy of pi(. | input_ids[b, :p]) at the same places.
 
     positions: optional [B, T-1] mask of the places wanted (the loss tokens). The LM head and the
     log-softmax then run on those rows alone, zeros elsewhere: in an agent's update most tokens
-    are prompt and observation (95% in the main job), whose vocabulary-wide logits are not needed."""
+    are prompt and observation (95% in the main job), whose vocabulary-wide logits are not needed.
+    allowed: optional [B, T-1, M] ids (-1 padded, `pad_sequences`): where a row has any, pi is
+    renormalized over them (admissible-only decoding's policy)."""
     if positions is None or not head_is_linear(model):
         out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=want_hidden,
                     use_cache=False)
         all_logp = torch.log_softmax(out.logits[:, :-1, :].float(), dim=-1)
         logp = all_logp.gather(-1, input_ids[:, 1:, None])[..., 0]
         hidden = out.hidden_states[-1] if want_hidden else None
+        entropy = -(all_logp.exp() * all_logp).sum(-1) if want_entropy else None
+        if allowed is not None:
+            shape = logp.shape
+            flat_logp, flat_entropy = _renormalize(logp.reshape(-1), None if entropy is None else entropy.reshape(-1),
+                                                   all_logp.reshape(-1, all_logp.shape[-1]),
+                                                   input_ids[:, 1:].reshape(-1), allowed.reshape(-1, allowed.shape[-1]))
+            logp = flat_logp.reshape(shape)
+            entropy = None if flat_entropy is None else flat_entropy.reshape(shape)
         if want_entropy:
-            return logp, hidden, -(all_logp.exp() * all_logp).sum(-1)
+            return logp, hidden, entropy
         return logp, hidden
     where = positions.bool()
     hidden = None
@@ -63,11 +99,16 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
         hidden = out.hidden_states[-1]  # after the final norm: what the LM head reads
         chosen = hidden[:, :-1][where]
     picked = torch.log_softmax(model.get_output_embeddings()(chosen).float(), dim=-1)
+    targets = input_ids[:, 1:][where]
+    row_logp = picked.gather(-1, targets[:, None])[:, 0]
+    row_entropy = -(picked.exp() * picked).sum(-1) if want_entropy else None
+    if allowed is not None:
+        row_logp, row_entropy = _renormalize(row_logp, row_entropy, picked, targets, allowed[where])
     logp = torch.zeros(where.shape, dtype=picked.dtype, device=picked.device)
-    logp = logp.index_put((where.nonzero(as_tuple=True)), picked.gather(-1, input_ids[:, 1:][where][:, None])[:, 0])
+    logp = logp.index_put((where.nonzero(as_tuple=True)), row_logp)
     if want_entropy:
         entropy = torch.zeros(where.shape, dtype=picked.dtype, device=picked.device)
-        entropy = entropy.index_put((where.nonzero(as_tuple=True)), -(picked.exp() * picked).sum(-1))
+        entropy = entropy.index_put((where.nonzero(as_tuple=True)), row_entropy)
         return logp, hidden if want_hidden else None, entropy
     return logp, hidden if want_hidden else None
 

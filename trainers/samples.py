@@ -35,6 +35,9 @@ class TokenSequence:
     value_positions: list[int] = field(default_factory=list)
     response_ends: list[int] = field(default_factory=list)  # last response token of each step
     step_refs: list[tuple[int, int]] = field(default_factory=list)
+    # admissible-only decoding: position p -> the token ids token p was drawn among; the update
+    # renormalizes the policy over them there (None: every position free)
+    allowed: dict[int, list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -61,6 +64,17 @@ def _check_step(traj_index: int, step_index: int, step) -> None:
     if step.response_logprobs is not None and len(step.response_logprobs) != len(step.response_ids):
         raise ValueError(f"trajectory {traj_index} step {step_index}: {len(step.response_ids)} response tokens "
                          f"but {len(step.response_logprobs)} logprobs")
+    allowed = step.response_allowed
+    if allowed is not None and (not isinstance(allowed, list) or len(allowed) != len(step.response_ids) or any(
+            ids is not None and (not isinstance(ids, list) or token not in ids)
+            for ids, token in zip(allowed, step.response_ids))):
+        raise ValueError(f"trajectory {traj_index} step {step_index}: response_allowed must give, per response token, "
+                         "None or a non-empty list of ids that holds the token sampled there")
+
+
+def _allowed_at(step, first: int) -> dict[int, list[int]]:
+    """The step's allowed ids by position in its sequence (its response starts at `first`)."""
+    return {first + k: list(ids) for k, ids in enumerate(step.response_allowed or ()) if ids is not None}
 
 
 def _start(step, ref: tuple[int, int]) -> TokenSequence:
@@ -73,6 +87,7 @@ def _start(step, ref: tuple[int, int]) -> TokenSequence:
         value_positions=[len(p) - 1],
         response_ends=[len(p) + len(r) - 1],
         step_refs=[ref],
+        allowed=_allowed_at(step, len(p)) or None,
     )
 
 
@@ -91,6 +106,8 @@ def _extend(sample: TokenSequence, step, ref: tuple[int, int]) -> bool:
     sample.value_positions.append(len(p) - 1)
     sample.response_ends.append(len(p) + len(r) - 1)
     sample.step_refs.append(ref)
+    if more := _allowed_at(step, len(p)):
+        sample.allowed = {**(sample.allowed or {}), **more}
     return True
 
 
@@ -143,7 +160,8 @@ def make_samples(sequences: Sequence[TokenSequence], advantages: Sequence[np.nda
         samples.append(Sample(input_ids=seq.input_ids, loss_mask=mask,
                               old_logprobs=list(old_logprobs[n]) if old_logprobs is not None else seq.old_logprobs,
                               value_positions=seq.value_positions, response_ends=seq.response_ends,
-                              step_refs=seq.step_refs, advantages=token_adv, value_targets=targets))
+                              step_refs=seq.step_refs, allowed=seq.allowed, advantages=token_adv,
+                              value_targets=targets))
     return samples
 
 
@@ -166,7 +184,9 @@ def sft_sample(prompt_ids: list[int], response_ids: list[int]) -> Sample:
 
 
 def pad_sequences(sequences: Sequence[TokenSequence], pad_id: int, device=None) -> dict:
-    """input_ids and attention_mask, right-padded: what a forward pass needs."""
+    """input_ids and attention_mask, right-padded: what a forward pass needs; and, when a sequence
+    was decoded within allowed ids, "allowed" [B, width-1, M]: column p-1 holds the ids token p
+    was drawn among, -1 padded (all -1 where decoding was free)."""
     import torch
 
     width = max(len(s) for s in sequences)
@@ -176,6 +196,13 @@ def pad_sequences(sequences: Sequence[TokenSequence], pad_id: int, device=None) 
         ids[b, :len(s)] = torch.tensor(s.input_ids)
         attn[b, :len(s)] = 1
     out = {"input_ids": ids, "attention_mask": attn}
+    most = max((len(a) for s in sequences for a in (s.allowed or {}).values()), default=0)
+    if most:
+        allowed = torch.full((len(sequences), width - 1, most), -1, dtype=torch.long)
+        for b, s in enumerate(sequences):
+            for pos, a in (s.allowed or {}).items():
+                allowed[b, pos - 1, :len(a)] = torch.tensor(a, dtype=torch.long)
+        out["allowed"] = allowed
     return {k: v.to(device) for k, v in out.items()} if device is not None else out
 
 

@@ -1,7 +1,8 @@
 """Admissible-only decoding (`SamplingParams.admissible_only`, `rollout.admissible_only`): an
 untrained tiny model, which writes garbage when free, replies only with admissible actions when
-constrained; the behaviour logprobs stay the raw model's (the first PPO ratio is 1); engines, envs
-and configs that cannot do it are refused in one line."""
+constrained; the policy is the model renormalized over the ids the trie allowed at each token, in
+the recorded logprobs and in the update alike (the first PPO ratio is 1); engines, envs and
+configs that cannot do it are refused in one line."""
 
 from __future__ import annotations
 
@@ -39,14 +40,36 @@ def test_replies_are_admissible_actions_only_when_asked(chat, toy_env_id, tiny_p
     assert steps and all(s.text == f"<action>{s.action}</action>" and s.action in ACTIONS for s in steps)
     eos = policy.tokenizer.eos_token_id
     assert all(s.response_ids == policy.encode_response(s.text) and s.response_ids[-1] == eos for s in steps)
-    if chat is FULL_CHAT:  # one sequence per episode; recorded logprobs are the raw model's: ratio 1 within 1e-5
-        check_one_sequence_per_episode(constrained, policy, replies_drift=False)
-    else:
-        for s in steps[:6]:
-            logits = policy.model(torch.tensor([s.prompt_ids + s.response_ids])).logits[0].float()
-            raw = torch.log_softmax(logits[len(s.prompt_ids) - 1:-1], -1)
-            expected = raw.gather(-1, torch.tensor(s.response_ids)[:, None])[:, 0]
-            assert torch.allclose(expected, torch.tensor(s.response_logprobs), atol=1e-5)
+    # recorded logprobs: the model renormalized over the ids allowed at each token (by hand here)
+    for s in steps[:6]:
+        assert len(s.response_allowed) == len(s.response_ids)
+        logits = policy.model(torch.tensor([s.prompt_ids + s.response_ids])).logits[0].float()
+        raw = torch.log_softmax(logits[len(s.prompt_ids) - 1:-1], -1)
+        for k, (token, ids) in enumerate(zip(s.response_ids, s.response_allowed)):
+            assert token in ids
+            expected = raw[k, token] - torch.logsumexp(raw[k, ids], 0)
+            assert abs(float(expected) - s.response_logprobs[k]) < 1e-5
+            assert float(raw[k, token]) < s.response_logprobs[k] + 1e-6  # renormalized: never below the raw one
+    # the update scores them the same way: ratio 1 within 1e-5, and 1e-3 off or more without the renormalization
+    if chat is FULL_CHAT:
+        check_one_sequence_per_episode(constrained, policy, replies_drift=False)  # one sequence per episode
+    assert _worst_ratio_error(policy, constrained, "full" if chat is FULL_CHAT else "per-step") < 1e-5
+    for t in constrained:
+        for s in t.steps:
+            s.response_allowed = None
+    assert _worst_ratio_error(policy, constrained, "per-step") > 1e-3
+
+
+def _worst_ratio_error(policy, trajectories, mode: str) -> float:
+    from agentgym.trainers.learner import score_sequences
+    from agentgym.trainers.samples import tokenize_trajectories
+
+    sequences = tokenize_trajectories(trajectories, mode)
+    worst = 0.0
+    for seq, (logp, _) in zip(sequences, score_sequences(policy, sequences, micro=4, want_hidden=False)):
+        mask = torch.tensor(seq.loss_mask[1:], dtype=torch.bool)
+        worst = max(worst, float((logp[mask] - torch.tensor(seq.old_logprobs[1:])[mask]).abs().max()))
+    return worst
 
 
 def test_trie_takes_replies_that_extend_one_another_and_leaves_out_those_too_long(tiny_policy_factory):
@@ -97,8 +120,11 @@ def test_training_and_its_evaluations_decode_admissible_actions_only(toy_config,
 
     cfg = toy_config(tmp_path, tiny_model_dir, "rollout.admissible_only=true", "checkpoint_every=0",
                      "log.save_trajectories_every=1")
-    summary = train(cfg, log=lambda _: None)
+    metrics: list = []
+    summary = train(cfg, log=lambda _: None, on_iteration=metrics.append)
     assert summary["iterations"] == 2
+    # the update renormalizes as the sampler did: its first minibatch's ratio is 1
+    assert all(abs(m["train"]["ratio_max_first_minibatch"] - 1.0) < 1e-5 for m in metrics if m["train"]["samples"])
     trained = sorted((tmp_path / "run" / "trajectories").glob("train_iter*.jsonl"))
     evaluated = sorted((tmp_path / "run" / "evals").glob("iter*/trajectories.jsonl"))
     assert len(trained) == 2 and len(evaluated) == 2  # both iterations' rollouts, the evaluations before and after
@@ -115,3 +141,42 @@ def test_training_and_its_evaluations_decode_admissible_actions_only(toy_config,
     final = json.loads((tmp_path / "run" / "evals" / "iter00002" / "report.json").read_text())["overall"]
     assert again["success_rate"] == final["success_rate"] and again["invalid_action_rate"] == final["invalid_action_rate"]
     assert all(s.action in ACTIONS for t in load_trajectories(tmp_path / "again" / "trajectories.jsonl") for s in t.steps)
+
+
+def test_renormalized_logprobs_are_the_same_at_loss_positions_and_over_the_whole_sequence(tiny_policy_factory):
+    """token_logprobs' two paths (LM head at the loss positions alone, or everywhere) renormalize
+    over the allowed ids alike, entropy too; rows without allowed ids are left as they were."""
+    from agentgym.trainers.ppo import token_logprobs
+
+    policy = tiny_policy_factory()
+    ids = torch.tensor([[5, 9, 17, 33, 41, 2]])
+    mask = torch.ones_like(ids)
+    allowed = torch.full((1, 5, 3), -1)
+    allowed[0, 2] = torch.tensor([33, 40, 50])  # token 3 (33) drawn among three ids
+    allowed[0, 3, :2] = torch.tensor([41, 7])
+    positions = torch.tensor([[False, True, True, True, True]])
+    with torch.no_grad():
+        free = token_logprobs(policy.model, ids, mask, want_entropy=True, positions=positions)
+        at_loss = token_logprobs(policy.model, ids, mask, want_entropy=True, positions=positions, allowed=allowed)
+        whole = token_logprobs(policy.model, ids, mask, want_entropy=True, allowed=allowed)
+        logits = policy.model(ids).logits[0, :-1].float()
+    raw = torch.log_softmax(logits, -1)
+    expected = raw[2, 33] - torch.logsumexp(raw[2, [33, 40, 50]], 0)
+    assert abs(float(at_loss[0][0, 2] - expected)) < 1e-5 and abs(float(whole[0][0, 2] - expected)) < 1e-5
+    q = torch.softmax(logits[3, [41, 7]], 0)
+    assert abs(float(at_loss[2][0, 3] + (q * q.log()).sum())) < 1e-5
+    assert torch.allclose(at_loss[0][positions], whole[0][positions], atol=1e-5)
+    assert torch.allclose(at_loss[0][0, [1, 4]], free[0][0, [1, 4]])  # free rows as they were
+    assert float(at_loss[0][0, 2]) > float(free[0][0, 2])
+
+
+@pytest.mark.parametrize("allowed", [[[3]], [[]], [[9, 3], [1]], "x"], ids=["token-not-in-ids", "empty", "length", "type"])
+def test_a_trajectory_whose_allowed_ids_do_not_fit_its_tokens_is_one_line(allowed):
+    from agentgym.trainers.samples import tokenize_trajectories
+    from agentgym.trajectory import Step, Trajectory
+
+    step = Step(observation="o", anchor="a", prompt_ids=[1, 2], response_ids=[9], response_logprobs=[-0.1],
+                response_allowed=allowed)
+    with pytest.raises(ValueError, match="response_allowed must give") as err:
+        tokenize_trajectories([Trajectory(task_id="t", group_id="g", steps=[step])])
+    assert "\n" not in str(err.value)
