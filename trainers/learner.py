@@ -185,13 +185,12 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     minibatch_ratio_max: list[float] = []  # per optimizer step: the first one's is 1 up to float error
     weights = ImportanceStats()  # no stats when synchronous
     # FSDP pairs every forward over ranks, and a level-wise pass is three: sharded runs keep the plain one
-    # (the level-wise pass does not renormalize over allowed ids: admissible-only samples take the plain one)
-    share = pc.share_prefixes and not dp.sharded and supports_shared_prefix(model) and \
-        not any(s.allowed for s in samples)
+    share = pc.share_prefixes and not dp.sharded and supports_shared_prefix(model)
 
     def cut(items: list) -> list:
-        """(micro-batch, level plan or None) pairs of a minibatch's local samples."""
-        if share:
+        """(micro-batch, level plan or None) pairs of a minibatch's local samples (the level-wise pass
+        does not renormalize over allowed ids: admissible-only samples take the plain one)."""
+        if share and not any(s.allowed for s in items):
             return plan_micro_batches(items, pc.micro_batch_size, lambda xs: cut_micro_batches(pc, xs))
         return [(m, None) for m in cut_micro_batches(pc, items)]
 
