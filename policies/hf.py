@@ -355,6 +355,7 @@ class HFPolicy:
         leaves the batch as soon as it ends, so finished replies cost nothing more. tries: per
         prompt, None or the trie of the replies it may give (`_reply_trie`)."""
         batch = len(prompt_ids)
+        tries = list(tries) if tries else None  # walked in place, one node per row and token
         pad = self.tokenizer.pad_token_id
         version = self._weights_version() if cache_keys is not None else 0
         prefixes = [self._cached_prefix(k, p, version) for k, p in zip(cache_keys or [None] * batch, prompt_ids)]
@@ -423,7 +424,6 @@ class HFPolicy:
             token = self._pick(logits, sampling)
             token_logprob = torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
             if tries:
-                tries = list(tries)
                 for b, i in enumerate(rows):
                     if tries[i] is not None:
                         allowed[i].append(sorted(tries[i]))
