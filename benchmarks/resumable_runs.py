@@ -489,7 +489,29 @@ def paired_diff(per_task_a: Sequence[dict], per_task_b: Sequence[dict], seed: in
         for task in set(pa) & set(pb):
             a[f"{i}/{task}"], b[f"{i}/{task}"] = pa[task], pb[task]
     gain = paired_gain(b, a, seed=seed)
-    return {"diff": gain.value, "ci": [gain.low, gain.high], "pairs": len(a), "seeds": len(per_task_a)}
+    per_seed = [sum(pa[t] - pb[t] for t in set(pa) & set(pb)) / max(len(set(pa) & set(pb)), 1)
+                for pa, pb in zip(per_task_a, per_task_b)]
+    return {"diff": gain.value, "ci": [gain.low, gain.high], "pairs": len(a), "seeds": len(per_task_a),
+            "per_seed": per_seed, "seed_ci": seed_interval(per_seed)}
+
+
+# two-sided 95% quantiles of Student's t by degrees of freedom (no scipy in the dependencies)
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def seed_interval(per_seed: Sequence[float]) -> list[float] | None:
+    """95% t-interval of the mean over seeds of per-seed differences: unlike the task-level
+    interval, it holds the seed-to-seed spread of training (None below two seeds)."""
+    import statistics
+
+    n = len(per_seed)
+    if n < 2:
+        return None
+    t = _T95[max(k for k in _T95 if k <= n - 1)]  # the next lower df: a slightly wider interval
+    half = t * statistics.stdev(per_seed) / n ** 0.5
+    mean = statistics.fmean(per_seed)
+    return [mean - half, mean + half]
 
 
 def power_statement(num_tasks: int, episodes_per_task: int, seeds: int) -> str:

@@ -251,6 +251,14 @@ def test_paired_diff_pairs_tasks_within_a_seed_and_pools_the_seeds():
     assert out["pairs"] == 4 and out["seeds"] == 2
     assert out["diff"] == pytest.approx((1.0 + 0.0 + 0.0 + 1.0) / 4)
     assert out["ci"][0] <= out["diff"] <= out["ci"][1]
+    assert out["per_seed"] == pytest.approx([0.5, 0.5]) and out["seed_ci"] == pytest.approx([0.5, 0.5])
+
+
+def test_the_seed_interval_holds_the_spread_between_seeds():
+    assert rr.seed_interval([0.1]) is None  # one seed: no spread to measure
+    low, high = rr.seed_interval([0.0, 0.1, 0.2])  # mean 0.1, sd 0.1, t(2) = 4.303
+    assert (low, high) == pytest.approx((0.1 - 4.303 * 0.1 / 3 ** 0.5, 0.1 + 4.303 * 0.1 / 3 ** 0.5))
+    assert rr.seed_interval([0.05] * 6) == pytest.approx([0.05, 0.05])
 
 
 def test_a_second_worker_of_the_same_job_stops_with_one_line(tmp_path):
