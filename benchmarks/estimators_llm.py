@@ -25,7 +25,7 @@ the finished ones, running the script again skips them and resumes the rest. The
 from whatever has finished:
 
     heldout_tasks, episodes_per_task, norm_std,
-    estimators.<name>: {seeds, finals, finals_unseen, mean, credit_last}
+    estimators.<name>: {seeds, finals, finals_unseen, mean, credit_last, credit_by_phase}
     differences: {"gigpo - grpo": {diff, ci, pairs, seeds}, ...}   (paired per task, pooled over seeds)
     power: what the seeds x held-out set can detect at 80%
 
@@ -101,6 +101,21 @@ def run_job(args, key: str) -> dict:
     return {"estimator": kind, "seed": seed, "norm_std": cfg.estimator.norm_std, **rr.run_rl(cfg, folder, evals)}
 
 
+PHASES = ((1, 10), (11, 20), (21, 40), (41, 60))  # iterations, inclusive: early training is where idling is unlearned
+PHASE_KEYS = ("idle_frac", "adv_step/useful", "adv_step/idle", "adv_episode/useful", "adv_episode/idle")
+
+
+def credit_by_phase(curves: list[list[dict]]) -> dict:
+    """Per phase of training, the mean over seeds and iterations of what the step and episode terms
+    give useful and idle steps (the runs' credit/ metrics): where the step term's credit goes."""
+    out = {}
+    for first, last in PHASES:
+        rows = [row for curve in curves for row in curve if first <= row["iteration"] <= last]
+        values = {k: [row[k] for row in rows if isinstance(row.get(k), (int, float))] for k in PHASE_KEYS}
+        out[f"{first}-{last}"] = {k: sum(v) / len(v) if v else None for k, v in values.items()}
+    return out
+
+
 def report(args, table: rr.DoneTable) -> dict:
     import numpy as np
 
@@ -120,6 +135,7 @@ def report(args, table: rr.DoneTable) -> dict:
             "mean": float(np.mean(finals)) if finals else None,
             "before": [r["heldout_before"]["success_rate"] for r in records],
             "credit_last": [r["credit"][-1] if r["credit"] else None for r in records],
+            "credit_by_phase": credit_by_phase([r["credit"] for r in records]),
         }
     differences = {}
     for a, b in CONTRASTS:

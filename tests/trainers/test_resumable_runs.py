@@ -299,3 +299,13 @@ def test_killing_the_scheduler_ends_its_workers(tmp_path):
     assert scheduler.wait(timeout=30) == 143
     with pytest.raises(ProcessLookupError):  # reaped by the scheduler: gone, not a zombie
         os.kill(worker, 0)
+
+
+def test_credit_by_phase_averages_each_phase_over_seeds_and_iterations():
+    import estimators_llm as el
+
+    seed_a = [{"iteration": 1, "idle_frac": 0.6, "adv_step/idle": -0.02}, {"iteration": 12, "idle_frac": 0.2}]
+    seed_b = [{"iteration": 2, "idle_frac": 0.4, "adv_step/idle": None}]  # no idle step in that batch: no value
+    out = el.credit_by_phase([seed_a, seed_b])
+    assert out["1-10"]["idle_frac"] == pytest.approx(0.5) and out["1-10"]["adv_step/idle"] == pytest.approx(-0.02)
+    assert out["11-20"]["idle_frac"] == pytest.approx(0.2) and out["21-40"]["idle_frac"] is None
