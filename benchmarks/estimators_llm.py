@@ -31,12 +31,12 @@ from whatever has finished:
 
     python benchmarks/estimators_llm.py --seeds 0 1 2 3 4 5 --parallel 2 --warm-runs runs/rl_vs_baselines
     python benchmarks/estimators_llm.py --seeds 0 1 2 3 4 5 --report-only
+    python benchmarks/estimators_llm.py --seeds 0 --runs /tmp/e --out /tmp/e.json -- iterations=1 ...  # smoke
 
 docs/estimators_llm.json: the same with `-- torch_threads=1 rollout.admissible_only=true` (every
 policy decodes within the admissible actions, as in docs/rl_vs_baselines.json, whose RL arm is
 exactly this script's gigpo: seeds 0-4 were shared); free decoding in
 docs/estimators_llm_free_decoding.json.
-    python benchmarks/estimators_llm.py --seeds 0 --runs /tmp/e --out /tmp/e.json -- iterations=1 ...  # smoke
 """
 
 from __future__ import annotations

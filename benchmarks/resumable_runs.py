@@ -484,13 +484,13 @@ def paired_diff(per_task_a: Sequence[dict], per_task_b: Sequence[dict], seed: in
     bootstrap of the pooled pairs, agentgym.evaluation.stats.paired_gain)."""
     from agentgym.evaluation.stats import paired_gain
 
-    a, b = {}, {}
+    a, b, per_seed = {}, {}, []
     for i, (pa, pb) in enumerate(zip(per_task_a, per_task_b)):
-        for task in set(pa) & set(pb):
+        common = set(pa) & set(pb)
+        for task in common:
             a[f"{i}/{task}"], b[f"{i}/{task}"] = pa[task], pb[task]
+        per_seed.append(sum(pa[t] - pb[t] for t in common) / max(len(common), 1))
     gain = paired_gain(b, a, seed=seed)
-    per_seed = [sum(pa[t] - pb[t] for t in set(pa) & set(pb)) / max(len(set(pa) & set(pb)), 1)
-                for pa, pb in zip(per_task_a, per_task_b)]
     return {"diff": gain.value, "ci": [gain.low, gain.high], "pairs": len(a), "seeds": len(per_task_a),
             "per_seed": per_seed, "seed_ci": seed_interval(per_seed)}
 

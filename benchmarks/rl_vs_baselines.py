@@ -42,13 +42,13 @@ others. docs/rl_vs_baselines.json is written from whatever has finished:
 
     python benchmarks/rl_vs_baselines.py --seeds 0 1 2 3 4 --parallel 2        # the experiment
     python benchmarks/rl_vs_baselines.py --seeds 0 1 2 3 4 --report-only        # JSON from what is done
+    python benchmarks/rl_vs_baselines.py --seeds 0 --tune-seed 9 --runs /tmp/x --out /tmp/x.json \\
+        --lrs-rl 1e-4 3e-4 --lrs-sft 1e-3 -- iterations=1 sft.num_tasks=8 ...   # a smoke test
 
 docs/rl_vs_baselines.json is the experiment with every policy decoding within the admissible
 actions (`-- rollout.admissible_only=true`; the rates given, not tuned: `--lrs-rl 1e-4 --lrs-sft
 1e-3`, and RFT's `--arms rl rft --lrs-sft 1e-4` in a second --runs folder); without it the policy
 decodes freely (docs/rl_vs_baselines_free_decoding.json, where RL lost).
-    python benchmarks/rl_vs_baselines.py --seeds 0 --tune-seed 9 --runs /tmp/x --out /tmp/x.json \\
-        --lrs-rl 1e-4 3e-4 --lrs-sft 1e-3 -- iterations=1 sft.num_tasks=8 ...   # a smoke test
 
 Config overrides (for every arm) come last, after `--`.
 """
