@@ -1,0 +1,347 @@
+"""The gateway's HTTP side: OpenAI's /v1/chat/completions and /v1/models over a `Recorder`.
+
+An episode travels in the base URL (`http://127.0.0.1:PORT/episodes/<id>/v1`, so an unmodified
+client carries it) or in an `X-Episode-Id` header on `/v1`; a call with neither is served and not
+recorded. Requests that arrive together are sampled in one engine call (one worker thread drains
+the queue: while a batch samples, the next one gathers). Every refusal is an OpenAI error object
+(`{"error": {"message", "type", "param", "code"}}`) with OpenAI's status code, and leaves the
+episode's other calls as they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import ipaddress
+import json
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from agentgym.errors import ConfigError, require
+from agentgym.integrations.gateway.chat_format import RequestError
+from agentgym.integrations.gateway.recorder import Call, Prepared, Recorder
+
+
+@dataclass
+class GatewayConfig:
+    host: str = "127.0.0.1"
+    port: int = 8100
+    api_key: str | None = None  # a bearer token every request must carry (None: none asked)
+    allow_remote: bool = False  # serve beyond loopback (anyone who reaches the port samples the policy)
+    max_batch: int = 32  # requests sampled in one engine call
+    max_pending: int = 256  # queued requests beyond which a call is refused with 429
+
+
+def check_bind(cfg: GatewayConfig) -> None:
+    """One line before serving: a non-loopback host without allow_remote."""
+    name = cfg.host.strip("[]")
+    try:
+        loopback = name == "localhost" or ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and not cfg.allow_remote:
+        raise ConfigError(f"--host {cfg.host} serves other machines (anyone who reaches it samples the policy and "
+                          "writes training data): add --allow-remote to mean it, or use --host 127.0.0.1")
+
+
+def error_response(exc: RequestError):
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(exc.body(), status_code=exc.status)
+
+
+class Batcher:
+    """One worker thread that samples queued requests, as many together as share sampling
+    parameters and belong to distinct episodes (up to max_batch)."""
+
+    def __init__(self, recorder: Recorder, max_batch: int, max_pending: int):
+        self.recorder, self.max_batch, self.max_pending = recorder, max_batch, max_pending
+        self.queue: queue.Queue = queue.Queue()
+        self.pending = 0
+        self._count = threading.Lock()
+        self.thread = threading.Thread(target=self._run, name="agentgym-gateway", daemon=True)
+        self.thread.start()
+
+    def submit(self, prepared: Prepared) -> concurrent.futures.Future:
+        with self._count:
+            if self.pending >= self.max_pending:
+                self.recorder.stats["refused_busy"] += 1
+                raise RequestError(f"the gateway has {self.pending} requests waiting: retry later", status=429,
+                                   code="rate_limit_exceeded", kind="requests")
+            self.pending += 1
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self.queue.put((prepared, future))
+        return future
+
+    def _run(self) -> None:
+        carried: list = []
+        while True:
+            items = carried or [self.queue.get()]
+            carried = []
+            if items[0] is None:
+                return
+            while len(items) < 4 * self.max_batch:  # drain what is waiting now
+                try:
+                    items.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            if any(item is None for item in items):
+                items = [i for i in items if i is not None]
+                self.queue.put(None)
+            first = items[0][0]
+            batch, seen = [], set()
+            for item in items:
+                p = item[0]
+                key = id(p.episode) if p.episode is not None else None
+                if len(batch) < self.max_batch and p.sampling == first.sampling and (key is None or key not in seen):
+                    batch.append(item)
+                    seen.add(key)
+                else:
+                    carried.append(item)
+            try:
+                calls = self.recorder.generate([p for p, _ in batch])
+                for (_, future), call in zip(batch, calls):
+                    future.set_result(call)
+            except BaseException as exc:  # surfaced to each caller as a 500
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+            with self._count:
+                self.pending -= len(batch)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join(timeout=30)
+
+
+def _choice_message(call: Call) -> dict:
+    message = {"role": "assistant", "content": call.reply.content}
+    if call.reply.tool_calls:
+        message["tool_calls"] = call.reply.tool_calls
+    return message
+
+
+def _finish(call: Call) -> str:
+    return "tool_calls" if call.reply.tool_calls else call.finish_reason
+
+
+def _logprobs(call: Call, tokenizer) -> dict:
+    return {"content": [{"token": tokenizer.decode([t]), "logprob": lp, "bytes": None, "top_logprobs": []}
+                        for t, lp in zip(call.response_ids, call.response_logprobs)]}
+
+
+def _usage(call: Call) -> dict:
+    return {"prompt_tokens": len(call.prompt_ids), "completion_tokens": len(call.response_ids),
+            "total_tokens": len(call.prompt_ids) + len(call.response_ids)}
+
+
+def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
+    """The Starlette app over `recorder` (its batcher thread starts with the app's lifespan)."""
+    require("starlette", "web")
+    from contextlib import asynccontextmanager
+
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    cfg = cfg or GatewayConfig()
+    tokenizer = recorder.engine.tokenizer
+    state: dict = {}
+
+    @asynccontextmanager
+    async def lifespan(app):
+        state["batcher"] = Batcher(recorder, cfg.max_batch, cfg.max_pending)
+        try:
+            yield
+        finally:
+            state["batcher"].close()
+
+    def authorized(request) -> None:
+        if cfg.api_key and request.headers.get("authorization") != f"Bearer {cfg.api_key}":
+            raise RequestError("missing or wrong API key: send Authorization: Bearer <the gateway's --api-key>",
+                               status=401, code="invalid_api_key")
+
+    async def json_body(request, required: bool = True):
+        raw = await request.body()
+        if not raw and not required:
+            return {}
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise RequestError(f"the request body is not valid JSON ({exc})") from None
+        if not isinstance(body, dict):
+            raise RequestError("the request body must be a JSON object")
+        return body
+
+    def handled(fn):
+        async def endpoint(request):
+            try:
+                authorized(request)
+                return await fn(request)
+            except RequestError as exc:
+                return error_response(exc)
+        return endpoint
+
+    async def models(request):
+        return JSONResponse({"object": "list", "data": [{"id": name, "object": "model", "created": 0,
+                                                         "owned_by": "agentgym"} for name in recorder.model_names]})
+
+    async def open_episode(request):
+        body = await json_body(request, required=False)
+        ep = recorder.open(body.get("group"), body.get("task_id", ""), body.get("metadata"))
+        root = str(request.base_url).rstrip("/")
+        return JSONResponse({"id": ep.id, "group": ep.group, "base_url": f"{root}/episodes/{ep.id}/v1"})
+
+    async def reward(request):
+        body = await json_body(request)
+        if "reward" not in body:
+            raise RequestError("the body must hold the episode's reward: {\"reward\": 1.0}", param="reward")
+        ep = recorder.close(request.path_params["eid"], body["reward"], body.get("success"), body.get("step_rewards"),
+                            body.get("states"))
+        return JSONResponse({"id": ep.id, "closed": True, "calls": len(ep.calls), "splits": ep.splits})
+
+    async def show_episode(request):
+        return JSONResponse(recorder.episode(request.path_params["eid"], open_only=False).summary())
+
+    async def metrics(request):
+        return JSONResponse({**recorder.stats, "version": recorder.version,
+                             "open_episodes": sum(not e.closed for e in recorder.episodes.values()),
+                             "pending": state["batcher"].pending})
+
+    async def completions(request):
+        eid = request.path_params.get("eid") or request.headers.get("x-episode-id")
+        episode = recorder.episode(eid) if eid else None
+        body = await json_body(request)
+        prepared = recorder.prepare(body, episode)
+        try:
+            call = await asyncio.wrap_future(state["batcher"].submit(prepared))
+        except RequestError:
+            raise
+        except Exception as exc:  # the engine failed: the episode's other calls are kept
+            recorder.stats["engine_errors"] += 1
+            raise RequestError(f"the policy failed to sample: {type(exc).__name__}: {exc}".splitlines()[0],
+                               status=500, kind="server_error") from None
+        if episode is not None and episode.closed:  # its reward came while this call sampled
+            raise RequestError(f"episode {eid!r} closed while this call was sampled", status=409, code="episode_closed")
+        rid, created, model = "chatcmpl-" + uuid.uuid4().hex, int(time.time()), body["model"]
+        if not prepared.stream:
+            choice = {"index": 0, "message": _choice_message(call), "finish_reason": _finish(call),
+                      "logprobs": _logprobs(call, tokenizer) if prepared.logprobs else None}
+            return JSONResponse({"id": rid, "object": "chat.completion", "created": created, "model": model,
+                                 "choices": [choice], "usage": _usage(call)})
+        return StreamingResponse(_stream(call, prepared, rid, created, model), media_type="text/event-stream")
+
+    async def _stream(call: Call, prepared: Prepared, rid: str, created: int, model: str):
+        def chunk(delta: dict, finish=None, **extra) -> str:
+            body = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish, **extra}]}
+            return f"data: {json.dumps(body)}\n\n"
+
+        complete = False
+        try:
+            yield chunk({"role": "assistant", "content": ""})
+            if call.reply.tool_calls:
+                if call.reply.content:
+                    yield chunk({"content": call.reply.content})
+                yield chunk({"tool_calls": [{"index": i, **c} for i, c in enumerate(call.reply.tool_calls)]})
+            else:  # token by token, as the decoded text grows
+                shown = ""
+                for k in range(1, len(call.response_ids) + 1):
+                    text = tokenizer.decode(call.response_ids[:k], skip_special_tokens=True)[:len(call.text)]
+                    if len(text) > len(shown) and text.startswith(shown):
+                        piece = text[len(shown):]
+                        extra = {"logprobs": {"content": [{"token": tokenizer.decode([call.response_ids[k - 1]]),
+                                                           "logprob": call.response_logprobs[k - 1], "bytes": None,
+                                                           "top_logprobs": []}]}} if prepared.logprobs else {}
+                        yield chunk({"content": piece}, **extra)
+                        shown = text
+                        await asyncio.sleep(0)
+                if shown != call.text:
+                    yield chunk({"content": call.text[len(shown):]})
+            yield chunk({}, _finish(call))
+            if prepared.include_usage:
+                yield f"data: {json.dumps({'id': rid, 'object': 'chat.completion.chunk', 'created': created, 'model': model, 'choices': [], 'usage': _usage(call)})}\n\n"
+            yield "data: [DONE]\n\n"
+            complete = True
+        finally:
+            if not complete:  # the client went away mid-stream: the call stays recorded, marked
+                call.delivered = False
+                recorder.stats["disconnects"] += 1
+
+    async def not_found(request, exc=None):
+        return error_response(RequestError(f"no route {request.method} {request.url.path}: the gateway serves "
+                                           "/v1/chat/completions, /v1/models and /episodes", status=404,
+                                           code="unknown_url"))
+
+    async def bad_method(request, exc=None):
+        return error_response(RequestError(f"{request.method} is not allowed on {request.url.path}", status=405,
+                                           code="method_not_allowed"))
+
+    routes = []
+    for prefix in ("", "/episodes/{eid}"):
+        routes += [Route(prefix + "/v1/models", handled(models), methods=["GET"]),
+                   Route(prefix + "/v1/chat/completions", handled(completions), methods=["POST"])]
+    routes += [Route("/episodes", handled(open_episode), methods=["POST"]),
+               Route("/episodes/{eid}/reward", handled(reward), methods=["POST"]),
+               Route("/episodes/{eid}", handled(show_episode), methods=["GET"]),
+               Route("/metrics", handled(metrics), methods=["GET"]),
+               Route("/health", lambda request: JSONResponse({"ok": True}), methods=["GET"])]
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: bad_method})
+
+
+class RunningGateway:
+    """A gateway served by uvicorn in a thread of this process (tests, training, benchmarks)."""
+
+    def __init__(self, recorder: Recorder, cfg: GatewayConfig | None = None):
+        import uvicorn
+
+        self.cfg = cfg or GatewayConfig()
+        check_bind(self.cfg)
+        self.recorder = recorder
+        config = uvicorn.Config(create_app(recorder, self.cfg), host=self.cfg.host, port=self.cfg.port,
+                                log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="agentgym-gateway-http", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise ConfigError(f"the gateway could not serve on {self.cfg.host}:{self.cfg.port} (port in use?)")
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://{self.cfg.host}:{port}"
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def serve(recorder: Recorder, cfg: GatewayConfig, on_ready=None) -> None:
+    """Serve in the foreground until interrupted."""
+    import uvicorn
+
+    check_bind(cfg)
+    server = uvicorn.Server(uvicorn.Config(create_app(recorder, cfg), host=cfg.host, port=cfg.port,
+                                           log_level="warning", lifespan="on"))
+    if on_ready is not None:
+        import contextlib
+
+        original = server.startup
+
+        async def startup(sockets=None):
+            await original(sockets)
+            on_ready()
+        server.startup = startup  # type: ignore[method-assign]
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
+    else:
+        server.run()
