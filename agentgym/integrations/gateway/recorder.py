@@ -271,9 +271,8 @@ class Recorder:
         episodes: app.py groups them so); holds `lock`."""
         with self.lock:
             t0 = time.perf_counter()
-            sync = getattr(self.engine, "sync", None)
-            if callable(sync) and getattr(self.engine, "synced_version", None) is not None:
-                sync()  # a rollout copy (serve during updates): the newest weights published
+            if callable(sync := getattr(self.engine, "sync", None)):
+                sync()  # the engine's one weight path: a rollout copy or vLLM takes the newest weights
             keys, samples = [], []
             for p in batch:
                 if p.episode is None:

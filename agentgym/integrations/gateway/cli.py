@@ -1,0 +1,65 @@
+"""`agentgym gateway`: serve a model (or a training run) as an OpenAI-compatible API on loopback."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("gateway")
+    def gateway_command(
+        model: Optional[str] = typer.Option(None, "--model", help="serve this model folder (no training)"),
+        train: Optional[str] = typer.Option(None, "--train", help="a training preset or config file: serve its "
+                                            "policy and train it on the episodes your program reports"),
+        overrides: Optional[List[str]] = typer.Argument(None, help="config overrides for --train, key=value"),
+        episodes_per_iter: int = typer.Option(48, help="--train: episodes (rewards reported) per update"),
+        serve_during_update: bool = typer.Option(False, help="--train: answer calls during an update with the "
+                                                 "previous weights (staleness recorded) instead of making them wait"),
+        model_name: str = typer.Option("agentgym", help="the model name clients ask for"),
+        engine: str = typer.Option("hf", help="--model: hf, or vllm where vLLM is installed"),
+        host: str = typer.Option("127.0.0.1", help="interface to bind (default: loopback only)"),
+        port: int = typer.Option(8100, help="TCP port"),
+        api_key: Optional[str] = typer.Option(None, help="a bearer token every request must carry"),
+        allow_remote: bool = typer.Option(False, "--allow-remote", help="allow --host beyond loopback"),
+        max_tokens: int = typer.Option(256, help="--model: max_tokens of a request that gives none"),
+        threads: int = typer.Option(1, help="torch CPU threads"),
+    ):
+        """Serve the OpenAI API (/v1/chat/completions, /v1/models) backed by the policy, recording every
+        episode's exact tokens; with --train, train it on them (docs/gateway.md)."""
+        from agentgym.errors import ConfigError
+        from agentgym.integrations.gateway.app import GatewayConfig, check_bind
+
+        if (model is None) == (train is None):
+            raise ConfigError("give --model PATH (serve a model) or --train PRESET (serve and train its policy)")
+        cfg = GatewayConfig(host=host, port=port, api_key=api_key, allow_remote=allow_remote)
+        check_bind(cfg)
+        if train is not None:
+            from agentgym.integrations.gateway.training import train_through_gateway
+            from agentgym.trainers.config import load_config
+
+            train_cfg = load_config(train, list(overrides or []))
+            summary = train_through_gateway(train_cfg, cfg, episodes_per_iter, model_name, serve_during_update)
+            print(f"trained {summary['iterations']} iterations in {summary['seconds']:.0f} s: {summary['run_dir']}")
+            return
+        import torch
+
+        from agentgym.integrations.gateway.app import serve
+        from agentgym.integrations.gateway.recorder import Recorder
+
+        torch.set_num_threads(threads)
+        if engine == "vllm":
+            from agentgym.policies.vllm_engine import VLLMPolicy
+
+            policy = VLLMPolicy(model)
+        elif engine == "hf":
+            from agentgym.policies.hf import HFPolicy
+
+            policy = HFPolicy(model)
+        else:
+            raise ConfigError(f"--engine must be hf or vllm, got {engine!r}")
+        context = getattr(getattr(getattr(policy, "model", None), "config", None), "max_position_embeddings", None)
+        recorder = Recorder(policy, model_names=(model_name,), context_len=context, default_max_tokens=max_tokens)
+        serve(recorder, cfg, on_ready=lambda: print(f"gateway serving {model_name!r} at http://{host}:{port}/v1 "
+                                                    f"(episodes: POST http://{host}:{port}/episodes)", flush=True))
