@@ -200,7 +200,7 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
         if "reward" not in body:
             raise RequestError("the body must hold the episode's reward: {\"reward\": 1.0}", param="reward")
         ep = recorder.close(request.path_params["eid"], body["reward"], body.get("success"), body.get("step_rewards"),
-                            body.get("states"))
+                            body.get("states"), body.get("valid"))
         return JSONResponse({"id": ep.id, "closed": True, "calls": len(ep.calls), "splits": ep.splits})
 
     async def show_episode(request):

@@ -60,6 +60,7 @@ class Episode:
     success: bool | None = None
     step_rewards: list[float] | None = None
     states: list[str] | None = None
+    valid: list[bool] | None = None  # per call: whether the program could use the reply (invalid actions)
     splits: int = 0
     metadata: dict = field(default_factory=dict)
 
@@ -149,23 +150,25 @@ class Recorder:
         return ep
 
     def close(self, eid: str, reward: float, success: bool | None = None, step_rewards: list | None = None,
-              states: list | None = None) -> Episode:
+              states: list | None = None, valid: list | None = None) -> Episode:
         """Report an episode's reward: it closes, and training mode may take it into a batch."""
         ep = self.episode(eid)
         if isinstance(reward, bool) or not isinstance(reward, (int, float)):
             raise RequestError("reward must be a number", param="reward")
         n = len(ep.calls)
-        for name, values, kind in (("step_rewards", step_rewards, (int, float)), ("states", states, str)):
-            if values is not None and (not isinstance(values, list) or len(values) != n
-                                       or not all(isinstance(v, kind) and not isinstance(v, bool) for v in values)):
-                raise RequestError(f"{name} must be a list of {n} {'numbers' if kind is not str else 'strings'} "
-                                   f"(one per call of the episode)", param=name)
+        for name, values, kind in (("step_rewards", step_rewards, "numbers"), ("states", states, "strings"),
+                                   ("valid", valid, "booleans")):
+            ok = {"numbers": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+                  "strings": lambda v: isinstance(v, str), "booleans": lambda v: isinstance(v, bool)}[kind]
+            if values is not None and (not isinstance(values, list) or len(values) != n or not all(map(ok, values))):
+                raise RequestError(f"{name} must be a list of {n} {kind} (one per call of the episode)", param=name)
         if success is not None and not isinstance(success, bool):
             raise RequestError("success must be true or false", param="success")
         with self.changed:
             ep.reward, ep.success = float(reward), success
             ep.step_rewards = [float(r) for r in step_rewards] if step_rewards is not None else None
             ep.states = list(states) if states is not None else None
+            ep.valid = list(valid) if valid is not None else None
             ep.closed = True
             self.closed_order.append(eid)
             self.stats["episodes_closed"] += 1
@@ -337,11 +340,12 @@ class Recorder:
     # --- what the trainer takes -------------------------------------------------------------
     def trajectory(self, ep: Episode) -> Trajectory:
         """An episode as the trainer's Trajectory: one step per call, the reported reward as its
-        score (and success unless reported), the step rewards and states (GiGPO's anchors) when given."""
+        score (and success unless reported), the step rewards, states (GiGPO's anchors) and
+        validity (the invalid-action penalty) when given."""
         steps = []
         for k, c in enumerate(ep.calls):
             steps.append(Step(observation="", anchor=ep.states[k] if ep.states else "", text=c.text,
-                              action=c.text, action_valid=True,
+                              action=c.text, action_valid=ep.valid[k] if ep.valid else True,
                               reward=ep.step_rewards[k] if ep.step_rewards else 0.0,
                               prompt_ids=list(c.prompt_ids), response_ids=list(c.response_ids),
                               response_logprobs=list(c.response_logprobs), policy_version=c.policy_version))
