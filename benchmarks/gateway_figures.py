@@ -4,6 +4,7 @@ rollout and by a plain `openai`-client agent program through `agentgym gateway`.
     python benchmarks/gateway_figures.py correctness [--model DIR] [--tasks 8]
     python benchmarks/gateway_figures.py overhead    [--model DIR] [--reps 2]
     python benchmarks/gateway_figures.py throughput  [--model DIR] [--clients 32] [--seconds 20]
+    python benchmarks/gateway_figures.py learning --model runs/household-tiny/sft_model [--seeds 0 1 2]
 
 correctness: per task, one episode with the same reset seed and sampling seed through `collect`
 and through the gateway (windowed prompts as the main job, and history="full" where the gateway
@@ -12,8 +13,12 @@ step; then one training iteration (the trainer's run_iteration, household-tiny's
 set of trajectories, starting from the same weights, and the largest weight difference.
 overhead: seconds per iteration (48 episodes = 8 tasks x 6 + the update) built-in vs gateway, the
 gateway's episodes played by 48 concurrent client threads. throughput: requests/s the gateway
-answers with N concurrent clients (short prompts, 12 new tokens).
-Results: docs/gateway_figures.json, one key per figure, written as each lands. No model given: the
+answers with N concurrent clients (short prompts, 12 new tokens). learning: per seed, the same
+agent program trained through the gateway (`train_through_gateway`, household-tiny's settings) from
+the warm start, held-out success before and after (the trainer's evaluation); each seed's result is
+saved as it lands and a rerun skips the seeds done (resumable); the paired interval is over
+(seed, task) pairs.
+Results: docs/gateway_figures.json (or $GATEWAY_FIGURES_OUT), one key per figure, written as each lands. No model given: the
 household-tiny preset's tiny model is built (random weights) under runs/gateway-figures/.
 """
 
@@ -37,6 +42,8 @@ ENV = "agentgym/Household-v0"
 
 
 def save(key: str, value: dict) -> None:
+    global OUT
+    OUT = Path(os.environ.get("GATEWAY_FIGURES_OUT", OUT))
     data = json.loads(OUT.read_text()) if OUT.exists() else {}
     data[key] = value
     OUT.write_text(json.dumps(data, indent=2) + "\n")
@@ -264,20 +271,73 @@ def throughput(args) -> None:
                         "max_new_tokens": cfg.rollout.max_new_tokens, "torch_threads": 1})
 
 
+def learning(args) -> None:
+    from agentgym.evaluation.stats import paired_gain
+    from agentgym.integrations.gateway.app import GatewayConfig
+    from agentgym.integrations.gateway.training import train_through_gateway
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.registration import get_task_space
+    from agentgym.trainers.task_selection import write_eval_tasks
+    from agentgym.trainers.training import evaluate_policy
+
+    if not args.model:
+        raise SystemExit("learning: give --model, the main job's warm start (runs/household-tiny/sft_model after "
+                         "`agentgym train household-tiny`)")
+    torch.set_num_threads(1)
+    out = Path(os.environ.get("GATEWAY_FIGURES_OUT", OUT))
+    saved = json.loads(out.read_text()).get("learning", {}) if out.exists() else {}
+    seeds = saved.get("seeds", {})
+    for seed in args.seeds:
+        if str(seed) in seeds:
+            continue  # resumable: this seed landed in an earlier run
+        run_dir = Path(args.run_dir) / f"learning-seed{seed}"
+        cfg = config(args.model, str(run_dir), [f"seed={seed}", f"iterations={args.iterations}", *args.set])
+        r = cfg.rollout
+        tasks = train_tasks(cfg, r.tasks_per_iter * args.iterations)
+        ready, urls = threading.Event(), []
+        trainer = threading.Thread(target=train_through_gateway, kwargs=dict(
+            cfg=cfg, gateway_cfg=GatewayConfig(port=0), episodes_per_iter=r.tasks_per_iter * r.group_size,
+            log=print, on_ready=lambda url: (urls.append(url), ready.set()), session=None))
+        trainer.start()
+        ready.wait()
+        for it in range(args.iterations):  # the user's program: one iteration's episodes at a time, concurrently
+            batch = tasks[it * r.tasks_per_iter:(it + 1) * r.tasks_per_iter]
+            jobs = [(task, seed * 100000 + it * 100 + g, f"{it}:{g}:{task.task_id}") for g, task in enumerate(batch)
+                    for _ in range(r.group_size)]
+            with concurrent_pool(len(jobs)) as pool:
+                list(pool.map(lambda j: agent_program(urls[0], cfg, j[0], cfg.env.chat, j[1], j[2], None), jobs))
+        trainer.join()
+        eval_path = write_eval_tasks(cfg, get_task_space(cfg.env.id), run_dir)
+        before = evaluate_policy(cfg.eval, cfg.env, HFPolicy(args.model), eval_path, seed, rollout=r, session=None)
+        after = evaluate_policy(cfg.eval, cfg.env, HFPolicy(run_dir / "final_model"), eval_path, seed, rollout=r,
+                                session=None)
+        seeds[str(seed)] = {"before": before["success_rate"], "after": after["success_rate"],
+                            "before_per_task": before["per_task_success"], "after_per_task": after["per_task_success"]}
+        pairs = [{f"{s}:{t}": v for s, row in seeds.items() for t, v in row[k].items()}
+                 for k in ("before_per_task", "after_per_task")]
+        gain = paired_gain(*pairs)
+        save("learning", {"command": "python benchmarks/gateway_figures.py learning " + " ".join(args.argv),
+                          "iterations": args.iterations, "seeds": seeds,
+                          "paired_gain": {"value": gain.value, "low": gain.low, "high": gain.high}})
+
+
 def main() -> None:
     import sys
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("figure", choices=["correctness", "overhead", "throughput"])
+    parser.add_argument("figure", choices=["correctness", "overhead", "throughput", "learning"])
     parser.add_argument("--model", default=None, help="a model folder (default: build household-tiny's tiny model)")
     parser.add_argument("--run-dir", default="runs/gateway-figures")
     parser.add_argument("--tasks", type=int, default=8)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--set", nargs="*", default=[], help="learning: household-tiny overrides, key=value")
+    parser.add_argument("--iterations", type=int, default=60, help="learning: updates per seed (household-tiny's)")
     args = parser.parse_args()
     args.argv = sys.argv[2:]
-    {"correctness": correctness, "overhead": overhead, "throughput": throughput}[args.figure](args)
+    {"correctness": correctness, "overhead": overhead, "throughput": throughput, "learning": learning}[args.figure](args)
 
 
 if __name__ == "__main__":
