@@ -170,6 +170,13 @@ class TokenContinuation:
                 self.contexts[ctx.episode] = (list(messages), list(p) + list(c.response_ids), ended)
         return completions
 
+    def forget(self, episodes: list[str]) -> None:
+        """These episodes ended (or start over): drop their contexts and the engine's cached prefixes."""
+        for e in episodes:
+            self.contexts.pop(e, None)
+        if self._caches and callable(getattr(self.policy, "forget", None)):
+            self.policy.forget([self._key + e for e in episodes])
+
     def close(self) -> None:
         if self._caches and callable(getattr(self.policy, "forget", None)):
             self.policy.forget([self._key + e for e in self.contexts])

@@ -148,7 +148,7 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
     from starlette.routing import Route
 
     cfg = cfg or GatewayConfig()
-    tokenizer = recorder.engine.tokenizer
+    tokenizer = recorder.http_tokenizer
     state: dict = {}
 
     @asynccontextmanager
@@ -216,10 +216,9 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
         episode = recorder.episode(eid) if eid else None
         body = await json_body(request)
         prepared = recorder.prepare(body, episode)
+        future = state["batcher"].submit(prepared)  # a RequestError (429) when too many wait
         try:
-            call = await asyncio.wrap_future(state["batcher"].submit(prepared))
-        except RequestError:
-            raise
+            call = await asyncio.wrap_future(future)
         except Exception as exc:  # the engine failed: the episode's other calls are kept
             recorder.stats["engine_errors"] += 1
             raise RequestError(f"the policy failed to sample: {type(exc).__name__}: {exc}".splitlines()[0],

@@ -13,6 +13,7 @@ the exact context it was sampled in, never merged with a context the model did n
 
 from __future__ import annotations
 
+import copy
 import itertools
 import threading
 import time
@@ -122,6 +123,9 @@ class Recorder:
         self.context_len = context_len
         self.default_max_tokens = default_max_tokens
         self.continuation = TokenContinuation(engine, on_mismatch="per-turn")
+        # the HTTP thread's own tokenizer (length checks, streamed pieces): a fast tokenizer is not
+        # safe to share with the thread that samples
+        self.http_tokenizer = copy.deepcopy(engine.tokenizer)
         self.episodes: dict[str, Episode] = {}
         self.closed_order: list[str] = []  # episodes in the order their reward came
         self.lock = threading.Lock()
@@ -173,10 +177,7 @@ class Recorder:
             self.closed_order.append(eid)
             self.stats["episodes_closed"] += 1
             self.changed.notify_all()
-        key = self._key(ep)
-        self.continuation.contexts.pop(key, None)
-        if callable(getattr(self.engine, "forget", None)):
-            self.engine.forget([self.continuation._key + key])
+        self.continuation.forget([self._key(ep)])
         return ep
 
     # --- requests ---------------------------------------------------------------------------
@@ -247,10 +248,10 @@ class Recorder:
         if max_tokens >= self.context_len:
             raise RequestError(f"max_tokens={max_tokens} does not fit the model's context of {self.context_len} tokens",
                                param="max_tokens", code="context_length_exceeded")
-        text = self.continuation._render(messages)
+        text = self.http_tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         if len(text) + max_tokens <= self.context_len:  # a token is at least one character: it fits
             return
-        n = len(self.engine.tokenizer(text, add_special_tokens=False)["input_ids"])
+        n = len(self.http_tokenizer(text, add_special_tokens=False)["input_ids"])
         if n + max_tokens > self.context_len:
             raise RequestError(f"this model's maximum context length is {self.context_len} tokens; the messages have "
                                f"{n} and max_tokens is {max_tokens}: shorten the messages or max_tokens",
@@ -313,9 +314,7 @@ class Recorder:
                             reply=parse_reply(text, p.tools), finish_reason=finish, sample=sample,
                             policy_version=version, messages=p.messages, seconds=seconds)
                 if p.episode is None:
-                    self.continuation.contexts.pop(key, None)
-                    if callable(getattr(self.engine, "forget", None)):
-                        self.engine.forget([self.continuation._key + key])
+                    self.continuation.forget([key])
                 else:
                     p.episode.calls.append(call)
                 self.stats["calls"] += 1
