@@ -105,6 +105,7 @@ def test_episode_in_a_header_and_reward_closes_it(gateway):
     client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "look"}], max_tokens=4)
     done = httpx.post(gateway.url + f"/episodes/{ep['id']}/reward", json={"reward": 1.0, "states": ["room 2"]})
     assert done.status_code == 200 and done.json()["calls"] == 1
+    assert "episode-" + ep["id"] not in gateway.recorder.continuation.contexts  # its context was released
     traj = gateway.recorder.trajectory(gateway.recorder.episodes[ep["id"]])
     assert traj.success and traj.score == 1.0 and traj.steps[0].anchor == "room 2"
     with pytest.raises(openai.ConflictError) as closed:
@@ -214,3 +215,17 @@ def test_a_client_that_leaves_mid_stream_leaves_the_episode_intact(gateway):
     assert len(record["calls"]) == 1 and len(record["calls"][0]["response_ids"]) >= 1
     again = httpx.post(url, json={**body, "stream": False})
     assert again.status_code == 200
+
+
+def test_stop_cuts_the_reply_and_its_ids(policy):
+    recorder = Recorder(ScriptedReplies(policy, ["go right Observation: room 2"]), model_names=("tiny",))
+    with RunningGateway(recorder, GatewayConfig(port=0)) as gateway:
+        ep = open_episode(gateway)
+        client = client_for(ep["base_url"])
+        out = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "go"}],
+                                             stop=["Observation:"])
+        call = recorder.episodes[ep["id"]].calls[0]
+        assert out.choices[0].message.content == call.text == "go right "
+        assert "Observation:" in policy.tokenizer.decode(call.response_ids)  # sampled up to the stop, kept
+        assert "room" not in policy.tokenizer.decode(call.response_ids)  # nothing after it
+        assert len(call.response_logprobs) == len(call.response_ids)
