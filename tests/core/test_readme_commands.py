@@ -49,6 +49,8 @@ NOT_RUN = {
         "a placeholder package (test_newcomer_own_env: the README's Lamp env with this command)",
     "agentgym sft household-tiny": "minutes of SFT (tests/trainers: SFT on tiny settings)",
     "agentgym view runs/household-tiny": "a server that runs until stopped (tests/viewer)",
+    "agentgym gateway --train household-tiny":
+        "a server that trains on the episodes a user's program reports (tests/gateway/test_gateway_training.py)",
     "agentgym eval agentgym/Household-v0 --policy hf:runs/household-tiny/final_model --split heldout_unseen -o runs/eval/trained":
         "a trained run (tests/evaluation/test_eval_cli.py: hf: end to end on a tiny model)",
     "agentgym eval agentgym/Household-v0 --policy openai:http://localhost:8000/v1:Qwen/Qwen2.5-1.5B-Instruct":
