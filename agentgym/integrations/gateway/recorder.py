@@ -343,7 +343,8 @@ class Recorder:
         validity (the invalid-action penalty) when given."""
         steps = []
         for k, c in enumerate(ep.calls):
-            steps.append(Step(observation="", anchor=ep.states[k] if ep.states else "", text=c.text,
+            # no states reported: each step its own anchor, so GiGPO's step term is 0 (not one big group)
+            steps.append(Step(observation="", anchor=ep.states[k] if ep.states else f"{ep.id}:{k}", text=c.text,
                               action=c.text, action_valid=ep.valid[k] if ep.valid else True,
                               reward=ep.step_rewards[k] if ep.step_rewards else 0.0,
                               prompt_ids=list(c.prompt_ids), response_ids=list(c.response_ids),
