@@ -216,14 +216,16 @@ def overhead(args) -> None:
             t0 = time.perf_counter()
             if how == "builtin":
                 trajs = builtin(policy, cfg, tasks, cfg.env.chat, [7 + rep], r.group_size, batched=True)
+                batch_size = None
             else:
-                trajs, _ = through_gateway(policy, cfg, tasks, cfg.env.chat, [7 + rep] * len(tasks), r.group_size,
-                                           concurrent=True)
+                trajs, recorder = through_gateway(policy, cfg, tasks, cfg.env.chat, [7 + rep] * len(tasks),
+                                                  r.group_size, concurrent=True)
+                batch_size = recorder.stats["calls"] / max(recorder.stats["batches"], 1)
             t_rollout = time.perf_counter() - t0
             _, metrics = one_update(cfg, model, trajs)
             rows.append({"rep": rep, "how": how, "rollout_s": t_rollout, "update_s": metrics["time"]["update_s"],
                          "iteration_s": t_rollout + metrics["time"]["iteration_s"],
-                         "turns": sum(len(t.steps) for t in trajs)})
+                         "turns": sum(len(t.steps) for t in trajs), "mean_requests_per_engine_call": batch_size})
             print(rows[-1], flush=True)
     mean = {h: sum(x["iteration_s"] for x in rows if x["how"] == h) / args.reps for h in ("builtin", "gateway")}
     turns = {h: sum(x["turns"] for x in rows if x["how"] == h) / args.reps for h in ("builtin", "gateway")}
@@ -268,7 +270,8 @@ def throughput(args) -> None:
     save("throughput", {"command": "python benchmarks/gateway_figures.py throughput " + " ".join(args.argv),
                         "clients": args.clients, "seconds": t1 - t0, "requests": n1 - n0,
                         "requests_per_s": (n1 - n0) / (t1 - t0), "errors": len(errors),
-                        "max_new_tokens": cfg.rollout.max_new_tokens, "torch_threads": 1})
+                        "max_new_tokens": cfg.rollout.max_new_tokens, "torch_threads": 1,
+                        "mean_requests_per_engine_call": recorder.stats["calls"] / max(recorder.stats["batches"], 1)})
 
 
 def learning(args) -> None:

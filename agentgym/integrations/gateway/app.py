@@ -33,6 +33,9 @@ class GatewayConfig:
     allow_remote: bool = False  # serve beyond loopback (anyone who reaches the port samples the policy)
     max_batch: int = 32  # requests sampled in one engine call
     max_pending: int = 256  # queued requests beyond which a call is refused with 429
+    # how long the worker waits for more requests before sampling a batch: concurrent clients step
+    # their envs at slightly different times, and one full batch samples faster than many small ones
+    gather_s: float = 0.01
 
 
 def check_bind(cfg: GatewayConfig) -> None:
@@ -57,8 +60,8 @@ class Batcher:
     """One worker thread that samples queued requests, as many together as share sampling
     parameters and belong to distinct episodes (up to max_batch)."""
 
-    def __init__(self, recorder: Recorder, max_batch: int, max_pending: int):
-        self.recorder, self.max_batch, self.max_pending = recorder, max_batch, max_pending
+    def __init__(self, recorder: Recorder, max_batch: int, max_pending: int, gather_s: float = 0.0):
+        self.recorder, self.max_batch, self.max_pending, self.gather_s = recorder, max_batch, max_pending, gather_s
         self.queue: queue.Queue = queue.Queue()
         self.pending = 0
         self._count = threading.Lock()
@@ -83,9 +86,10 @@ class Batcher:
             carried = []
             if items[0] is None:
                 return
-            while len(items) < 4 * self.max_batch:  # drain what is waiting now
+            gathered = time.monotonic() + self.gather_s
+            while len(items) < 4 * self.max_batch:  # what is waiting now or arrives within gather_s
                 try:
-                    items.append(self.queue.get_nowait())
+                    items.append(self.queue.get(timeout=max(gathered - time.monotonic(), 1e-4)))
                 except queue.Empty:
                     break
             if any(item is None for item in items):
@@ -153,7 +157,7 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
 
     @asynccontextmanager
     async def lifespan(app):
-        state["batcher"] = Batcher(recorder, cfg.max_batch, cfg.max_pending)
+        state["batcher"] = Batcher(recorder, cfg.max_batch, cfg.max_pending, cfg.gather_s)
         try:
             yield
         finally:

@@ -294,6 +294,7 @@ class Recorder:
             before = dict(self.continuation.retokenized)
             contexts = [TurnContext(episode=k, task=None, turn=0) for k in keys]  # type: ignore[arg-type]
             completions = self.continuation.generate([p.messages for p in batch], batch[0].sampling, contexts)
+            self.stats["batches"] += 1  # calls / batches: how many requests one engine call sampled
             version = getattr(self.engine, "synced_version", None)
             version = self.version if version is None else version
             seconds = (time.perf_counter() - t0) / max(len(batch), 1)
