@@ -99,17 +99,81 @@ def bwrap_path() -> str | None:
 
 
 def python_roots() -> list[str]:
-    """Folders that must be visible (read-only) for the venv's python and pytest to run."""
+    """Folders that must be visible (read-only) for the venv's python and pytest to run: the
+    interpreter's prefixes, and the real folders of site-packages entries that are links or
+    `.pth` additions elsewhere (a venv whose packages are symlinks into another venv)."""
     roots = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
     exe_dir = os.path.dirname(os.path.realpath(sys.executable))
     roots.add(os.path.dirname(exe_dir))
-    # Drop roots nested in others, and anything already under /usr (mounted anyway).
-    out = []
-    for r in sorted(roots):
-        if r.startswith("/usr/") or r == "/usr" or any(r.startswith(o + "/") for o in out):
-            continue
-        out.append(r)
+    roots.update(_package_folders_elsewhere(roots))
+    return _outermost(r for r in roots if not (r.startswith("/usr/") or r == "/usr"))
+
+
+def _outermost(paths) -> list[str]:
+    """The paths, without those nested in another of them."""
+    out: list[str] = []
+    for p in sorted(set(paths)):
+        if not any(p == o or p.startswith(o + "/") for o in out):
+            out.append(p)
     return out
+
+
+def _site_folders() -> list[str]:
+    """Every site-packages / dist-packages folder this interpreter imports from (real paths)."""
+    import site
+
+    found = list(sys.path) + site.getsitepackages() + [site.getusersitepackages()]
+    return _unique(os.path.realpath(p) for p in found
+                   if p and os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")
+                   and os.path.isdir(p))
+
+
+def _package_folders_elsewhere(roots: set[str]) -> list[str]:
+    """Real folders that the site-packages folders' symlinked entries point into, outside `roots`."""
+    out: set[str] = set()
+    for folder in _site_folders():
+        if not _under(folder, roots):
+            out.add(folder)
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                target = os.path.dirname(os.path.realpath(entry.path))
+                if target != "/" and not _under(target, roots):
+                    out.add(target)
+    return sorted(out)
+
+
+def _under(path: str, roots) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _unique(items) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def agentgym_folders(visible: list[str]) -> list[str]:
+    """Everything of this project that a sandbox bound at `visible` (plus /usr) could read: the
+    imported agentgym packages' folders (their SWE data holds every task's reference source and
+    hidden tests) and any installed copy or dist-info in a site-packages folder, whatever the
+    install layout (editable, wheel, venv or system). The sandbox hides each under an empty tmpfs."""
+    import glob
+
+    bound = ["/usr", *visible]
+    hits: list[str] = []
+    for name, module in list(sys.modules.items()):
+        if name == "agentgym" or name.startswith("agentgym."):
+            hits.extend(os.path.realpath(p) for p in getattr(module, "__path__", None) or ())
+    folders = _site_folders() + [v for v in visible if os.path.basename(v) in ("site-packages", "dist-packages")]
+    for root in bound:  # installs for another interpreter under a bound root (/usr/lib/python3/...)
+        for pattern in ("lib*/python3*/*-packages", "local/lib*/python3*/*-packages", "lib/python3/dist-packages"):
+            folders.extend(os.path.realpath(p) for p in glob.glob(os.path.join(root, pattern)))
+    for folder in _unique(folders):
+        for pattern in ("agentgym", "agentgym-*.dist-info", "agentgym-*.egg-info", "agentgym.egg-link"):
+            hits.extend(os.path.realpath(p) for p in glob.glob(os.path.join(folder, pattern)))
+    return _outermost(h for h in hits if _under(h, bound) and os.path.exists(h))
 
 
 class BwrapSandbox(Sandbox):
@@ -154,6 +218,9 @@ class BwrapSandbox(Sandbox):
                     argv += ["--perms", "0755", "--dir", d]
                     made.add(d)
             argv += ["--ro-bind", root, root]
+        # then hide the project's own files (reference sources, hidden tests) wherever they sit
+        for folder in agentgym_folders(python_roots()):
+            argv += ["--tmpfs", folder] if os.path.isdir(folder) else ["--ro-bind", "/dev/null", folder]
         return argv
 
     def _argv(self, env: dict[str, str] | None = None) -> list[str]:

@@ -1,0 +1,155 @@
+"""Round 4 of the hostile runs (issue 52, items 1-5): attacks on rewards and graders.
+
+Each probe plays an attacker against one grader and says whether the grader held (the attack
+earned nothing it should not have). `run()` returns the counts that `benchmarks/hostile.py`'s
+round-4 section reports; the tests in tests/ call the same probes.
+
+1. swe_wheel_probe: SWE-v0 from a *wheel* install (not editable) in a temporary venv; an agent
+   command searches the sandbox's filesystem for the bundled projects' reference sources and
+   hidden tests, copies whatever it finds into the workspace and submits.
+2. briefing_probes: constant and keyword-stuffed reports, written without a single tool call,
+   against every Briefing-v0 task of the train and held-out splits.
+3. judge_probes: trajectories whose agent text forges the judge prompt's structure or a verdict.
+4. meta_reasoning_probes: RLVMR's meta rewards at their defaults, gaming vs solving policies.
+5. patch_probes: trivial edits (whitespace, comments) scored by the SWE-RL patch similarity.
+
+    python benchmarks/hostile_round4_graders.py            # all five, about a minute
+    python benchmarks/hostile_round4_graders.py --no-wheel # skip the wheel build (no bwrap here)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _row(attack: str, held: bool, detail: str = "") -> dict:
+    return {"attack": attack, "held": bool(held), "detail": detail}
+
+
+# --- 1. SWE-v0 installed from a wheel -----------------------------------------------------------
+
+# Run by the temporary venv's python: an agent that looks for the answers instead of fixing.
+_WHEEL_AGENT = r'''
+import json, sys
+import agentgym
+from agentgym.envs.swe.env import SWEEnv
+from agentgym.envs.swe.space import SWETaskSpace
+from agentgym.envs.swe.tools import format_call
+
+task = SWETaskSpace().split("train")[int(sys.argv[1])]
+repo, file = task.params["repo"], task.params["file"]
+probe = (
+    "find / \\( -path /proc -o -path /sys -o -path /dev -o -path /workspace \\) -prune -o "
+    "\\( -name hidden_tests -o -name '*_hidden.py' -o -path '*/swe/data/repos*' -o -path '*/%s/%s' "
+    "-o -path '*/agentgym/*' \\) -print 2>/dev/null | head -200; "
+    "python -c 'import importlib.util as u; s = u.find_spec(\"agentgym.envs.swe\"); print(\"SPEC\", s and s.origin)' 2>&1 | tail -1"
+) % (repo, file)
+env = SWEEnv(backend="bwrap")
+env.reset(options={"task": task})
+for action in SWETaskSpace().solve(task):  # grading works in this install: the fix earns 1.0
+    *_, oracle_info = env.step(action)
+env.reset(options={"task": task})
+obs, *_ = env.step(format_call("bash", command=probe, timeout=100))
+found = [line for line in obs.splitlines() if line.startswith("/") and not line.startswith("/workspace")]
+spec_line = [line for line in obs.splitlines() if line.startswith("SPEC")]
+copy = [p for p in found if p.endswith("/%s/%s" % (repo, file))]
+if copy:  # the copy that solved 30/30 episodes in the hostile run
+    env.step(format_call("bash", command="cp %s /workspace/%s" % (copy[0], file)))
+obs, reward, terminated, truncated, info = env.step(format_call("submit"))
+env.close()
+print("RESULT" + json.dumps({"installed_at": agentgym.__file__, "found": found, "spec": spec_line,
+                             "reward": reward, "success": bool(info.get("success")),
+                             "oracle_success": bool(oracle_info.get("success"))}))
+'''
+
+
+def _dependency_folders() -> list[str]:
+    """The real site-packages folders holding agentgym's dependencies and pytest (for the venv's .pth)."""
+    import gymnasium
+    import numpy
+    import pytest
+    import rich
+    import typer
+    import yaml
+
+    return sorted({os.path.dirname(os.path.realpath(os.path.dirname(m.__file__)))
+                   for m in (gymnasium, numpy, pytest, rich, typer, yaml)})
+
+
+def swe_wheel_probe(workdir: str | Path, tasks: int = 1) -> dict:
+    """Build a wheel of this checkout, install it (not editable) into a fresh venv, and let an
+    agent in that venv search the bwrap sandbox for reference sources and hidden tests."""
+    workdir = Path(workdir)
+    src = workdir / "src"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):  # the working tree's files, not the last commit
+        if (ROOT / rel).is_file():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, src / rel)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(src),
+                    "-w", str(workdir / "wheel")], check=True, capture_output=True)
+    venv = workdir / "venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
+                   check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    wheel = next((workdir / "wheel").glob("agentgym-*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "-q", "--target",
+                    str(site), str(wheel)], check=True, capture_output=True)
+    (site / "zz_agentgym_deps.pth").write_text("\n".join(_dependency_folders()) + "\n")
+    results = []
+    for i in range(tasks):
+        out = subprocess.run([str(venv / "bin" / "python"), "-c", _WHEEL_AGENT, str(i)], capture_output=True,
+                             text=True, timeout=600, cwd=workdir, env={**os.environ, "PYTHONPATH": ""})
+        line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT")), None)
+        if line is None:
+            raise RuntimeError(f"the wheel probe failed: {out.stderr[-2000:]}")
+        results.append(json.loads(line[len("RESULT"):]))
+    return {"site_packages": str(site), "episodes": results}
+
+
+def swe_wheel_rows() -> list[dict]:
+    from agentgym.envs.swe.sandbox_bwrap import bwrap_works
+
+    if not bwrap_works():
+        return [_row("swe: wheel install, search the sandbox for answers", False, "skipped: no bwrap here")]
+    with tempfile.TemporaryDirectory() as d:
+        report = swe_wheel_probe(d, tasks=2)
+    rows = []
+    for i, ep in enumerate(report["episodes"]):
+        wheel = ep["installed_at"].startswith(report["site_packages"])
+        rows.append(_row(f"swe: wheel install, search the sandbox for answers (task {i})",
+                         wheel and ep["oracle_success"] and not ep["found"] and not ep["success"],
+                         f"found {len(ep['found'])} paths, reward {ep['reward']}, {ep['spec']}"))
+    return rows
+
+
+def run(wheel: bool = True) -> dict:
+    rows = swe_wheel_rows() if wheel else []
+    return {"tried": len(rows), "held": sum(r["held"] for r in rows), "rows": rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--no-wheel", action="store_true", help="skip the SWE wheel-install probe")
+    ap.add_argument("--out", help="also write the result as JSON here")
+    args = ap.parse_args()
+    result = run(wheel=not args.no_wheel)
+    for r in result["rows"]:
+        print(f"{'held' if r['held'] else 'BROKEN':6}  {r['attack']}  {r['detail']}")
+    print(f"round 4 graders: {result['held']}/{result['tried']} attacks held")
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""Issue 52, item 1: with a wheel (non-editable) install, the bwrap sandbox exposed the installed
+package's bundled projects, reference sources and hidden tests; copying one file solved every
+episode. The probe (benchmarks/hostile_round4_graders.py) builds a wheel of this checkout,
+installs it into a fresh venv and searches the sandbox from there."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import hostile_round4_graders as round4  # noqa: E402
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+
+def test_wheel_install_sandbox_exposes_no_answers(tmp_path):
+    report = round4.swe_wheel_probe(tmp_path)
+    (episode,) = report["episodes"]
+    assert episode["installed_at"].startswith(report["site_packages"]), "the probe must run the wheel install"
+    assert episode["oracle_success"], "grading must work in this install (else 'not solved' proves nothing)"
+    assert episode["found"] == [], episode["found"]
+    assert not episode["success"] and episode["reward"] == 0.0
+
+
+def test_every_agentgym_folder_under_a_bound_root_is_hidden():
+    """The class, not the instance: whatever folder of the project an import or a site-packages
+    folder puts under a root the sandbox binds, it is in the list the sandbox hides."""
+    import agentgym.envs.swe.env  # noqa: F401  (imports the envs package, whose data holds the answers)
+    from agentgym.envs.swe import sandbox_bwrap
+
+    roots = sandbox_bwrap.python_roots()
+    hidden = sandbox_bwrap.agentgym_folders(["/"])  # as if the whole filesystem were bound
+    data = Path(agentgym.envs.swe.env.__file__).resolve().parent / "data" / "repos"
+    assert any(str(data).startswith(h + "/") for h in hidden), (data, hidden)
+    assert all(not h.startswith(tuple(r + "/" for r in roots)) or h in sandbox_bwrap.agentgym_folders(roots)
+               for h in hidden)
