@@ -133,8 +133,88 @@ def swe_wheel_rows() -> list[dict]:
     return rows
 
 
+# --- 2. Briefing-v0 without a tool call ----------------------------------------------------------
+
+BRIEFING_SPLITS = ("train", "heldout", "heldout_unseen")
+
+
+def stuffed_report(template: str) -> str:
+    """Every candidate value the template's world draws from, within the shortest word limit
+    where it fits: what a policy that learnt the pools, not the task, would write."""
+    from agentgym.envs.briefing import templates as T
+    from agentgym.envs.tools.state import COMPANIES, EMAIL_TOPICS, EVENT_TITLES, NEWSLETTERS, WEEKDAYS
+
+    if template == "meeting_brief":
+        return ("Works at " + ", ".join(c for c, _ in COMPANIES) + ". Latest email: "
+                + ", ".join(T.MEETING_SUBJECTS) + ".")
+    if template == "week_agenda":
+        return " ".join(WEEKDAYS[:5]) + ": " + ", ".join(T.AGENDA_TITLES + EVENT_TITLES) + "."
+    if template == "spending_summary":
+        return "You sent " + ", ".join(f"{n} payments" for n in range(1, 7)) + "."
+    return "Unread: " + "; ".join(T.DIGEST_SUBJECTS + tuple(t for t, _ in EMAIL_TOPICS)
+                                  + tuple(f"{t}: this week's picks" for t, _ in NEWSLETTERS)) + "."
+
+
+def briefing_constants(per_template: int = 3) -> dict[str, list[str]]:
+    """Constant reports by template: generic text, the stuffed report, and the oracle's reports of
+    the first train tasks replayed on every other task."""
+    from agentgym.envs.briefing.tasks import TEMPLATES, BriefingTaskSpace
+
+    space = BriefingTaskSpace()
+    out: dict[str, list[str]] = {}
+    for name in TEMPLATES:
+        source = [t for s in BRIEFING_SPLITS for t in space.split(s) if t.params["template"] == name][:per_template]
+        replayed = [json.loads(space.solve(t)[-1])["arguments"]["answer"] for t in source]
+        out[name] = ["Here is your report.", stuffed_report(name), *replayed]
+    return out
+
+
+def briefing_scores(per_template: int = 3) -> list[dict]:
+    """Each constant report handed in with no tool call, on every task of the three splits."""
+    import gymnasium as gym
+
+    import agentgym  # noqa: F401
+    from agentgym.envs.briefing.tasks import BriefingTaskSpace
+
+    space, constants = BriefingTaskSpace(), briefing_constants(per_template)
+    env = gym.make("agentgym/Briefing-v0")
+    rows = []
+    try:
+        for split in BRIEFING_SPLITS:
+            for spec in space.split(split):
+                oracle = json.loads(space.solve(spec)[-1])["arguments"]["answer"]
+                for k, report in enumerate(constants[spec.params["template"]]):
+                    if report == oracle:
+                        continue  # a replayed report on its own task is the honest answer
+                    env.reset(options={"task": spec})
+                    *_, reward, _, _, info = env.step(json.dumps({"name": "finish", "arguments": {"answer": report}}))
+                    rows.append({"split": split, "template": spec.params["template"], "constant": k,
+                                 "score": float(reward), "success": bool(info["success"])})
+    finally:
+        env.close()
+    return rows
+
+
+def briefing_rows() -> list[dict]:
+    rows = []
+    scores = briefing_scores()
+    for template in sorted({r["template"] for r in scores}):
+        mine = [r for r in scores if r["template"] == template]
+        for k in sorted({r["constant"] for r in mine}):
+            runs = [r for r in mine if r["constant"] == k]
+            what = {0: "generic", 1: "stuffed"}.get(k, f"replayed oracle report {k - 1}")
+            passes = sum(r["success"] for r in runs)
+            mean = sum(r["score"] for r in runs) / len(runs)
+            # a constant may guess a fact now and then; it must never pass, and stuffing earns 0
+            held = passes == 0 and (mean == 0.0 if k == 1 else mean < 0.35)
+            rows.append(_row(f"briefing: {template}, {what} constant report, no tool call", held,
+                             f"{passes}/{len(runs)} pass, mean score {mean:.2f}"))
+    return rows
+
+
 def run(wheel: bool = True) -> dict:
     rows = swe_wheel_rows() if wheel else []
+    rows += briefing_rows()
     return {"tried": len(rows), "held": sum(r["held"] for r in rows), "rows": rows}
 
 

@@ -26,7 +26,7 @@ from agentgym.rewards.generation import RubricStore, generate_rubrics, parse_rub
 from agentgym.rewards.guards import Guarded, divergence, final_answer
 from agentgym.rewards.judge import JudgeCache, JudgeReward, parse_score, render_episode
 from agentgym.rewards.relative import RelativeJudge, parse_group_scores
-from agentgym.rewards.rubric import Criterion, Rubric
+from agentgym.rewards.rubric import Criterion, Rubric, mentions
 from agentgym.trajectory import Trajectory
 
 RewardFactory = Callable[..., Reward]
@@ -42,11 +42,16 @@ def register_reward(kind: str, factory: RewardFactory, overwrite: bool = False) 
 
 
 def declarative_check(rule: str) -> Callable[[Trajectory], Any]:
-    """A check a YAML file can hold: 'contains:<text>' (case-insensitive), 'regex:<pattern>',
-    'max_chars:<n>', each on the episode's final answer; or 'success' (the env's own verdict)."""
+    """A check a YAML file can hold: 'contains:<text>' (as whole words, case-insensitive),
+    'excludes:<text>' (its negation: a distractor), 'regex:<pattern>', 'max_chars:<n>', each on
+    the episode's final answer; or 'success' (the env's own verdict). A contains: check alone
+    cannot tell a report from a list of every candidate value: pair it with excludes: distractors
+    or a max_chars bound marked `gate: true` (docs/rewards.md)."""
     kind, _, arg = rule.partition(":")
     if kind == "contains" and arg:
-        return lambda t: arg.lower() in final_answer(t).lower()
+        return lambda t: mentions(final_answer(t), arg)
+    if kind == "excludes" and arg:
+        return lambda t: not mentions(final_answer(t), arg)
     if kind == "regex" and arg:
         try:
             pattern = re.compile(arg, re.S)
@@ -57,7 +62,7 @@ def declarative_check(rule: str) -> Callable[[Trajectory], Any]:
         return lambda t: len(final_answer(t)) <= int(arg)
     if kind == "success":
         return lambda t: bool(t.metadata.get("verifiable_success", t.success))
-    raise ConfigError(f"rubric check {rule!r} is unknown: use contains:<text>, regex:<pattern>, max_chars:<n> or success")
+    raise ConfigError(f"rubric check {rule!r} is unknown: use contains:<text>, excludes:<text>, regex:<pattern>, max_chars:<n> or success")
 
 
 def _judge(spec: dict, judge_policy: Any) -> JudgeReward:
@@ -90,7 +95,10 @@ def _rubric(spec: dict, judge_policy: Any = None) -> Reward:
         if not isinstance(row, dict) or not {"name", "weight", "description"} <= set(row):
             raise ConfigError(f"rubric criterion {row!r} needs name, weight and description")
         check = declarative_check(row["check"]) if row.get("check") else None
-        criteria.append(Criterion(str(row["name"]), row["weight"], str(row["description"]), check))
+        gate = row.get("gate", False)
+        if not isinstance(gate, bool):
+            raise ConfigError(f"rubric criterion {row.get('name')!r} has gate={gate!r}: use true or false")
+        criteria.append(Criterion(str(row["name"]), row["weight"], str(row["description"]), check, gate=gate))
     needs_judge = any(c.check is None for c in criteria)
     judge = _judge(spec, judge_policy) if needs_judge else None
     return _guarded(Rubric(criteria, judge=judge), spec)
@@ -138,5 +146,5 @@ def make_reward(spec: dict | str, judge_policy: Any = None) -> Reward:
 __all__ = ["COMBINE", "Criterion", "FunctionReward", "Guarded", "JudgeCache", "JudgeReward", "NO_VERDICT",
            "REWARD_KINDS", "RelativeJudge", "Reward", "RewardStats", "Rubric", "RubricStore", "Verdict",
            "apply_reward", "as_verdict", "combine", "declarative_check", "divergence", "final_answer",
-           "generate_rubrics", "make_reward", "parse_group_scores", "parse_rubric", "parse_score",
+           "generate_rubrics", "make_reward", "mentions", "parse_group_scores", "parse_rubric", "parse_score",
            "register_reward", "render_episode"]

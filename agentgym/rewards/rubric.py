@@ -4,9 +4,13 @@
         Criterion("answers", 2.0, "States the total spent on groceries.", check=lambda t: "$84.20" in answer(t)),
         Criterion("tone", 1.0, "Reads as a short note to the user."),  # no check: the judge decides
     ], judge=JudgeReward(policy))
-    score = sum_i w_i s_i / sum_i w_i,  s_i in [0, 1]
+    score = prod_g s_g * sum_i w_i s_i / sum_i w_i,  s in [0, 1]
 
-Weights must be positive. A criterion left to the judge that gets no verdict makes the whole
+A criterion with `gate=True` (g above) is a constraint, not a point: it earns nothing when met and
+multiplies the score, so a report judged unclear (clarity 0) or one naming a distractor scores 0
+whatever else it matched. Criteria a do-nothing answer meets (length bounds, distractors left
+out, tone) belong there; points are for facts the episode had to find. Weights must be positive
+(a gate's weight is unused). A criterion left to the judge that gets no verdict makes the whole
 episode "no verdict" (a partial sum over the criteria that happened to parse would be a different
 rubric for each episode).
 """
@@ -14,6 +18,7 @@ rubric for each episode).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -28,13 +33,28 @@ class Criterion:
     weight: float
     description: str
     check: Callable[[Trajectory], Any] | None = None  # -> bool | float in [0, 1] | None (no verdict)
+    gate: bool = False  # a constraint: multiplies the score instead of adding to it
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "weight": self.weight, "description": self.description}
+        return {"name": self.name, "weight": self.weight, "description": self.description,
+                **({"gate": True} if self.gate else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Criterion":
-        return cls(str(d["name"]), float(d["weight"]), str(d["description"]))
+        return cls(str(d["name"]), float(d["weight"]), str(d["description"]), gate=d.get("gate") is True)
+
+
+def mentions(text: str | None, fact: str) -> bool:
+    """`fact` occurs in `text` as whole words, ignoring case and spacing: "$84.20" is not in
+    "$84.205", "Lunch" is not in "Lunches" (a check that matched inside longer tokens would pay
+    for strings that merely contain the fact)."""
+    norm = lambda s: " ".join(s.lower().split())  # noqa: E731
+    fact = norm(fact)
+    if not fact:
+        return False
+    pattern = ("(?<!\\w)" if fact[0].isalnum() or fact[0] == "_" else "") + re.escape(fact) + \
+        ("(?!\\w)" if fact[-1].isalnum() or fact[-1] == "_" else "")
+    return re.search(pattern, norm(text or "")) is not None
 
 
 def check_weights(criteria: Sequence[Criterion]) -> None:
@@ -80,6 +100,7 @@ class Rubric:
         out = []
         for i, (t, crit) in enumerate(zip(trajectories, per_traj)):
             total = weights = 0.0
+            gated = 1.0
             notes, missing = [], None
             for c in crit:
                 v = answers[(i, c.name)] if c.check is None else as_verdict(c.check(t))
@@ -87,8 +108,12 @@ class Rubric:
                     missing = f"no verdict on criterion {c.name!r}: {v.rationale}"
                     break
                 s = min(max(float(v.score), 0.0), 1.0)
-                total += c.weight * s
-                weights += c.weight
-                notes.append(f"{c.name}={s:.2f}")
-            out.append(Verdict(None, missing) if missing else Verdict(total / weights, ", ".join(notes)))
+                if c.gate:
+                    gated *= s
+                else:
+                    total += c.weight * s
+                    weights += c.weight
+                notes.append(f"{c.name}={s:.2f}" + (" (gate)" if c.gate else ""))
+            points = total / weights if weights else 1.0
+            out.append(Verdict(None, missing) if missing else Verdict(gated * points, ", ".join(notes)))
         return out

@@ -7,6 +7,7 @@ template never trained on (unread_digest)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -89,8 +90,7 @@ class BriefingTaskSpace(TaskSpace):
     def rubric(self, spec: TaskSpec) -> list[Criterion]:
         """The task's rubric over episodes: the code-checked criteria read the report the episode
         finished with (rewards.final_answer); the judge-only ones have no check."""
-        return [Criterion(c.name, c.weight, c.description,
-                          None if c.check is None else (lambda t, f=c.check: f(final_answer(t))))
+        return [replace(c, check=None if c.check is None else (lambda t, f=c.check: f(final_answer(t))))
                 for c in load_briefing(spec)[2].criteria]
 
     def category(self, spec: TaskSpec) -> str:

@@ -3,9 +3,15 @@ that grades it.
 
 A briefing has no single right final state or string: any wording that carries the facts counts.
 What grades it is a rubric (rewards.rubric.Criterion, whose checks here take the report text):
-criteria checked by code on the report
-(a fact is mentioned, a distractor is not, the length bound holds) and criteria only a judge can
-check (the report reads as a clear note to the user), which carry no check function here.
+criteria checked by code on the report and criteria only a judge can check (the report reads as
+a clear note to the user), which carry no check function here.
+
+Only facts the agent must look up earn points (a company, a phone number, which titles fall on
+which day). Everything a report meets by saying nothing or everything is a gate
+(Criterion.gate: any failing gate makes the score 0): the length bound, clarity, and "names no
+distractor", where the distractors are every candidate of the same kind that is not the answer
+(the other titles and subjects of the pools the world draws from, the other companies). A
+constant report then earns only lucky guesses, and a report listing every candidate earns 0.
 """
 
 from __future__ import annotations
@@ -18,24 +24,57 @@ import numpy as np
 
 from agentgym.envs.tools.goals import Goal, call
 from agentgym.envs.tools.state import EVENT_TITLES, MEMOS, MONTHS, World, dollars, parse_date, shift, weekday
-from agentgym.rewards.rubric import Criterion
+from agentgym.envs.tools.state import COMPANIES, EMAIL_TOPICS, NEWSLETTERS, WEEKDAYS
+from agentgym.rewards.rubric import Criterion, mentions
 
 QUALITY = Criterion("clear", 1.0, "The report reads as a short, clear note to the user: complete sentences or a "
-                    "tidy list, no tool-call syntax, nothing the user did not ask for.")
+                    "tidy list, no tool-call syntax, nothing the user did not ask for.", gate=True)
+MEETING_SUBJECTS = ("Contract draft", "Q3 numbers", "Venue options", "Hiring plan", "Offsite agenda",
+                    "Pricing update", "Launch checklist")
+AGENDA_TITLES = ("Board prep", "Supplier visit", "Team offsite", "Press briefing", "Audit kickoff", "Mentoring",
+                 "Code review")
+DIGEST_SUBJECTS = ("Invoice 114", "Trip photos", "Draft contract", "Lunch Friday?", "New address", "Slides v2",
+                   "Budget question")
+NUMBER_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
 
 
 def words(text: str | None) -> int:
     return len((text or "").split())
 
 
-def mentions(text: str | None, fact: str) -> bool:
-    """Case- and spacing-insensitive containment."""
-    norm = lambda s: " ".join(s.lower().split())  # noqa: E731
-    return norm(fact) in norm(text or "")
-
-
 def digits(text: str | None) -> str:
     return re.sub(r"\D", "", text or "")
+
+
+def segments(text: str | None) -> list[str]:
+    """The report's items: lines, `;`-separated parts and sentences."""
+    return [p for p in re.split(r"[\n;]|\.\s", text or "") if p.strip()]
+
+
+def on_day(text: str | None, title: str, day: str) -> bool:
+    """Some item of the report names `title` with `day` and no other weekday (a line listing every
+    weekday says nothing about when the meeting is)."""
+    return any(mentions(p, title) and mentions(p, day) and not any(mentions(p, d) for d in WEEKDAYS if d != day)
+               for p in segments(text))
+
+
+def stated_counts(text: str | None) -> set[int]:
+    """The numbers the report gives as a count of payments ("3 payments", "three transfers")."""
+    number = "|".join([r"\d+", *NUMBER_WORDS])
+    found = re.findall(rf"\b({number})\s+(?:\w+\s+)?(?:payments?|transfers?|transactions?|times)\b", (text or "").lower())
+    return {int(n) if n.isdigit() else NUMBER_WORDS[n] for n in found}
+
+
+def names_no_distractor(name: str, what: str, candidates, answers) -> Criterion:
+    """A gate: the report names none of `candidates` that is not one of `answers` (a candidate
+    that occurs inside an answer cannot be told apart, so it does not count)."""
+    wrong = sorted({c for c in candidates if c not in answers and not any(mentions(a, c) for a in answers)})
+    return Criterion(name, 1.0, f"names no {what} that is not asked for ({', '.join(wrong)})",
+                     lambda a: not any(mentions(a, w) for w in wrong), gate=True)
+
+
+def at_most(limit: int) -> Criterion:
+    return Criterion("short", 1.0, f"is at most {limit} words", lambda a: 0 < words(a) <= limit, gate=True)
 
 
 @dataclass
@@ -53,13 +92,18 @@ class Template:
 
 def _rubric_goal(instruction: str, plan: list[dict], criteria: list[Criterion]) -> Briefing:
     """The env's own grade is the code-checkable part of the rubric, unweighted per check, as a
-    tool-use Goal over the answer; the judge-only criteria stay for a judge."""
-    coded = [c for c in criteria if c.check is not None]
+    tool-use Goal over the answer (the gates as the Goal's gates); the judge-only criteria stay
+    for a judge."""
+    facts = [c for c in criteria if c.check is not None and not c.gate]
+    gates = [c for c in criteria if c.check is not None and c.gate]
 
     def checks(initial, final, answer):
-        return [(c.description, bool(c.check(answer))) for c in coded]
+        return [(c.description, bool(c.check(answer))) for c in facts]
 
-    return Briefing(Goal(instruction, plan, checks), criteria)
+    def gate_checks(initial, final, answer):
+        return [(c.description, bool(c.check(answer))) for c in gates]
+
+    return Briefing(Goal(instruction, plan, checks, gates=gate_checks), criteria)
 
 
 def meeting_brief(world: World, level: int) -> Briefing:
@@ -67,9 +111,7 @@ def meeting_brief(world: World, level: int) -> Briefing:
     p, other = world.sample_people(2)
     day = shift(today, int(rng.integers(1, 6)))
     world.add_event(str(rng.choice(EVENT_TITLES)), day, "10:00", 60, [p.email])
-    subjects = [str(s) for s in rng.choice(["Contract draft", "Q3 numbers", "Venue options", "Hiring plan",
-                                            "Offsite agenda", "Pricing update", "Launch checklist"],
-                                           size=2 + level, replace=False)]
+    subjects = [str(s) for s in rng.choice(MEETING_SUBJECTS, size=2 + level, replace=False)]
     for k, subject in enumerate(subjects):  # the first is the newest
         world.add_email(p.email, subject, f"Hi {world.user_first}, see attached.\n{p.first}", shift(today, -1 - 2 * k))
     world.add_email(other.email, "Re: " + subjects[0], "Forwarding this.", today)  # a newer one, someone else
@@ -79,9 +121,9 @@ def meeting_brief(world: World, level: int) -> Briefing:
         Criterion("phone", 2.0, f"gives the phone number {p.phone}", lambda a: digits(p.phone) in digits(a)),
         Criterion("last_email", 2.0, f"names the subject of {p.first}'s latest email, '{subjects[0]}'",
                   lambda a: mentions(a, subjects[0])),
-        Criterion("only_latest", 1.0, "does not present an older email as the latest",
-                  lambda a: not any(mentions(a, s) for s in subjects[1:])),
-        Criterion("short", 1.0, f"is at most {limit} words", lambda a: 0 < words(a) <= limit),
+        names_no_distractor("only_latest", "other email subject", MEETING_SUBJECTS, [subjects[0]]),
+        names_no_distractor("one_company", "other company", [c for c, _ in COMPANIES], [p.company]),
+        at_most(limit),
         QUALITY,
     ]
     answer = (f"You meet {p.name} on {weekday(day)} {day}. {p.first} works at {p.company}, phone {p.phone}. "
@@ -97,8 +139,7 @@ def week_agenda(world: World, level: int) -> Briefing:
     rng, today = world.rng, world.today
     monday = shift(today, 7)
     friday = shift(monday, 4)
-    titles = [str(t) for t in rng.choice(["Board prep", "Supplier visit", "Team offsite", "Press briefing",
-                                          "Audit kickoff", "Mentoring", "Code review"], size=2 + level, replace=False)]
+    titles = [str(t) for t in rng.choice(AGENDA_TITLES, size=2 + level, replace=False)]
     for k, title in enumerate(titles):
         world.add_event(title, shift(monday, int(rng.integers(0, 5))), f"{9 + k:02d}:00", 30,
                         [q.email for q in world.sample_people(1)])
@@ -108,11 +149,11 @@ def week_agenda(world: World, level: int) -> Briefing:
                   key=lambda e: (e["date"], e["start"]))
     limit = 15 * len(week) + 20
     criteria = [Criterion(f"event_{k}", 1.0, f"lists '{e['title']}' on {weekday(e['date'])}",
-                          lambda a, e=e: mentions(a, e["title"]) and mentions(a, weekday(e["date"])))
+                          lambda a, e=e: on_day(a, e["title"], weekday(e["date"])))
                 for k, e in enumerate(week)]
-    criteria += [Criterion("in_range", 1.0, f"leaves out '{outside}', which is the week after",
-                           lambda a: not mentions(a, outside)),
-                 Criterion("short", 1.0, f"is at most {limit} words", lambda a: 0 < words(a) <= limit), QUALITY]
+    criteria += [names_no_distractor("in_range", "meeting outside next week",
+                                     AGENDA_TITLES + EVENT_TITLES + ("Dentist", "Car service"), [e["title"] for e in week]),
+                 at_most(limit), QUALITY]
     answer = "Next week: " + "; ".join(f"{weekday(e['date'])} {e['start']} {e['title']}" for e in week) + "."
     plan = [call("list_events", start_date=monday, end_date=friday), call("finish", answer=answer)]
     instruction = (f"Write me an agenda of my meetings next week, Monday {monday} to Friday {friday}: for each, the "
@@ -138,12 +179,12 @@ def spending_summary(world: World, level: int) -> Briefing:
     month = f"{MONTHS[parse_date(start).month - 1]} {start[:4]}"
     num = lambda cents: f"{cents / 100:.2f}"  # noqa: E731
     criteria = [
-        Criterion("count", 1.0, f"says there were {count} payments",
-                  lambda a: re.search(rf"\b{count}\b", a or "") is not None),
+        Criterion("count", 1.0, f"says there were {count} payments (and gives no other count)",
+                  lambda a: stated_counts(a) == {count}),
         Criterion("total", 2.0, f"gives the total {dollars(total)}", lambda a: num(total) in (a or "").replace(",", "")),
         Criterion("largest", 1.0, f"gives the largest payment {dollars(largest)}",
                   lambda a: num(largest) in (a or "").replace(",", "")),
-        Criterion("short", 1.0, "is at most 60 words", lambda a: 0 < words(a) <= 60),
+        at_most(60),
         QUALITY,
     ]
     answer = (f"In {month} you sent {p.name} {count} payments, ${num(total)} in total; the largest was "
@@ -159,9 +200,7 @@ def spending_summary(world: World, level: int) -> Briefing:
 def unread_digest(world: World, level: int) -> Briefing:
     rng, today = world.rng, world.today
     people = world.sample_people(2 + level)
-    subjects = [str(s) for s in rng.choice(["Invoice 114", "Trip photos", "Draft contract", "Lunch Friday?",
-                                            "New address", "Slides v2", "Budget question"],
-                                           size=len(people), replace=False)]
+    subjects = [str(s) for s in rng.choice(DIGEST_SUBJECTS, size=len(people), replace=False)]
     for p, subject in zip(people, subjects):
         world.add_email(p.email, subject, f"Hi {world.user_first}, a quick note.\n{p.first}", today, read=False)
     world.add_email(people[0].email, "Old thread", "Already read.", shift(today, -3), read=True)
@@ -169,8 +208,10 @@ def unread_digest(world: World, level: int) -> Briefing:
                     key=lambda m: m["id"])
     criteria = [Criterion(f"mail_{k}", 1.0, f"lists the unread email '{m['subject']}'",
                           lambda a, s=m["subject"]: mentions(a, s)) for k, m in enumerate(unread)]
-    criteria += [Criterion("read_left_out", 1.0, "leaves out emails already read ('Old thread')",
-                           lambda a: not mentions(a, "Old thread")), QUALITY]
+    candidates = DIGEST_SUBJECTS + tuple(t for t, _ in EMAIL_TOPICS) + \
+        tuple(f"{t}: this week's picks" for t, _ in NEWSLETTERS) + ("Old thread",)
+    criteria += [names_no_distractor("read_left_out", "email that is read or not there", candidates,
+                                     [m["subject"] for m in unread]), QUALITY]
     answer = "Unread: " + "; ".join(f"{m['from'].split('@')[0]}: {m['subject']}" for m in unread) + "."
     plan = [call("list_emails", unread_only=True), call("finish", answer=answer)]
     instruction = ("Give me a digest of my unread emails: who wrote each and its subject. Call finish with the "

@@ -6,6 +6,9 @@ Grading compares the final state with the initial one, as AppWorld's tests do:
 
 * required checks: each is a (label, passed) pair over the final state (and the answer given to
   `finish`); the score is the fraction that pass;
+* gates (optional): constraints such as "names no distractor" or a length bound. They earn
+  nothing when met (a report that says nothing meets them all) and any one that fails sets the
+  score to 0 (a report that lists every candidate cannot buy the facts it stuffed in);
 * collateral damage: every record added, removed or changed (ignoring benign fields such as an
   email's read flag) must be one the goal permits. Any other change sets the score to 0,
   because an agent that deletes a stranger's contact while doing its errand has not done it.
@@ -27,6 +30,7 @@ class Goal:
     plan: list[dict]  # oracle tool calls, {"name": ..., "arguments": {...}}, ending with finish
     checks: Callable[[dict, dict, str | None], list[Check]]  # (initial, final, answer) -> checks
     permits: Callable[[Change], bool] = lambda change: False
+    gates: Callable[[dict, dict, str | None], list[Check]] | None = None  # (initial, final, answer) -> checks
 
 
 @dataclass
@@ -44,10 +48,11 @@ def grade(goal: Goal, initial: dict, final: dict, answer: str | None, touched=CO
     checks = goal.checks(initial, final, answer)
     passed = sum(ok for _, ok in checks)
     fraction = passed / len(checks) if checks else 1.0
+    gates = goal.gates(initial, final, answer) if goal.gates is not None else []
     collateral = [str(c) for c in diff(initial, final, touched) if not goal.permits(c)]
-    score = 0.0 if collateral else fraction
+    score = 0.0 if collateral or not all(ok for _, ok in gates) else fraction
     return Grade(score=score, success=score == 1.0, progress=fraction,
-                 failed=[label for label, ok in checks if not ok], collateral=collateral)
+                 failed=[label for label, ok in gates + checks if not ok], collateral=collateral)
 
 
 # --- helpers shared by templates -------------------------------------------------------------------

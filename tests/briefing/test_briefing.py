@@ -57,10 +57,15 @@ def test_reports_lose_the_criteria_they_break(env):
     good = json.loads(plan[-1])["arguments"]["answer"]
     _, r, info = run(env, spec, plan)
     assert r == 1.0
+    # a report that states no fact earns nothing; one with some of the facts earns those
     _, r, info = run(env, spec, plan[:-1] + [finish("You sent some money.")])
-    assert 0 < r < 1 and any("total" in f for f in info["failed_checks"])
+    assert r == 0 and any("total" in f for f in info["failed_checks"])
+    partial = good.split(";")[0]  # the count and the total, not the largest payment
+    _, r, info = run(env, spec, plan[:-1] + [finish(partial)])
+    assert 0 < r < 1 and any("largest" in f for f in info["failed_checks"]), (partial, info["failed_checks"])
+    # the length bound is a gate: padding voids the report
     _, r, info = run(env, spec, plan[:-1] + [finish(good + " " + "Great job! " * 25)])
-    assert r < 1 and any("at most 60 words" in f for f in info["failed_checks"])
+    assert r == 0 and any("at most 60 words" in f for f in info["failed_checks"])
     # a briefing is read-only: paying someone while reporting is collateral damage, score 0
     meddle = json.dumps({"name": "add_shopping_item", "arguments": {"name": "cake", "quantity": 1}})
     _, r, info = run(env, spec, [meddle, finish(good)])
