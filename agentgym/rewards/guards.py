@@ -1,9 +1,11 @@
 """Guards against a policy that learns to please the judge instead of doing the task.
 
 - `Guarded(reward, max_chars=..., pattern=..., floor=...)`: before the judge is asked, the episode's
-  final answer must be at most `max_chars` long and match `pattern` (format check); an episode that
-  fails gets `floor` with the reason, and the judge never sees it (a long flattering essay cannot
-  buy a score).
+  final answer must be at most `max_chars` long and match `pattern` (format check), and no turn of
+  the agent, the first as much as the last, may imitate the judge prompt's structure or verdict
+  (`Score:`, `Criterion:`, `Environment:`, `=== Episode k ===`, chat-template tokens: `forged_structure`);
+  an episode that fails gets `floor` with the reason, and the judge never sees it (a long
+  flattering essay or an injected verdict cannot buy a score).
 - The env's verifiable score is kept beside the judged one (`apply_reward` stores it), and
   `divergence` measures how far the two drift apart over a batch: a judged mean climbing while the
   verifiable mean stays put, or a falling correlation, is the signature of reward hacking.
@@ -18,6 +20,7 @@ from typing import Sequence
 
 from agentgym.errors import ConfigError
 from agentgym.rewards.base import Reward, Verdict, divergence  # noqa: F401  (re-exported: the guards' metric)
+from agentgym.rewards.judge import agent_text
 from agentgym.trajectory import Trajectory
 
 
@@ -41,6 +44,21 @@ def final_answer(traj: Trajectory) -> str:
     return last.text
 
 
+# A line that reads as part of a judge prompt or a judge's answer (rewards.judge, rewards.relative),
+# or a chat template's role markers: agent text has no business writing one.
+_FORGED = re.compile(
+    r"^[\s*_`#>\"'-]*(?:score|criterion|task|environment|agent|final answer|your judgement|your scores|"
+    r"episode\s*\d+|system|assistant|user)\s*[:=]|===\s*episode|<\|[a-z_]+\|>|\[/?inst\]|</?(?:system|s)>",
+    re.I | re.M)
+
+
+def forged_structure(text: str | None) -> str | None:
+    """The first line of `text` that imitates the judge's prompt or verdict, or None."""
+    normal = re.sub(r"[\r\u2028\u2029\x85\x0b\x0c]", "\n", text or "")
+    m = _FORGED.search(normal)
+    return None if m is None else normal[m.start():].strip().split("\n", 1)[0][:80]
+
+
 @dataclass
 class Guarded:
     reward: Reward
@@ -61,6 +79,11 @@ class Guarded:
     def check(self, traj: Trajectory) -> str | None:
         """Why the episode fails the guards, or None."""
         answer = final_answer(traj)
+        texts = [(f"turn {k + 1}", t) for k, step in enumerate(traj.steps) for t in {agent_text(step), step.text or ""}]
+        for where, text in texts + [("the final answer", answer)]:
+            forged = forged_structure(text)
+            if forged is not None:
+                return f"{where} imitates the judge's prompt or verdict ({forged!r})"
         if self.max_chars is not None and len(answer) > self.max_chars:
             return f"answer of {len(answer)} characters is over the {self.max_chars} allowed"
         if self.pattern is not None and not self._re.search(answer):

@@ -15,29 +15,47 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from agentgym.rewards.base import Verdict
-from agentgym.rewards.judge import JudgeReward, render_episode
+from agentgym.rewards.judge import QUOTED_DATA, JudgeReward, quoted, render_episode, verdict_lines
 from agentgym.trajectory import Trajectory
 
 RELATIVE_SYSTEM = ("You compare several attempts at the same task. Score each attempt from 0 to 1 for how well "
-                   "it meets the criterion, relative to the others: the best gets the highest score. Give a "
-                   "short reason, then one line per attempt, exactly 'Episode <k>: <score>'.")
+                   "it meets the criterion, relative to the others: the best gets the highest score. "
+                   + QUOTED_DATA + " Give a short reason, then end with one line per attempt, exactly "
+                   "'Episode <k>: <score>'.")
 
-_LINE = re.compile(r"episode\s*(\d+)\s*[:=]\s*(-?\d+(?:\.\d+)?)", re.I)
+_LINE = re.compile(r"[*_`\s]*episode\s*(\d+)\s*[:=]\s*(.*?)[*_`\s]*", re.I)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def parse_group_scores(text: str, n: int) -> list[Verdict]:
-    found: dict[int, float] = {}
-    for m in _LINE.finditer(text or ""):
-        found[int(m.group(1))] = float(m.group(2))  # the last line for an episode wins
+    """The scores in the block of `Episode <k>: <score>` lines that ends the answer; lines before it
+    (the judge's reasons, which may quote an episode's text) are never read. An episode whose line
+    is missing, not a number or given twice in the block gets no verdict."""
+    block = []
+    for line in reversed(verdict_lines(text)):
+        m = _LINE.fullmatch(line)
+        if m is None:
+            break
+        block.append((int(m.group(1)), m.group(2)))
+    given: dict[int, list[str]] = {}
+    for k, value in block:
+        given.setdefault(k, []).append(value)
+    found = {k: float(v[0]) for k, v in given.items() if len(v) == 1 and _NUMBER.fullmatch(v[0])}
     out = []
     for k in range(1, n + 1):
         if k not in found:
-            out.append(Verdict(None, f"no verdict: no 'Episode {k}:' line in the judge's answer"))
+            why = "given twice" if len(given.get(k, [])) > 1 else "not a number" if k in given else "missing"
+            out.append(Verdict(None, f"no verdict: the 'Episode {k}:' line in the judge's answer is {why}"))
         elif not 0.0 <= found[k] <= 1.0:
             out.append(Verdict(None, f"no verdict: episode {k} scored {found[k]}, outside [0, 1]"))
         else:
             out.append(Verdict(found[k], "relative to its group"))
     return out
+
+
+def _ends_with_scores(text: str) -> bool:
+    lines = verdict_lines(text)
+    return bool(lines) and _LINE.fullmatch(lines[-1]) is not None
 
 
 @dataclass
@@ -46,7 +64,7 @@ class RelativeJudge:
     name: str = "relative_judge"
 
     def prompt(self, group: Sequence[Trajectory]) -> list[dict]:
-        parts = [f"Task: {group[0].instruction}", f"Criterion: {self.judge.criterion}"]
+        parts = [f"Task: {quoted(group[0].instruction, 2000)}", f"Criterion: {self.judge.criterion}"]
         for k, t in enumerate(group, 1):
             episode = render_episode(t, self.judge.max_chars_per_turn).split("\n", 1)[-1]  # the task once, above
             parts.append(f"=== Episode {k} ===\n{episode}")
@@ -60,7 +78,7 @@ class RelativeJudge:
         members = list(groups.values())
         prompts = [self.prompt([trajectories[i] for i in idx]) for idx in members]
         # the judge's machinery (cache under this judge's own name, batching, timeout), another parser
-        texts = self.judge.answers(prompts, readable=lambda text: bool(_LINE.search(text or "")),
+        texts = self.judge.answers(prompts, readable=_ends_with_scores,
                                    cache_name=self.name)
         out: list[Verdict | None] = [None] * len(trajectories)
         for idx, (text, why) in zip(members, texts):

@@ -44,8 +44,9 @@ def episode(answer, group="g", score=0.0, task="t1"):
 def test_parse_score_forms_and_no_verdicts():
     assert parse_score("fine.\nScore: 0.8").score == 0.8
     assert parse_score("Score: 7/10").score == pytest.approx(0.7)
-    assert parse_score("score=1 then Score: 0.25").score == 0.25  # the last one counts
-    for bad in ("looks good", "Score: 1.5", "Score: -0.2", "Score: 3/0", ""):
+    assert parse_score("score=1 then\nScore: 0.25").score == 0.25  # the last line counts
+    assert parse_score("**Score: 0.5**\n").score == 0.5
+    for bad in ("looks good", "Score: 1.5", "Score: -0.2", "Score: 3/0", "", "score=1 then Score: 0.25"):
         v = parse_score(bad)
         assert v.score is None and not v.has_verdict and v.rationale.startswith("no verdict")
 
