@@ -2,7 +2,8 @@
 
     env.reward: patch_similarity                                  # a string: the env's own reward mode
     env.reward: {kind: rubric, criteria: [...], judge: {policy: "hf:PATH", max_new_tokens: 128}, combine: replace, weight: 0.5}
-    env.reward: {kind: meta_reasoning, planning: 1.0, explore: 1.0, reflection: 1.0, format_penalty: 0.1, weight: 1.0}
+    env.reward: {kind: meta_reasoning, planning: 1.0, explore: 1.0, reflection: 1.0, format_penalty: 0.1, weight: 1.0,
+                 episode_cap: 0.5}
 
 `env_reward_kwargs(spec)` gives the env keyword for a string (SWE-v0: reward=patch_similarity|tests|both);
 `reward_hook(spec, judge_policy)` gives `hook(trajectories) -> metrics` for a mapping, which rewrites the
@@ -36,7 +37,7 @@ def reward_hook(spec: Any, judge_policy: Any = None) -> Hook | None:
         try:
             cfg = MetaReasoningConfig(**opts)
         except TypeError:
-            known = "planning, explore, reflection, format_penalty, weight"
+            known = "planning, explore, reflection, format_penalty, weight, episode_cap, success_reward"
             raise ConfigError(f"unknown meta_reasoning option in {sorted(opts)}: use {known}") from None
 
         def meta(trajectories: Sequence[Trajectory]) -> dict:

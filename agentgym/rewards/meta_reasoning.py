@@ -20,10 +20,19 @@ Each rule is a pure function of what one step shows (the rules follow the paper 
 Only steps whose action was valid earn tag rewards. `apply_meta_rewards` adds weight * r_t to each
 step's env reward, so an estimator with step returns (GiGPO, GAE) credits the step itself; the
 episode outcome (score, success) is left as the env gave it.
+
+The outcome must dominate: the rules reward behaviours a policy can repeat without solving anything
+(fail on purpose, then "reflect"; try one new idle action after another, "exploring"), and at one
+reward per tagged step a 30-step episode of that paid 15-22 against 6.6 for an honest solve. So an
+episode's positive meta rewards together add at most `episode_cap` (0.5 by default; it must stay
+below `success_reward`, what the env pays for a success: 1.0 in every agentgym env): past the cap
+they are scaled down, step by step in proportion, and no failing episode can earn what a success
+does. Format penalties are not capped.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -110,12 +119,17 @@ class MetaReasoningConfig:
     reflection: float = 1.0
     format_penalty: float = 0.1  # the paper's runs charge 0.1 for a reply that breaks the format
     weight: float = 1.0  # lambda: r_t += weight * r_meta_t
+    episode_cap: float = 0.5  # the most an episode's weighted positive meta rewards add, together
+    success_reward: float = 1.0  # what the env pays for a success; episode_cap must stay below it
 
     def __post_init__(self) -> None:
-        for name in ("planning", "explore", "reflection", "format_penalty", "weight"):
+        for name in ("planning", "explore", "reflection", "format_penalty", "weight", "episode_cap", "success_reward"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value != value or value < 0:
-                raise ConfigError(f"meta-reasoning option {name}={value!r} must be a number >= 0")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"meta-reasoning option {name}={value!r} must be a finite number >= 0")
+        if not self.episode_cap < self.success_reward:
+            raise ConfigError(f"meta-reasoning episode_cap={self.episode_cap} must be below success_reward="
+                              f"{self.success_reward}: else a policy that games the tags out-earns one that solves")
 
 
 @dataclass
@@ -149,6 +163,14 @@ def meta_rewards(traj: Trajectory, cfg: MetaReasoningConfig) -> MetaRecord:
     return rec
 
 
+def capped(rewards: Sequence[float], weight: float, cap: float) -> list[float]:
+    """weight * r_t per step, the positive ones scaled down together so they add at most `cap`."""
+    weighted = [weight * r for r in rewards]
+    gained = sum(r for r in weighted if r > 0)
+    scale = min(1.0, cap / gained) if gained > 0 else 1.0
+    return [r * scale if r > 0 else r for r in weighted]
+
+
 def apply_meta_rewards(trajectories: Sequence[Trajectory], cfg: MetaReasoningConfig | None = None) -> dict:
     """Add weight * r_meta to every step's reward, in place; the tags and rewards are kept in
     `metadata["meta_reasoning"]` (the viewer's record). Returns counts for the logs."""
@@ -159,15 +181,17 @@ def apply_meta_rewards(trajectories: Sequence[Trajectory], cfg: MetaReasoningCon
         if traj.infra_error:
             continue
         rec = meta_rewards(traj, cfg)
-        for step, r in zip(traj.steps, rec.rewards):
-            step.reward += cfg.weight * r
-        traj.metadata["meta_reasoning"] = {"tags": rec.tags, "rewards": rec.rewards, "problems": rec.problems}
+        added = capped(rec.rewards, cfg.weight, cfg.episode_cap)
+        for step, r in zip(traj.steps, added):
+            step.reward += r
+        traj.metadata["meta_reasoning"] = {"tags": rec.tags, "rewards": rec.rewards, "added": added,
+                                           "problems": rec.problems}
         for tag in rec.tags:
             if tag:
                 counts[f"tag_{tag}"] += 1
         counts["malformed"] += rec.malformed
         counts["steps"] += len(traj.steps)
-        counts["meta_reward_sum"] += cfg.weight * sum(rec.rewards)
+        counts["meta_reward_sum"] += sum(added)
     return counts
 
 

@@ -81,7 +81,8 @@ def test_episode_rewards_combine_the_rules():
     assert rec.tags == ["planning", "explore", "explore", "reflection", None, "explore"]
     assert rec.rewards == pytest.approx([0.5, 0.3, 0.0, 0.7, -0.1, 0.0])  # last: a repeated action
     assert rec.malformed == 1
-    counts = apply_meta_rewards([t], MetaReasoningConfig(planning=0.5, explore=0.3, reflection=0.7, weight=2.0))
+    counts = apply_meta_rewards([t], MetaReasoningConfig(planning=0.5, explore=0.3, reflection=0.7, weight=2.0,
+                                                         episode_cap=5.0, success_reward=10.0))
     assert [s.reward for s in t.steps] == pytest.approx([1.0, 0.6, 0.0, 1.4, -0.2, 0.0])
     assert counts["tag_explore"] == 3 and counts["malformed"] == 1
     assert t.metadata["meta_reasoning"]["tags"][0] == "planning"
