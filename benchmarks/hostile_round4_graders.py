@@ -354,11 +354,53 @@ def meta_rows() -> list[dict]:
     return rows
 
 
+# --- 5. SWE-RL patch similarity: trivial edits ------------------------------------------------------
+
+TRIVIAL_EDITS = {
+    "trailing space on the buggy line": lambda line: line + " ",
+    "spaces inside the buggy line": lambda line: line.replace("(", "( ", 1) if "(" in line else line + "  ",
+    "comment on the buggy line": lambda line: line + "  # fixed",
+    "comment line above the buggy line": lambda line: line[: len(line) - len(line.lstrip())] + "# the fix\n" + line,
+    "blank line above the buggy line": lambda line: "\n" + line,
+}
+
+
+def patch_scores(split: str = "train") -> dict[str, list[float]]:
+    """Similarity of each trivial edit of the buggy line (bug left in) to the reference fix, per
+    SWE-v0 task, computed on the host as the env does (no sandbox); plus the fix itself."""
+    from agentgym.envs.swe.repos import repo_path
+    from agentgym.envs.swe.space import SWETaskSpace
+    from agentgym.rewards.patch import file_patch, patch_similarity
+
+    out: dict[str, list[float]] = {name: [] for name in ["the reference fix", *TRIVIAL_EDITS]}
+    for task in SWETaskSpace().split(split):
+        p = task.params
+        fixed = (repo_path(p["repo"]) / p["file"]).read_bytes()
+        buggy = fixed.decode("utf-8").replace(p["before"], p["after"], 1)
+        reference = file_patch(p["file"], buggy.encode(), fixed)
+        out["the reference fix"].append(patch_similarity(reference, reference).score)
+        for name, edit in TRIVIAL_EDITS.items():
+            touched = buggy.replace(p["after"], edit(p["after"]), 1).encode()
+            out[name].append(patch_similarity(file_patch(p["file"], buggy.encode(), touched), reference).score)
+    return out
+
+
+def patch_rows() -> list[dict]:
+    rows = []
+    for name, scores in patch_scores().items():
+        fix = name == "the reference fix"
+        held = all(x == 1.0 for x in scores) if fix else all(x == -1.0 for x in scores)
+        rows.append(_row(f"patch similarity: {name}{'' if fix else ', bug left in'}", held,
+                         f"mean {sum(scores) / len(scores):.3f} over {len(scores)} tasks"))
+    return rows
+
+
 def run(wheel: bool = True) -> dict:
     rows = swe_wheel_rows() if wheel else []
     rows += briefing_rows()
     rows += judge_rows()
     rows += meta_rows()
+    rows += patch_rows()
     return {"tried": len(rows), "held": sum(r["held"] for r in rows), "rows": rows}
 
 

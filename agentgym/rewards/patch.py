@@ -5,7 +5,12 @@ test run (Wei et al. 2025, "SWE-RL", sec. 2):
     R = difflib.SequenceMatcher(None, predicted, reference).ratio()    otherwise, in [0, 1]
 
 Both patches are first put in one canonical form (file sections sorted by path, `index` lines with
-blob hashes dropped) so that the order of files and the hashes do not count. Binary file sections
+blob hashes dropped) so that the order of files and the hashes do not count. Hunks that change no
+code are dropped from both first (`changes_code`: the hunk's old and new sides read the same once
+whitespace between tokens, blank lines and, in Python files, comments are set aside): a trivial
+edit scores as what it is, no change. A patch left with no hunk scores -1 like an empty one (a
+space added to the buggy line, the bug left in, used to score 0.96). What the score still cannot
+tell is in docs/rewards.md: a wrong edit of the right line scores close to the fix. Binary file sections
 cannot be compared as text: they are left out, with a note. A patch longer than `max_chars` is cut
 to that length before comparing (SequenceMatcher's cost grows with the product of the lengths),
 also with a note; the note is meant for the step's info, one line.
@@ -64,6 +69,50 @@ def split_files(patch: str) -> tuple[dict[str, str], list[str]] | None:
     return files, binary
 
 
+# A token of code: a string literal, a word, or one other character (whitespace between tokens
+# does not count; inside a string literal it does).
+_TOKEN = re.compile(r"""[rbuRBU]{0,2}(?:"(?:\\.|[^"\\])*"?|'(?:\\.|[^'\\])*'?)|\w+|[^\w\s]""")
+
+
+def code_line(line: str, python: bool) -> str:
+    """The line as code: its indentation, then its tokens one space apart ('' for a blank line or,
+    in Python, a comment-only one; a trailing comment is dropped)."""
+    tokens = _TOKEN.findall(line)
+    if python and "#" in tokens:
+        tokens = tokens[: tokens.index("#")]
+    if not tokens:
+        return ""
+    indent = len(line.expandtabs(8)) - len(line.expandtabs(8).lstrip())
+    return " " * indent + " ".join(tokens)
+
+
+def changes_code(hunk: list[str], python: bool) -> bool:
+    """Whether a hunk (its header, then ' ', '-', '+' lines) changes any code line."""
+    def side(signs: str) -> list[str]:
+        lines = (code_line(x[1:], python) for x in hunk[1:] if x[:1] in signs)
+        return [x for x in lines if x]
+
+    return side(" -") != side(" +")
+
+
+def code_changes_only(section: str, path: str) -> str | None:
+    """The file section without its hunks that change no code; None when none is left (a section
+    that creates, deletes or renames a file without hunks is kept as it is)."""
+    lines = section.split("\n")
+    starts = [i for i, x in enumerate(lines) if _HUNK.match(x)]
+    if not starts:
+        return section
+    hunks = [lines[a:b] for a, b in zip(starts, starts[1:] + [len(lines)])]
+    kept = [h for h in hunks if changes_code(h, path.endswith(".py"))]
+    return "\n".join(lines[: starts[0]] + [x for h in kept for x in h]) if kept else None
+
+
+def code_files(files: dict[str, str]) -> dict[str, str]:
+    """The file sections that change code, each without its trivial hunks."""
+    out = {path: code_changes_only(sec, path) for path, sec in files.items()}
+    return {path: sec for path, sec in out.items() if sec is not None}
+
+
 def _strip(name: str, prefix: str) -> str:
     name = name.split("\t")[0].strip()
     return name[2:] if name.startswith(prefix) else name
@@ -110,7 +159,14 @@ def patch_similarity(predicted: str | None, reference: str, max_chars: int = MAX
         notes.append(f"binary files left out of the comparison: {', '.join(pred[1][:5])}")
     if not pred[0]:
         return PatchScore(-1.0, "no text patch: " + "; ".join(notes))
-    a, b = canonical(pred[0]), canonical(ref[0])
+    pred_code, ref_code = code_files(pred[0]), code_files(ref[0])
+    if not pred_code:
+        return PatchScore(-1.0, "no code change: the patch changes only whitespace, blank lines or comments")
+    if not ref_code:
+        raise ValueError("the reference patch changes no code: check the task's data")
+    if len(pred_code) < len(pred[0]):
+        notes.append(f"{len(pred[0]) - len(pred_code)} file(s) with no code change left out")
+    a, b = canonical(pred_code), canonical(ref_code)
     if len(a) > max_chars or len(b) > max_chars:
         notes.append(f"patch of {len(a)} characters cut to {max_chars} for the similarity")
         a, b = a[:max_chars], b[:max_chars]

@@ -73,3 +73,27 @@ def test_huge_patch_is_cut_and_bounded_in_time():
     r = patch_similarity(big, REF, max_chars=20_000)
     assert time.perf_counter() - t0 < 10
     assert 0.0 <= r.score < 0.5 and "cut to 20000" in r.note and "\n" not in r.note
+
+
+@pytest.mark.parametrize("trivial", [
+    "    return a  -  b",            # spaces between tokens
+    "    return a - b   ",           # trailing spaces
+    "    return a - b  # fixed",     # a comment on the buggy line
+])
+def test_an_edit_that_changes_no_code_is_no_change(trivial):
+    """Issue 52, item 5: a whitespace change on the buggy line, bug left in, scored ~0.96."""
+    touched = REF.replace("+    return a + b", "+" + trivial)
+    r = patch_similarity(touched, REF)
+    assert r.score == -1.0 and "no code change" in r.note
+
+
+def test_trivial_hunks_are_left_out_and_real_changes_still_count():
+    comment_elsewhere = ("diff --git a/calc/util.py b/calc/util.py\n--- a/calc/util.py\n+++ b/calc/util.py\n"
+                         "@@ -1,2 +1,3 @@\n X = 1\n+# a note\n+\n Y = 2\n")
+    r = patch_similarity(REF + comment_elsewhere, REF)
+    assert r.score == 1.0 and "no code change left out" in r.note
+    # indentation, string contents and the operator are code
+    for real in ("        return a - b", "    return 'a  - b'", "    return a * b"):
+        assert patch_similarity(REF.replace("+    return a + b", "+" + real), REF).score > -1.0, real
+    # what it cannot tell: a wrong edit of the right line scores close to the fix (docs/rewards.md)
+    assert patch_similarity(REF.replace("+    return a + b", "+    return a * b"), REF).score > 0.9

@@ -46,7 +46,8 @@ def test_oracle_is_one_and_no_change_is_minus_one(env, monkeypatch):
 @pytest.mark.sandbox
 def test_wrong_edit_is_in_between_and_both_keeps_the_tests_verdict():
     p = TASK.params
-    wrong = [format_call("str_replace", path=p["file"], old_str=p["after"], new_str=p["after"] + "  # looked at"),
+    indent = p["after"][: len(p["after"]) - len(p["after"].lstrip())]
+    wrong = [format_call("str_replace", path=p["file"], old_str=p["after"], new_str=f"{indent}_seen = 1\n{p['after']}"),
              format_call("submit")]
     with SWEEnv(reward="both") as env:
         obs, reward, info = finish(env, wrong)
@@ -54,6 +55,16 @@ def test_wrong_edit_is_in_between_and_both_keeps_the_tests_verdict():
         assert not info["success"]  # the tests still fail
         assert reward == pytest.approx((info["score"] + info["patch_similarity"]) / 2)
         assert "Hidden tests" in obs and "Patch similarity" in obs
+
+
+@pytest.mark.sandbox
+def test_a_comment_or_whitespace_on_the_buggy_line_is_no_change(env):
+    """Issue 52, item 5: a space added to the buggy line, the bug left in, scored 0.96."""
+    p = TASK.params
+    for trivial in (p["after"] + " ", p["after"] + "  # fixed", p["after"].replace("(", "( ", 1)):
+        obs, reward, info = finish(env, [format_call("str_replace", path=p["file"], old_str=p["after"],
+                                                     new_str=trivial), format_call("submit")])
+        assert reward == -1.0 and "no code change" in info["patch_note"], (trivial, info["patch_note"])
 
 
 def test_unknown_reward_mode_is_one_line():
