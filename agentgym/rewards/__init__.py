@@ -62,7 +62,8 @@ def declarative_check(rule: str) -> Callable[[Trajectory], Any]:
         return lambda t: len(final_answer(t)) <= int(arg)
     if kind == "success":
         return lambda t: bool(t.metadata.get("verifiable_success", t.success))
-    raise ConfigError(f"rubric check {rule!r} is unknown: use contains:<text>, excludes:<text>, regex:<pattern>, max_chars:<n> or success")
+    raise ConfigError(f"rubric check {rule!r} is unknown: use contains:<text>, excludes:<text>, regex:<pattern>, "
+                      "max_chars:<n> or success")
 
 
 def _judge(spec: dict, judge_policy: Any) -> JudgeReward:

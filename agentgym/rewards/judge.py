@@ -9,9 +9,10 @@ the criterion, and asks for a last line `Score: <number from 0 to 1>`. Every tex
 goes in as one JSON string literal (`quoted`): the agent's newlines and quotes are escaped, so its
 text cannot start a line of the prompt's structure (an `Environment:` line, a `Criterion:`, an
 episode header). Only the answer's last line is read, and only when it is exactly `Score: x`: a
-score the agent wrote, echoed anywhere in the judge's reasoning, is never taken for the verdict. Answers are cached by content
-(sha256 of the judge's name and the exact prompt), so the same episode text is judged once (a
-sampling judge's unreadable answers are not cached: they are asked again).
+score the agent wrote, echoed anywhere in the judge's reasoning, is never taken for the verdict.
+Answers are cached by content (sha256 of the judge's name and the exact prompt), so the same
+episode text is judged once (a sampling judge's unreadable answers are not cached: they are asked
+again).
 
 An answer with no parseable score, a score outside [0, 1], a backend error or a call that takes
 longer than `timeout_s` is "no verdict" (Verdict(None, why)), never 0; `stats` counts each kind.

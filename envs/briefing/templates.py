@@ -35,7 +35,8 @@ AGENDA_TITLES = ("Board prep", "Supplier visit", "Team offsite", "Press briefing
                  "Code review")
 DIGEST_SUBJECTS = ("Invoice 114", "Trip photos", "Draft contract", "Lunch Friday?", "New address", "Slides v2",
                    "Budget question")
-NUMBER_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
+NUMBER_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve"
+                                           .split())}
 
 
 def words(text: str | None) -> int:
@@ -61,7 +62,8 @@ def on_day(text: str | None, title: str, day: str) -> bool:
 def stated_counts(text: str | None) -> set[int]:
     """The numbers the report gives as a count of payments ("3 payments", "three transfers")."""
     number = "|".join([r"\d+", *NUMBER_WORDS])
-    found = re.findall(rf"\b({number})\s+(?:\w+\s+)?(?:payments?|transfers?|transactions?|times)\b", (text or "").lower())
+    found = re.findall(rf"\b({number})\s+(?:\w+\s+)?(?:payments?|transfers?|transactions?|times)\b",
+                       (text or "").lower())
     return {int(n) if n.isdigit() else NUMBER_WORDS[n] for n in found}
 
 

@@ -173,7 +173,9 @@ def agentgym_folders(visible: list[str]) -> list[str]:
     for folder in _unique(folders):
         for pattern in ("agentgym", "agentgym-*.dist-info", "agentgym-*.egg-info", "agentgym.egg-link"):
             hits.extend(os.path.realpath(p) for p in glob.glob(os.path.join(folder, pattern)))
-    return _outermost(h for h in hits if _under(h, bound) and os.path.exists(h))
+    # (a folder that holds the interpreter itself cannot be hidden: the sandbox could not run python)
+    python = os.path.realpath(sys.prefix)
+    return _outermost(h for h in hits if _under(h, bound) and os.path.exists(h) and not _under(python, [h]))
 
 
 class BwrapSandbox(Sandbox):
