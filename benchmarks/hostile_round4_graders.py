@@ -52,7 +52,8 @@ probe = (
     "find / \\( -path /proc -o -path /sys -o -path /dev -o -path /workspace \\) -prune -o "
     "\\( -name hidden_tests -o -name '*_hidden.py' -o -path '*/swe/data/repos*' -o -path '*/%s/%s' "
     "-o -path '*/agentgym/*' \\) -print 2>/dev/null | head -200; "
-    "python -c 'import importlib.util as u; s = u.find_spec(\"agentgym.envs.swe\"); print(\"SPEC\", s and s.origin)' 2>&1 | tail -1"
+    "python -c 'import importlib.util as u; s = u.find_spec(\"agentgym.envs.swe\"); print(\"SPEC\", s and s.origin)' "
+    "2>&1 | tail -1"
 ) % (repo, file)
 env = SWEEnv(backend="bwrap")
 env.reset(options={"task": task})
@@ -61,7 +62,7 @@ for action in SWETaskSpace().solve(task):  # grading works in this install: the 
 env.reset(options={"task": task})
 obs, *_ = env.step(format_call("bash", command=probe, timeout=100))
 found = [line for line in obs.splitlines() if line.startswith("/") and not line.startswith("/workspace")]
-spec_line = [line for line in obs.splitlines() if line.startswith("SPEC")]
+spec_line = [line for line in obs.splitlines() if line.startswith("SPEC") or "Error" in line][-1:]
 copy = [p for p in found if p.endswith("/%s/%s" % (repo, file))]
 if copy:  # the copy that solved 30/30 episodes in the hostile run
     env.step(format_call("bash", command="cp %s /workspace/%s" % (copy[0], file)))
@@ -129,7 +130,8 @@ def swe_wheel_rows() -> list[dict]:
         wheel = ep["installed_at"].startswith(report["site_packages"])
         rows.append(_row(f"swe: wheel install, search the sandbox for answers (task {i})",
                          wheel and ep["oracle_success"] and not ep["found"] and not ep["success"],
-                         f"found {len(ep['found'])} paths, reward {ep['reward']}, {ep['spec']}"))
+                         f"found {len(ep['found'])} paths, reward {ep['reward']} (the fix: "
+                         f"{'solved' if ep['oracle_success'] else 'NOT solved'}), import in the sandbox: {ep['spec']}"))
     return rows
 
 

@@ -66,6 +66,47 @@ def patches(task) -> dict[str, list[str]]:
     return out
 
 
+def similarity_on_host(task, actions: list[str]) -> float:
+    """The similarity the env would give `actions` (one edit of the task's file, or none), computed
+    without a sandbox: the patch is the file's diff, the reference the fix's."""
+    from agentgym.rewards.patch import file_patch, patch_similarity
+
+    p = task.params
+    fixed = (repo_path(p["repo"]) / p["file"]).read_text()
+    buggy = fixed.replace(p["before"], p["after"], 1)
+    edit = json.loads(actions[0])["arguments"] if len(actions) > 1 else None
+    if edit is None:
+        new = buggy
+    elif "content" in edit:
+        new = edit["content"]
+    else:
+        new = buggy.replace(edit["old_str"], edit["new_str"], 1)
+    predicted = file_patch(p["file"], buggy.encode(), new.encode())
+    return patch_similarity(predicted, file_patch(p["file"], buggy.encode(), fixed.encode())).score
+
+
+def rescore(path: Path) -> None:
+    """Recompute every row's similarity with the current reward, keeping the tests' verdicts of the
+    recorded episodes (they do not depend on the similarity): `--rescore docs/patch_similarity.json`."""
+    record = json.loads(path.read_text())
+    space = SWETaskSpace()
+    by_id = {t.task_id: t for name in ("train", "heldout", "heldout_unseen") for t in space.split(name)}
+    made: dict[str, dict[str, list[str]]] = {}
+    for row in record["rows"]:
+        task = by_id[row["task_id"]]
+        made.setdefault(task.task_id, patches(task))
+        row["similarity"] = similarity_on_host(task, made[task.task_id][row["kind"]])
+    rows = [(r["kind"], r["similarity"], r["tests_score"], r["tests_success"]) for r in record["rows"]]
+    record.update(summarize(rows), rescored_with="python " + " ".join(sys.argv))
+    path.write_text(dump(record))
+    for kind, k in record["kinds"].items():
+        print(f"| {kind} | {k['n']} | {k['mean_similarity']:.3f} | {k['tests_pass_rate']:.2f} |")
+    print(f"Pearson(similarity, tests success) = {record['pearson_similarity_tests_success']:.3f}, "
+          f"AUC = {record['auc_similarity_for_success']:.3f}; without the -1 rows: "
+          f"{record['without_no_patch']['pearson_similarity_tests_success']:.3f}, "
+          f"{record['without_no_patch']['auc_similarity_for_success']:.3f}")
+
+
 def play(env, task, actions) -> dict:
     env.reset(options={"task": task})
     for a in actions:
@@ -117,7 +158,11 @@ def main() -> None:
     ap.add_argument("--split", default="train", help="a split name, or 'all' for every bundled split")
     ap.add_argument("--out", type=Path, default=None, help="write the figures and every episode's row as JSON")
     ap.add_argument("--budget-min", type=float, default=None, help="start no new task after this many minutes")
+    ap.add_argument("--rescore", type=Path, default=None,
+                    help="recompute the similarity of a recorded run's rows (tests' verdicts kept) and exit")
     args = ap.parse_args()
+    if args.rescore:
+        return rescore(args.rescore)
     space = SWETaskSpace()
     splits = ("train", "heldout", "heldout_unseen") if args.split == "all" else (args.split,)
     try:
