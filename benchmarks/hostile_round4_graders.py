@@ -119,10 +119,6 @@ def swe_wheel_probe(workdir: str | Path, tasks: int = 1) -> dict:
 
 
 def swe_wheel_rows() -> list[dict]:
-    from agentgym.envs.swe.sandbox_bwrap import bwrap_works
-
-    if not bwrap_works():
-        return [_row("swe: wheel install, search the sandbox for answers", False, "skipped: no bwrap here")]
     with tempfile.TemporaryDirectory() as d:
         report = swe_wheel_probe(d, tasks=2)
     rows = []
@@ -398,12 +394,18 @@ def patch_rows() -> list[dict]:
 
 
 def run(wheel: bool = True) -> dict:
+    """{"tried": n, "held": m, "skipped": [why], "rows": [{"attack", "held", "detail"}]}."""
+    from agentgym.envs.swe.sandbox_bwrap import bwrap_works
+
+    skipped = []
+    if wheel and not bwrap_works():
+        wheel, skipped = False, ["swe: wheel install probe (bubblewrap cannot run here)"]
     rows = swe_wheel_rows() if wheel else []
     rows += briefing_rows()
     rows += judge_rows()
     rows += meta_rows()
     rows += patch_rows()
-    return {"tried": len(rows), "held": sum(r["held"] for r in rows), "rows": rows}
+    return {"tried": len(rows), "held": sum(r["held"] for r in rows), "skipped": skipped, "rows": rows}
 
 
 def main() -> None:
@@ -414,6 +416,8 @@ def main() -> None:
     result = run(wheel=not args.no_wheel)
     for r in result["rows"]:
         print(f"{'held' if r['held'] else 'BROKEN':6}  {r['attack']}  {r['detail']}")
+    for why in result["skipped"]:
+        print(f"skipped {why}")
     print(f"round 4 graders: {result['held']}/{result['tried']} attacks held")
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
