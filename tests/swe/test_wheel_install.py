@@ -35,3 +35,18 @@ def test_every_agentgym_folder_under_a_bound_root_is_hidden():
     assert any(str(data).startswith(h + "/") for h in hidden), (data, hidden)
     assert all(not h.startswith(tuple(r + "/" for r in roots)) or h in sandbox_bwrap.agentgym_folders(roots)
                for h in hidden)
+
+
+def test_a_copy_installed_for_another_python_under_a_bound_root_is_hidden(tmp_path):
+    """System layouts: a copy under <root>/lib/python3.X/dist-packages or <root>/local/lib/...
+    (the sandbox binds /usr whole) is found without being on this interpreter's sys.path."""
+    from agentgym.envs.swe import sandbox_bwrap
+
+    planted = []
+    for sub in ("lib/python3.12/dist-packages", "local/lib/python3.10/site-packages", "lib/python3/dist-packages"):
+        pkg = tmp_path / sub / "agentgym" / "envs" / "swe" / "data" / "repos"
+        pkg.mkdir(parents=True)
+        (tmp_path / sub / "agentgym-0.1.0.dist-info").mkdir()
+        planted += [str((tmp_path / sub / name).resolve()) for name in ("agentgym", "agentgym-0.1.0.dist-info")]
+    hidden = sandbox_bwrap.agentgym_folders([str(tmp_path.resolve())])
+    assert set(planted) <= set(hidden), sorted(set(planted) - set(hidden))
