@@ -188,9 +188,8 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     share = pc.share_prefixes and not dp.sharded and supports_shared_prefix(model)
 
     def cut(items: list) -> list:
-        """(micro-batch, level plan or None) pairs of a minibatch's local samples (the level-wise pass
-        does not renormalize over allowed ids: admissible-only samples take the plain one)."""
-        if share and not any(s.allowed for s in items):
+        """(micro-batch, level plan or None) pairs of a minibatch's local samples."""
+        if share:
             return plan_micro_batches(items, pc.micro_batch_size, lambda xs: cut_micro_batches(pc, xs))
         return [(m, None) for m in cut_micro_batches(pc, items)]
 
@@ -215,7 +214,7 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
                 if plan is not None:
                     logp, hidden, *rest = shared_prefix_logprobs(
                         model, micro, policy.tokenizer.pad_token_id, where, value_head is not None,
-                        want_entropy=pc.entropy_coef > 0, plan=plan)
+                        want_entropy=pc.entropy_coef > 0, plan=plan, allowed=batch.get("allowed"))
                     entropy = rest[0] if rest else None
                     prefix_tokens[0] += plan.tokens()
                     prefix_tokens[1] += sum(len(s) for s in micro)
