@@ -63,17 +63,17 @@ def linear_shapes(model) -> tuple[list[tuple[int, int]], tuple[int, int]]:
     return shapes, (head.in_features, head.out_features)
 
 
-def matmul_rate(rows: int, shapes: list[tuple[int, int]], dtype: torch.dtype, seconds: float = 1.0) -> float:
-    """GFLOP/s of x[rows, in] @ W[in, out] over `shapes` (each equally often, as in the model),
-    best of three rounds of about `seconds` (a shared machine's neighbours only slow a round down)."""
+def matmul_rate(rows: int, shapes: list[tuple[int, int]], dtype: torch.dtype, seconds: float = 2.0) -> float:
+    """GFLOP/s of x[rows, in] @ W[in, out] over `shapes` (each equally often, as in the model), the
+    best of ten rounds of `seconds` / 10 of CPU (a shared machine's neighbours only slow a round down)."""
     xs = [(torch.randn(rows, i).to(dtype), torch.randn(i, o).to(dtype)) for i, o in shapes]
     flops = sum(2 * rows * i * o for i, o in shapes)
     for x, w in xs:
         x @ w
     best = 0.0
-    for _ in range(3):
+    for _ in range(10):
         reps, start = 0, time.process_time()  # CPU time: a shared machine's neighbours do not count
-        while time.process_time() - start < seconds / 3:
+        while time.process_time() - start < seconds / 10:
             for x, w in xs:
                 x @ w
             reps += 1
