@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -370,9 +371,9 @@ def main() -> None:
     decode_rows = args.tasks * args.group
     rows, state = run_iterations(args, clock, lambda model: measure_rates(model, args.rows, decode_rows))
     result = {
-        "command": "python benchmarks/real_model_speed.py " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in (("tasks", args.tasks), ("group", args.group),
-                                                        ("max_turns", args.max_turns), ("iterations", args.iterations))),
+        "command": "OMP_NUM_THREADS=1 python benchmarks/real_model_speed.py " + " ".join(sys.argv[1:]),
+        "note": "seconds are this process's CPU seconds ('cpu') and wall seconds ('wall') on a 2-core machine "
+                "shared with other jobs; the matmul rates are the best of ten CPU-timed rounds",
         "model": str(args.model), "cpu": platform.processor() or platform.machine(), "torch_threads": 1,
         "setting": {"lora_r": 16, "env": "agentgym/Household-v0", "categories": CATEGORIES, "history": 0,
                     "admissible_only": True, "estimator": "gigpo", "sample_mode": "per-step",
