@@ -177,7 +177,7 @@ def shared_prefix_logprobs(model, sequences: Sequence[TokenSequence], pad_id: in
     """`token_logprobs(model, *right-padded batch of sequences*, positions=positions, allowed=allowed, ...)`,
     computed level by level (module docstring). positions: [B, T-1] mask of the places wanted;
     allowed: [B, T-1, M] ids (-1 padded) that admissible-only decoding drew each token among."""
-    from agentgym.trainers.ppo import _renormalize
+    from agentgym.trainers.ppo import _renormalize, head_logprobs
 
     plan = plan or plan_levels(sequences)
     device = positions.device
@@ -214,7 +214,7 @@ def shared_prefix_logprobs(model, sequences: Sequence[TokenSequence], pad_id: in
     for b, s in enumerate(sequences):
         targets[b, :len(s)] = torch.tensor(s.input_ids, dtype=torch.long)
     targets = targets.to(device)
-    picked = torch.log_softmax(model.get_output_embeddings()(flat[index[:, :-1][where]]).float(), dim=-1)
+    picked = head_logprobs(model, flat[index[:, :-1][where]])
     rows = where.nonzero(as_tuple=True)
     chosen = targets[:, 1:][where]
     row_logp = picked.gather(-1, chosen[:, None])[:, 0]
