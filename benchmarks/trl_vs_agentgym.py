@@ -78,7 +78,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=12)
     ap.add_argument("--max-turns", type=int, default=12)
     ap.add_argument("--lr", type=float, default=1e-4)
-    ap.add_argument("--sft-tasks", type=int, default=1000, help="demonstrated episodes of the warm start")
+    ap.add_argument("--sft-tasks", type=int, default=1000,
+                    help="demonstrated episodes of the warm start (of --model too; 0: --model as it is)")
     ap.add_argument("--warm-dir", default="runs/trl_vs_agentgym/warm",
                     help="where the warm start is kept (reused when its settings match)")
     ap.add_argument("--out", default="docs/trl_vs_agentgym.json")
@@ -104,9 +105,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="trl_vs_agentgym_"))
     space = agentgym.get_task_space(env_id)
     categories = CATEGORIES if env_id == "agentgym/Household-v0" else None
-    model_dir = args.model
-    if model_dir is None:
-        model_dir = warm_start(env_id, work, categories, args)
+    # the warm start: SFT of --model (or of a tiny model built for the env) on --sft-tasks expert
+    # episodes, kept in --warm-dir; --sft-tasks 0 trains --model as it is
+    model_dir = args.model if args.model and args.sft_tasks == 0 else warm_start(env_id, work, categories, args)
     tasks = [t for t in space.split("train") if categories is None or space.category(t) in categories]
     tasks = tasks[len(tasks) // 2:][: args.iterations * args.tasks]  # not the warm start's first half
     batch = args.tasks * args.group
@@ -225,7 +226,7 @@ def main() -> None:
 
 
 def warm_start(env_id: str, work: Path, categories, args) -> Path:
-    """The main job's tiny model (2 layers, hidden 256) after SFT on a searching expert's episodes
+    """--model, or the main job's tiny model (2 layers, hidden 256), after SFT on a searching expert's episodes
     played with history "full", one sequence per episode, on fresh generated tasks (the train split
     holds only 224 of these categories): 1,000 episodes x 4 epochs reach 0.48 rollout success at
     temperature 1 (300 split tasks x 3 epochs: 0.02, 75% invalid actions). Kept in --warm-dir and
@@ -237,15 +238,16 @@ def warm_start(env_id: str, work: Path, categories, args) -> Path:
     from agentgym.trainers.config import load_config
     from agentgym.trainers.sft import run_sft
 
-    settings = {"env": env_id, "categories": categories, "chat": CHAT, "tiny": TINY, "sft_tasks": args.sft_tasks,
+    settings = {"env": env_id, "categories": categories, "chat": CHAT, "sft_tasks": args.sft_tasks,
                 "sft": SFT, "max_turns": args.max_turns}
+    settings.update({"model": str(Path(args.model).resolve())} if args.model else {"tiny": TINY})
     out = Path(args.warm_dir)
     marker = out / "warm_start_settings.json"
     if marker.is_file() and json.loads(marker.read_text()) == settings:
         print(f"warm start reused: {out}")
         return out
     t = time.perf_counter()
-    tiny_dir = build_tiny_model(work / "tiny", env_id=env_id, num_tasks=64, chat=CHAT, **TINY)
+    tiny_dir = args.model or build_tiny_model(work / "tiny", env_id=env_id, num_tasks=64, chat=CHAT, **TINY)
     cfg = load_config({"env": {"chat": dict(CHAT), "categories": categories}}, [
         f"env.id={env_id}", f"policy.model={tiny_dir}", "tiny.build=false", f"sft.num_tasks={args.sft_tasks}",
         *[f"{k}={v}" for k, v in SFT.items()], "seed=0", f"env.max_turns={args.max_turns}"])

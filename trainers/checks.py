@@ -110,6 +110,8 @@ def check_update(cfg: TrainConfig) -> None:
     if pc.micro_batch_tokens < 0:
         raise ConfigError(f"ppo.micro_batch_tokens must be >= 0 (0: micro-batches of ppo.micro_batch_size samples), "
                           f"got {pc.micro_batch_tokens}")
+    if pc.matmul_dtype not in ("fp32", "bf16"):
+        raise ConfigError(f"ppo.matmul_dtype must be fp32 or bf16, got {pc.matmul_dtype!r}")
     if pc.entropy_coef < 0:
         raise ConfigError(f"ppo.entropy_coef is a bonus weight >= 0, got {pc.entropy_coef}")
     if pc.kl_coef > 0 and cfg.policy.lora is None and cfg.policy.reference != "copy":

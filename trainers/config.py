@@ -146,6 +146,9 @@ class PPOConfig:
     # identical first turns) is computed once, the rest on top of its KV cache (trainers/shared_prefix.py):
     # the same gradient up to float summation order, about half the tokens in the main job.
     share_prefixes: bool = True
+    # "bf16": the update's forward and backward multiply in bf16 under autocast (weights, optimizer and
+    # loss stay fp32; trainers/precision.py): refused where the hardware has no native bf16 matmul
+    matmul_dtype: str = "fp32"
 
 
 @dataclass

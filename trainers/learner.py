@@ -13,6 +13,7 @@ samples, so permutations, denominators and optimizer steps are those of one proc
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Iterator, Sequence
 
@@ -22,6 +23,7 @@ import torch
 from agentgym import progress
 from agentgym.errors import AgentGymError
 from agentgym.trainers.ppo import ImportanceStats, reference_logprobs, token_logprobs
+from agentgym.trainers.precision import update_autocast
 from agentgym.trainers.samples import Sample, TokenSequence, collate, pad_sequences
 from agentgym.trainers.shared_prefix import plan_micro_batches, shared_prefix_logprobs, supports_shared_prefix
 
@@ -186,11 +188,12 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     weights = ImportanceStats()  # no stats when synchronous
     # FSDP pairs every forward over ranks, and a level-wise pass is three: sharded runs keep the plain one
     share = pc.share_prefixes and not dp.sharded and supports_shared_prefix(model)
+    update_autocast(pc.matmul_dtype, policy.device)  # refuses bf16 without native bf16 matmuls, before any work
+    precision = functools.partial(update_autocast, pc.matmul_dtype, policy.device)  # a fresh context per pass
 
     def cut(items: list) -> list:
-        """(micro-batch, level plan or None) pairs of a minibatch's local samples (the level-wise pass
-        does not renormalize over allowed ids: admissible-only samples take the plain one)."""
-        if share and not any(s.allowed for s in items):
+        """(micro-batch, level plan or None) pairs of a minibatch's local samples."""
+        if share:
             return plan_micro_batches(items, pc.micro_batch_size, lambda xs: cut_micro_batches(pc, xs))
         return [(m, None) for m in cut_micro_batches(pc, items)]
 
@@ -212,27 +215,28 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
                 batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
                 entropy = None
                 where = batch["loss_mask"] > 0
-                if plan is not None:
-                    logp, hidden, *rest = shared_prefix_logprobs(
-                        model, micro, policy.tokenizer.pad_token_id, where, value_head is not None,
-                        want_entropy=pc.entropy_coef > 0, plan=plan)
-                    entropy = rest[0] if rest else None
-                    prefix_tokens[0] += plan.tokens()
-                    prefix_tokens[1] += sum(len(s) for s in micro)
-                elif pc.entropy_coef > 0:
-                    logp, hidden, entropy = _unique_forward(model, batch, micro, where, value_head is not None, True)
-                else:
-                    logp, hidden = _unique_forward(model, batch, micro, where, value_head is not None, False)
-                ref_logp = reference_logprobs(policy, batch["input_ids"], batch["attention_mask"]) if use_kl else None
-                loss, st = spec_loss.fn(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
-                                        spec_loss.how, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
-                                        prox_logp=batch.get("prox_logprobs"), **off_policy)
-                weights.add(st)
-                if value_head is not None and n_values:
-                    v_loss = _value_loss(value_head, hidden, micro, n_values)
-                    if v_loss is not None:
-                        loss = loss + pc.value_coef * v_loss
-                        totals["value_loss"] += float(v_loss.detach())
+                with precision():  # ppo.matmul_dtype: the backward follows the forward's dtypes
+                    if plan is not None:
+                        logp, hidden, *rest = shared_prefix_logprobs(
+                            model, micro, policy.tokenizer.pad_token_id, where, value_head is not None,
+                            want_entropy=pc.entropy_coef > 0, plan=plan, allowed=batch.get("allowed"))
+                        entropy = rest[0] if rest else None
+                        prefix_tokens[0] += plan.tokens()
+                        prefix_tokens[1] += sum(len(s) for s in micro)
+                    elif pc.entropy_coef > 0:
+                        logp, hidden, entropy = _unique_forward(model, batch, micro, where, value_head is not None, True)
+                    else:
+                        logp, hidden = _unique_forward(model, batch, micro, where, value_head is not None, False)
+                    ref_logp = reference_logprobs(policy, batch["input_ids"], batch["attention_mask"]) if use_kl else None
+                    loss, st = spec_loss.fn(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
+                                            spec_loss.how, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
+                                            prox_logp=batch.get("prox_logprobs"), **off_policy)
+                    weights.add(st)
+                    if value_head is not None and n_values:
+                        v_loss = _value_loss(value_head, hidden, micro, n_values)
+                        if v_loss is not None:
+                            loss = loss + pc.value_coef * v_loss
+                            totals["value_loss"] += float(v_loss.detach())
                 check_finite("loss", loss.detach(), iteration)
                 loss.backward()
                 for key in ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl"):

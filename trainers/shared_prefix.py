@@ -172,9 +172,13 @@ def _gather(kv_levels, mask_levels, parents_chain: list[torch.Tensor]):
 
 
 def shared_prefix_logprobs(model, sequences: Sequence[TokenSequence], pad_id: int, positions: torch.Tensor,
-                           want_hidden: bool = False, want_entropy: bool = False, plan: PrefixPlan | None = None):
-    """`token_logprobs(model, *right-padded batch of sequences*, positions=positions, ...)`, computed
-    level by level (module docstring). positions: [B, T-1] mask of the places wanted."""
+                           want_hidden: bool = False, want_entropy: bool = False, plan: PrefixPlan | None = None,
+                           allowed: torch.Tensor | None = None):
+    """`token_logprobs(model, *right-padded batch of sequences*, positions=positions, allowed=allowed, ...)`,
+    computed level by level (module docstring). positions: [B, T-1] mask of the places wanted;
+    allowed: [B, T-1, M] ids (-1 padded) that admissible-only decoding drew each token among."""
+    from agentgym.trainers.ppo import _renormalize, head_logprobs
+
     plan = plan or plan_levels(sequences)
     device = positions.device
     kv_levels, mask_levels, hidden_levels = [], [], []
@@ -210,14 +214,17 @@ def shared_prefix_logprobs(model, sequences: Sequence[TokenSequence], pad_id: in
     for b, s in enumerate(sequences):
         targets[b, :len(s)] = torch.tensor(s.input_ids, dtype=torch.long)
     targets = targets.to(device)
-    picked = torch.log_softmax(model.get_output_embeddings()(flat[index[:, :-1][where]]).float(), dim=-1)
+    picked = head_logprobs(model, flat[index[:, :-1][where]])
     rows = where.nonzero(as_tuple=True)
-    logp = torch.zeros(where.shape, dtype=picked.dtype, device=device)
-    logp = logp.index_put(rows, picked.gather(-1, targets[:, 1:][where][:, None])[:, 0])
+    chosen = targets[:, 1:][where]
+    row_logp = picked.gather(-1, chosen[:, None])[:, 0]
+    row_entropy = -(picked.exp() * picked).sum(-1) if want_entropy else None
+    if allowed is not None:  # admissible-only decoding's policy: renormalized over the ids it drew among
+        row_logp, row_entropy = _renormalize(row_logp, row_entropy, picked, chosen, allowed.to(device)[where])
+    logp = torch.zeros(where.shape, dtype=picked.dtype, device=device).index_put(rows, row_logp)
     hidden = flat[index] if want_hidden else None
     if want_entropy:
-        entropy = torch.zeros(where.shape, dtype=picked.dtype, device=device)
-        entropy = entropy.index_put(rows, -(picked.exp() * picked).sum(-1))
+        entropy = torch.zeros(where.shape, dtype=picked.dtype, device=device).index_put(rows, row_entropy)
         return logp, hidden, entropy
     return logp, hidden
 

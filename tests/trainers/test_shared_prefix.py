@@ -40,13 +40,14 @@ def test_the_plan_computes_each_shared_token_once_and_rebuilds_every_sample():
     assert not plan_levels([_seq([5], [6])]).usable  # a one-token prompt leaves an empty stem
 
 
-def _samples(policy, env_id, mode, history):
+def _samples(policy, env_id, mode, history, admissible_only=False):
     import agentgym
 
     tasks = agentgym.get_task_space(env_id).split("train")[:3]
     chat = {"history": history, "system_prompt": "Act.", "show_admissible": True}
     trajectories = agentgym.collect(env_id, tasks, policy, 3, seed=5, chat=chat, max_turns=4,
-                                    sampling=SamplingParams(temperature=1.0, max_new_tokens=8, seed=11))
+                                    sampling=SamplingParams(temperature=1.0, max_new_tokens=8, seed=11,
+                                                            admissible_only=admissible_only))
     sequences = tokenize_trajectories(trajectories, mode)
     rng = np.random.default_rng(0)
     return make_samples(sequences, [rng.normal(size=len(t.steps)) for t in trajectories],
@@ -194,3 +195,29 @@ def test_micro_batches_by_tokens_keep_the_budget_and_the_gradient(toy_env_id, ti
         learner.ppo_update(pc, (0.8, 1.2), policy, optimizer, scheduler, samples, np.random.default_rng(1), 0)
         grads.append(torch.cat([p.grad.flatten() for p in policy.trainable_parameters()]))
     assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-6
+
+
+def test_admissible_only_samples_share_prefixes_with_the_plain_gradient_and_a_first_ratio_of_1(
+        toy_env_id, tiny_policy_factory, monkeypatch):
+    """Samples decoded within the admissible actions (their logprobs renormalized over the ids each
+    token was drawn among) take the level-wise pass too: the gradient agrees with the plain pass's
+    within 1e-5 of its norm, and the first minibatch's ratio to the rollout's logprobs is 1 within 1e-4."""
+    from agentgym.trainers import learner, shared_prefix
+    from agentgym.trainers.config import PPOConfig
+
+    monkeypatch.setattr(shared_prefix, "SHARING_OVERHEAD", 0.0)
+    samples = _samples(tiny_policy_factory(), toy_env_id, "per-step", 1, admissible_only=True)
+    assert any(s.allowed for s in samples)
+    grads, stats = [], []
+    for share in (True, False):
+        policy = tiny_policy_factory()
+        pc = PPOConfig(epochs=1, minibatch_size=len(samples), micro_batch_size=8, share_prefixes=share)
+        optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=0.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        stats.append(learner.ppo_update(pc, (0.8, 1.2), policy, optimizer, scheduler, samples,
+                                        np.random.default_rng(1), 0))
+        grads.append(torch.cat([p.grad.flatten() for p in policy.trainable_parameters() if p.grad is not None]))
+    assert grads[0].abs().sum() > 0
+    assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-5
+    assert 0 < stats[0]["shared_prefix_token_ratio"] < 1
+    assert abs(stats[0]["ratio_max_first_minibatch"] - 1) < 1e-4
