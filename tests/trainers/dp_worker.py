@@ -1,6 +1,6 @@
 """One PPO update on a fixed batch, in one process or as a torchrun rank (tests/trainers/test_data_parallel.py).
 
-    python dp_worker.py MODEL_DIR BATCH.pkl OUT.pt GROUP_SIZE [NUM_GROUPS] [--fsdp] [--lora] [--value-head]
+    python dp_worker.py MODEL_DIR BATCH.pkl OUT.pt GROUP_SIZE [NUM_GROUPS] [--fsdp] [--lora] [--value-head] [--device=cuda]
     torchrun --standalone --nproc-per-node 2 dp_worker.py MODEL_DIR BATCH.pkl OUT.pt GROUP_SIZE [--fsdp] [--lora] [--value-head]
 
 BATCH.pkl holds (trajectories, advantages) of whole groups in order. Each rank takes its block of
@@ -23,6 +23,7 @@ from agentgym.trainers.run_setup import build_heads, make_optimizer  # noqa: E40
 from agentgym.trainers.samples import build_samples  # noqa: E402
 
 flags = {a for a in sys.argv[1:] if a.startswith("--")}
+device = next((a.split("=", 1)[1] for a in flags if a.startswith("--device=")), "cpu")
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 model, data, out, group_size = args[0], args[1], args[2], int(args[3])
 trajs, advs = pickle.load(open(data, "rb"))
@@ -32,13 +33,14 @@ groups = len(trajs) // group_size
 estimator = "gae" if "--value-head" in flags else "grpo"
 cfg = load_config({}, [f"policy.model={model}", f"estimator.name={estimator}", f"rollout.tasks_per_iter={groups}",
                        f"rollout.group_size={group_size}", "ppo.minibatch_size=8", "ppo.micro_batch_size=3",
-                       "ppo.epochs=2", "ppo.lr=1e-3", "data_parallel=" + ("fsdp" if "--fsdp" in flags else "ddp")])
+                       "ppo.epochs=2", "ppo.lr=1e-3", "data_parallel=" + ("fsdp" if "--fsdp" in flags else "ddp"),
+                       f"policy.device={device}"])
 dp = distributed.setup(cfg)
 mine, first = dp.shard(list(range(groups)))
 trajs = trajs[first * group_size:(first + len(mine)) * group_size]
 advs = advs[first * group_size:(first + len(mine)) * group_size]
 torch.manual_seed(0)  # the same fresh LoRA adapter in every run
-policy = HFPolicy(model, lora={"r": 4} if "--lora" in flags else None)
+policy = HFPolicy(model, lora={"r": 4} if "--lora" in flags else None, device=device)
 heads = build_heads(cfg, policy)  # a value head with --value-head
 dp.broadcast_parameters(policy, heads)
 dp.shard_model(policy)
@@ -53,7 +55,7 @@ if dp.sharded:
 
     params = full_state_dict(policy.model)  # every rank takes part in the gather
 else:
-    params = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
+    params = {n: p.detach().cpu().clone() for n, p in policy.model.named_parameters()}
 params.update({f"value_head.{n}": p.detach().clone() for n, p in (heads["value"].named_parameters() if heads else [])})
 if dp.is_main:
     torch.save({"params": params, "stats": stats,
