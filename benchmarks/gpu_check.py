@@ -159,7 +159,7 @@ def run_tests(out_dir: Path, timeout_s: float) -> dict:
     """pytest -m gpu in a subprocess; the counts and each test's outcome from its JUnit XML."""
     xml = out_dir / "gpu_tests.xml"
     cmd = [sys.executable, "-m", "pytest", GPU_TESTS, "-m", "gpu", "-q", "-p", "no:cacheprovider",
-           f"--junitxml={xml}"]
+           f"--junitxml={xml}", "-o", "junit_family=legacy"]  # legacy: keeps the tests' record_property figures
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
@@ -172,8 +172,9 @@ def run_tests(out_dir: Path, timeout_s: float) -> dict:
         for case in ET.parse(xml).getroot().iter("testcase"):
             outcome = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
             detail = next((c.get("message", "") for c in case if c.tag in ("failure", "error", "skipped")), "")
+            figures = {p.get("name"): p.get("value") for p in case.iter("property")}
             result["tests"][case.get("name")] = {"outcome": outcome, "seconds": float(case.get("time", 0)),
-                                                 "detail": detail[:300]}
+                                                 "detail": detail[:300], **figures}
     counts: dict = {}
     for row in result["tests"].values():
         counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
