@@ -317,18 +317,42 @@ def random_model_folder(shape_name: str, tokenizer_dir: Path, device: str, out: 
     return out
 
 
+def profiled_update(ppo_update, calls: list, at_call: int, table: list):
+    """`ppo_update`, its `at_call`-th call run under torch.profiler: the top operators by device
+    time (by CPU time without a device) land in `table`, one line each."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    def update(*args, **kwargs):
+        calls.append(1)
+        if len(calls) != at_call:
+            return ppo_update(*args, **kwargs)
+        cuda = torch.cuda.is_available()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities) as prof:
+            out = ppo_update(*args, **kwargs)
+            if cuda:
+                torch.cuda.synchronize()
+        key = "cuda_time_total" if cuda else "cpu_time_total"
+        table.extend(prof.key_averages().table(sort_by=key, row_limit=20).splitlines())
+        return out
+
+    return update
+
+
 def run_throughput(shape_name: str, mode: str, device: str, model_dir: Path, run_dir: Path, peak: float | None,
-                   tasks: int, group: int, smoke: bool) -> dict:
-    """Two household iterations (tasks x group episodes) of this model; the second is measured."""
+                   tasks: int, group: int, smoke: bool, profile: bool = False) -> dict:
+    """Two household iterations (tasks x group episodes) of this model; the second is measured.
+    profile: a third iteration's update runs under torch.profiler (its table in the result)."""
     import torch
 
     from agentgym.trainers import run_setup, training
     from agentgym.trainers.config import load_config
 
     overrides = [f"run_dir={run_dir}", f"policy.model={model_dir}", f"policy.device={device}", "tiny.build=false",
-                 "sft.enabled=false", "iterations=2", "eval.num_tasks=1", "eval.episodes_per_task=1",
-                 "checkpoint_every=0", "time_budget_s=null", "log.plot=false", "torch_threads=null",
-                 f"rollout.tasks_per_iter={tasks}", f"rollout.group_size={group}", f"env.fresh_tasks={4 * tasks}",
+                 "sft.enabled=false", f"iterations={3 if profile else 2}", "eval.num_tasks=1",
+                 "eval.episodes_per_task=1", "checkpoint_every=0", "time_budget_s=null", "log.plot=false",
+                 "torch_threads=null", f"rollout.tasks_per_iter={tasks}", f"rollout.group_size={group}", f"env.fresh_tasks={4 * tasks}",
                  # a random model's advantages are mostly 0: train every sample, the update's cost is the point
                  "ppo.drop_abs_adv_below=0",
                  # micro-batches of ~8k tokens: the preset's 1,024 are a CPU's best, a GPU's worst
@@ -359,10 +383,12 @@ def run_throughput(shape_name: str, mode: str, device: str, model_dir: Path, run
                        "prefill_tokens": timer.prefill_tokens, "decode_tokens": timer.decode_tokens})
         timer.reset()
 
+    table: list[str] = []
+    update = profiled_update(training.ppo_update, [], 3, table) if profile else training.ppo_update
     t0 = time.perf_counter()
-    with mock.patch.object(training, "make_policy", timed_policy):  # train() builds the policy itself
-        training.train(cfg, log=lambda *_: None, on_iteration=on_iteration)
-    m, ph = rows[-1], phases[-1]
+    with mock.patch.object(training, "make_policy", timed_policy), mock.patch.object(training, "ppo_update", update):
+        training.train(cfg, log=lambda *_: None, on_iteration=on_iteration)  # train() builds the policy itself
+    m, ph = rows[1], phases[1]
     counts = param_counts(SHAPES[shape_name])
     flops_per_token = {"prefill": 2 * counts["body"], "decode": 2 * (counts["body"] + counts["lm_head"]),
                        # forward 2N, backward 4N with weight gradients; LoRA's frozen weights need only the
@@ -391,6 +417,7 @@ def run_throughput(shape_name: str, mode: str, device: str, model_dir: Path, run
         "mfu_update": mfu("update", train_tokens, update_s),
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
         "wall_s": time.perf_counter() - t0,
+        **({"update_profile": table} if profile else {}),
     }
 
 
@@ -444,6 +471,8 @@ def parse_args(argv=None):
     ap.add_argument("--cpu-threads", type=int, default=2, help="the main job's CPU comparison: threads (0: leave it out)")
     ap.add_argument("--tasks", type=int, default=8, help="throughput: tasks per iteration")
     ap.add_argument("--group", type=int, default=8, help="throughput: episodes per task")
+    ap.add_argument("--profile", default="qwen2.5-1.5b:full", metavar="SHAPE:MODE",
+                    help="this throughput run profiles a third iteration's update (torch.profiler; '' for none)")
     ap.add_argument("--budget-s", type=float, default=330.0, help="start no part after this many seconds")
     ap.add_argument("--out", default=str(ROOT / "out" / "gpu_check.json"), help="the JSON written")
     ap.add_argument("--prepare-warm-start", metavar="DIR", default=None,
@@ -519,7 +548,8 @@ def main(argv=None) -> int:
                     continue
                 try:
                     row = run_throughput(shape, mode, args.device, folder, work / f"run_{shape}_{mode}",
-                                         result["machine"]["peak_bf16_tflops"], args.tasks, args.group, args.smoke)
+                                         result["machine"]["peak_bf16_tflops"], args.tasks, args.group, args.smoke,
+                                         profile=args.profile == f"{shape}:{mode}")
                 except Exception as exc:  # noqa: BLE001  one configuration failing (out of memory, say) is a result
                     row = {"shape": shape, "mode": mode, "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
                 result["throughput"].append(row)

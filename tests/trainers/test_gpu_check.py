@@ -19,7 +19,8 @@ import gpu_check  # noqa: E402
 
 def test_smoke_run_on_cpu_goes_through_every_part(tmp_path):
     out = tmp_path / "gpu_check.json"
-    assert gpu_check.main(["--device", "cpu", "--smoke", "--out", str(out), "--warm-start", str(tmp_path / "none")]) == 0
+    assert gpu_check.main(["--device", "cpu", "--smoke", "--out", str(out), "--warm-start", str(tmp_path / "none"),
+                           "--profile", "smoke:full"]) == 0
     result = json.loads(out.read_text())
     assert result["machine"]["device"] == "cpu" and result["skipped"] == []
     tests = result["tests"]["tests"]
@@ -36,6 +37,7 @@ def test_smoke_run_on_cpu_goes_through_every_part(tmp_path):
         assert r["episodes"] == 4 and r["prefill_tokens"] > r["decode_tokens"] > 0 and r["train_tokens"] > 0
         assert r["decode_tokens_per_s"] > 0 and r["update_tokens_per_s"] > 0
         assert r["mfu_update"] is None and r["peak_memory_gib"] is None  # no card: no peak to divide by
+    assert any("aten::" in line for line in rows["full"]["update_profile"]) and "update_profile" not in rows["lora"]
 
 
 def test_param_counts_are_the_built_models():
