@@ -26,7 +26,9 @@ ATOL = 1e-5
 
 
 def _env(threads: str = "1") -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS=threads, PYTHONPATH=str(Path(__file__).parents[2]))
+    # the repo first, then what was there (the GPU check's wheels travel on PYTHONPATH)
+    path = os.pathsep.join(p for p in (str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, OMP_NUM_THREADS=threads, PYTHONPATH=path)
     env.pop("RANK", None)
     env.pop("WORLD_SIZE", None)
     return env
