@@ -352,7 +352,8 @@ def run_throughput(shape_name: str, mode: str, device: str, model_dir: Path, run
     overrides = [f"run_dir={run_dir}", f"policy.model={model_dir}", f"policy.device={device}", "tiny.build=false",
                  "sft.enabled=false", f"iterations={3 if profile else 2}", "eval.num_tasks=1",
                  "eval.episodes_per_task=1", "checkpoint_every=0", "time_budget_s=null", "log.plot=false",
-                 "torch_threads=null", f"rollout.tasks_per_iter={tasks}", f"rollout.group_size={group}", f"env.fresh_tasks={4 * tasks}",
+                 "torch_threads=null", f"rollout.tasks_per_iter={tasks}", f"rollout.group_size={group}",
+                 f"env.fresh_tasks={4 * tasks}",  # the preset's 4,000 only cost set-up time here
                  # a random model's advantages are mostly 0: train every sample, the update's cost is the point
                  "ppo.drop_abs_adv_below=0",
                  # micro-batches of ~8k tokens: the preset's 1,024 are a CPU's best, a GPU's worst
@@ -392,7 +393,8 @@ def run_throughput(shape_name: str, mode: str, device: str, model_dir: Path, run
     counts = param_counts(SHAPES[shape_name])
     flops_per_token = {"prefill": 2 * counts["body"], "decode": 2 * (counts["body"] + counts["lm_head"]),
                        # forward 2N, backward 4N with weight gradients; LoRA's frozen weights need only the
-                       # input gradients (2N) and its adapters' are negligible
+                       # input gradients (2N) and its adapters' are negligible. Model FLOPs: the update runs
+                       # the last layer and the LM head at the loss positions alone (trainers/last_layer.py)
                        "update": (6 if mode == "full" else 4) * counts["body"]}
     update_s, train_tokens = m["time"]["update_s"], m["train"]["tokens"]
 
@@ -450,9 +452,8 @@ def print_table(result: dict) -> None:
             continue
         peak = "-" if r["peak_memory_gib"] is None else f"{r['peak_memory_gib']:.1f}"
         mfu = "/".join(pct(r[k]) for k in ("mfu_prefill", "mfu_decode", "mfu_update"))
-        print(f"{r['shape']:14} {r['mode']:5} {r['prefill_tokens_per_s'] or 0:13.0f} {r['decode_tokens_per_s'] or 0:12.0f} "
-              f"{r['update_tokens_per_s'] or 0:12.0f} {mfu:>17} "
-              f"{peak:>8}")
+        rates = [r[k] or 0 for k in ("prefill_tokens_per_s", "decode_tokens_per_s", "update_tokens_per_s")]
+        print(f"{r['shape']:14} {r['mode']:5} {rates[0]:13.0f} {rates[1]:12.0f} {rates[2]:12.0f} {mfu:>17} {peak:>8}")
     for note in result.get("skipped", []):
         print(f"skipped: {note}")
 
@@ -461,14 +462,17 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default: cuda)")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes and episodes: a CPU run in seconds")
-    ap.add_argument("--parts", default="tests,main_job,throughput", help="comma-separated, of tests,main_job,throughput")
+    ap.add_argument("--parts", default="tests,main_job,throughput",
+                    help="comma-separated, of tests,main_job,throughput")
     ap.add_argument("--shapes", default=None, help=f"comma-separated, of {', '.join(SHAPES)} "
                                                    f"(default: {','.join(DEFAULT_SHAPES)}; smoke with --smoke)")
     ap.add_argument("--modes", default="lora,full", help="comma-separated, of lora,full")
     ap.add_argument("--warm-start", default=str(ROOT / ".whl" / "warm_start"),
                     help="the main job's SFT warm start (scripts/gpu_wheels.sh builds it)")
-    ap.add_argument("--iterations", type=int, default=3, help="main job RL iterations per device (the first is a warm-up)")
-    ap.add_argument("--cpu-threads", type=int, default=2, help="the main job's CPU comparison: threads (0: leave it out)")
+    ap.add_argument("--iterations", type=int, default=3,
+                    help="main job RL iterations per device (the first is a warm-up)")
+    ap.add_argument("--cpu-threads", type=int, default=2,
+                    help="the main job's CPU comparison: threads (0: leave it out)")
     ap.add_argument("--tasks", type=int, default=8, help="throughput: tasks per iteration")
     ap.add_argument("--group", type=int, default=8, help="throughput: episodes per task")
     ap.add_argument("--profile", default="qwen2.5-1.5b:full", metavar="SHAPE:MODE",
@@ -533,7 +537,8 @@ def main(argv=None) -> int:
         warm = Path(args.warm_start) if not args.smoke or (Path(args.warm_start) / "config.json").is_file() \
             else smoke_warm_start(work)
         result["main_job"] = []
-        runs = [(args.device, None)] + ([("cpu", args.cpu_threads)] if args.cpu_threads and args.device != "cpu" else [])
+        compare = args.cpu_threads and args.device != "cpu"  # the same warm start on this machine's CPU
+        runs = [(args.device, None)] + ([("cpu", args.cpu_threads)] if compare else [])
         for device, threads in runs:
             if room(f"main job on {device}", 10 if args.smoke else 45):
                 result["main_job"].append(run_main_job(device, warm, args.iterations, threads,

@@ -31,7 +31,8 @@ RATIO_ATOL = {"fp32": 1e-4, "bf16": 0.25}
 def test_cuda_engine_trains_exactly_what_it_sampled(dtype, toy_env_id, tiny_policy_factory, record_property):
     policy = tiny_policy_factory(device=DEVICE, dtype=dtype)
     weights = next(policy.model.parameters())
-    assert weights.device.type == torch.device(DEVICE).type and weights.dtype == {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    assert weights.device.type == torch.device(DEVICE).type
+    assert weights.dtype == {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     trajectories = _collect(policy, toy_env_id)
     worst = check_one_sequence_per_episode(trajectories, policy, atol=RATIO_ATOL[dtype])
     record_property("worst_logprob_diff", worst)

@@ -19,8 +19,8 @@ import gpu_check  # noqa: E402
 
 def test_smoke_run_on_cpu_goes_through_every_part(tmp_path):
     out = tmp_path / "gpu_check.json"
-    assert gpu_check.main(["--device", "cpu", "--smoke", "--out", str(out), "--warm-start", str(tmp_path / "none"),
-                           "--profile", "smoke:full"]) == 0
+    args = ["--device", "cpu", "--smoke", "--out", str(out), "--warm-start", str(tmp_path / "none")]
+    assert gpu_check.main([*args, "--profile", "smoke:full"]) == 0
     result = json.loads(out.read_text())
     assert result["machine"]["device"] == "cpu" and result["skipped"] == []
     tests = result["tests"]["tests"]
@@ -57,7 +57,8 @@ def test_peaks_by_card_name():
 
 BAD_INPUT = [  # (arguments, what the one line says); CUDA missing only where it is
     *([(["--device", "cuda"], "--device=cuda but this machine has")] if not torch.cuda.is_available() else []),
-    (["--device", "cpu", "--shapes", "qwen2.5-72b", "--modes", "full"], "qwen2.5-72b with full fine-tuning needs about"),
+    (["--device", "cpu", "--shapes", "qwen2.5-72b", "--modes", "full"],
+     "qwen2.5-72b with full fine-tuning needs about"),
     (["--device", "cpu", "--shapes", "llama-9000"], "--shapes llama-9000: unknown"),
     (["--device", "cpu", "--parts", "main_job", "--warm-start", "/nonexistent"], "no warm start in /nonexistent"),
 ]
