@@ -78,8 +78,21 @@ def test_cuda_data_parallel_launch_with_one_rank(batch, tiny_model_dir, tmp_path
     assert diff < 1e-6, diff
 
 
-def test_cuda_resume_is_exact(tmp_path, toy_config, sft_model_dir, record_property):
-    """train 2 iterations == train 1, save, resume, train 1 more: the same weights, bit for bit."""
+@pytest.fixture
+def deterministic_kernels(request):
+    """With a true param: torch.use_deterministic_algorithms for the test (an op without a
+    deterministic kernel raises, naming itself; cuBLAS needs CUBLAS_WORKSPACE_CONFIG, which
+    scripts/gpu_check.sh sets)."""
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(request.param)
+    yield request.param
+    torch.use_deterministic_algorithms(was)
+
+
+@pytest.mark.parametrize("deterministic_kernels", [False, True], ids=["default", "deterministic"], indirect=True)
+def test_cuda_resume_is_exact(tmp_path, toy_config, sft_model_dir, record_property, deterministic_kernels):
+    """train 2 iterations == train 1, save, resume, train 1 more: the same weights, bit for bit,
+    with torch's default kernels and with its deterministic ones."""
     from safetensors.torch import load_file
 
     from agentgym.trainers.training import train
