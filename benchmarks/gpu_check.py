@@ -12,11 +12,11 @@ Parts, in this order, each started only while --budget-s has room for it:
   main_job    the household-tiny preset's RL phase (GiGPO, 8 tasks x 6 episodes) from the warm start
               carried in --warm-start, a few iterations on --device and then on --cpu-threads CPU threads
               of the same machine, with each iteration's time split (rollout / scoring+advantages / update).
-  throughput  Qwen2.5-0.5B and -1.5B shapes built from their configs with random weights (nothing is
+  throughput  Qwen2.5-1.5B and -0.5B shapes built from their configs with random weights (nothing is
               downloaded; the warm start's tokenizer), LoRA and full fine-tuning, one household iteration
               of 8 tasks x 8 episodes after a warm-up one: rollout tokens/s with prefill and decode
               apart, update tokens/s, model FLOPs utilization against the card's dense bf16 peak, peak
-              memory.
+              memory; the 1.5B full update of a third iteration under torch.profiler (--profile).
 
 Writes one JSON (--out, rewritten as each part lands) and prints a short table. Bad input (--device
 cuda without CUDA, a shape too big for the device's memory) is one line before anything loads.
@@ -34,9 +34,9 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from unittest import mock
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_TESTS = "tests/trainers/test_cuda.py"
@@ -214,6 +214,7 @@ def iteration_split(metrics: dict) -> dict:
     t = metrics["time"]
     return {"iteration_s": t["iteration_s"], "rollout_s": t["rollout_s"], "update_s": t["update_s"],
             "score_and_advantages_s": t["iteration_s"] - t["rollout_s"] - t["update_s"],
+            "iteration_cpu_s": t["iteration_cpu_s"],  # this process's CPU seconds: what a shared CPU cannot inflate
             "response_tokens": metrics["rollout"]["response_tokens"], "train_tokens": metrics["train"]["tokens"],
             "success_rate": metrics["rollout"]["success_rate"]}
 
