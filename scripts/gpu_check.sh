@@ -18,8 +18,10 @@ t0=$(date +%s)
 # 1. the wheels, into a folder of their own on PYTHONPATH (the image's packages stay as they are)
 "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-# 2. the project, editable and without extras, built offline by the setuptools that travelled
-"$python" -m pip install -q --no-index --no-deps --no-build-isolation -e .
+# 2. the project, editable and without extras, built offline by the setuptools that travelled (a
+# plain wheel would not do: run from the repo root, its agentgym/ folder shadows an installed copy)
+"$python" -m pip install -q --no-index --no-deps --no-build-isolation -e . || {
+    echo "gpu_check: the editable install failed (a read-only Python?): rerun with PYTHON=<a venv that sees the image's packages>" >&2; exit 2; }
 "$python" -c "import agentgym, gymnasium, agentgym.trainers.training" || { echo "gpu_check: the install does not import" >&2; exit 2; }
 echo "gpu_check: installed in $(( $(date +%s) - t0 ))s"
 # 3. the check (deterministic cuBLAS workspaces: the resume test compares weights bit for bit)
