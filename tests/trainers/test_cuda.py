@@ -23,8 +23,10 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(DEVICE.startswith("cuda") and 
 
 # |log pi_train - log pi_sampled| at the first update, worst token: fp32 differs only by the order
 # of sums between a one-row decode step and a whole-sequence pass; bf16 rounds every activation to
-# 8 bits of mantissa (a logit of 10 carries ~0.04 of rounding), so the two passes part by more.
-RATIO_ATOL = {"fp32": 1e-4, "bf16": 0.25}
+# 8 bits of mantissa (~0.4%), so the two passes part by more: on this untrained model (logits of a
+# few units) 0.002 on a CPU, and 0.1 leaves the card's other kernels room without passing a shifted
+# or mis-masked token (several nats off).
+RATIO_ATOL = {"fp32": 1e-4, "bf16": 0.1}
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
