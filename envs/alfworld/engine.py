@@ -35,6 +35,7 @@ import json
 import os
 import re
 import threading
+import weakref
 from typing import Any
 
 from agentgym.errors import require
@@ -65,10 +66,8 @@ def _parsed_query(expression: str):
 # few in memory (a GRPO group's game, the planner's) are enough.
 @functools.lru_cache(maxsize=8)
 def _translated(domain: str, problem: str, optimize: bool = False):
-    import fast_downward
-
     if optimize:  # only the planner reads this one
-        return fast_downward.pddl2sas(domain, problem, verbose=False, optimize=True)
+        return _pddl2sas(domain, problem, optimize=True)
     return _disk_cached_translation(domain, problem)
 
 
@@ -85,11 +84,11 @@ def cache_dir():
 
 
 def sas_path(domain: str, problem: str):
-    """Where the translation of a problem is kept on disk."""
+    """Where the translation of a problem is kept on disk (SAS text, zlib: never a pickle)."""
     from importlib.metadata import version
 
     key = hashlib.sha256(f"{version('fast-downward-textworld')}\n{domain}\n{problem}".encode()).hexdigest()[:24]
-    return cache_dir() / "sas" / f"{key}.pkl.z"
+    return cache_dir() / "sas" / f"{key}.sas.z"
 
 
 def forget_translations() -> None:
@@ -98,26 +97,72 @@ def forget_translations() -> None:
     _game_logic.cache_clear()
 
 
+# A translation is ~2 MB of SAS text (~30 kB compressed); more than this is not ours.
+MAX_SAS_BYTES = 256 << 20
+
+
+def _argv_kept(fn):
+    """Fast Downward's translator sets `sys.argv` for its options module (pddl2sas's "HACK"):
+    the host program's argv is put back afterwards."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        import sys
+
+        argv = sys.argv
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sys.argv = argv
+    return run
+
+
+@_argv_kept
+def _pddl2sas(domain: str, problem: str, optimize: bool = False):
+    import fast_downward
+
+    return fast_downward.pddl2sas(domain, problem, verbose=False, optimize=optimize)
+
+
+@_argv_kept
+def _parsed_task(domain: str, problem: str):
+    """The normalized PDDL task, as pddl2sas returns it next to the SAS text (~10 ms: the
+    translation to SAS is the 0.5-2 s part, and the part the disk cache keeps)."""
+    import sys
+
+    sys.argv = ["translate.py", "domain", "task"]  # what the translator's options module parses
+    from fast_downward.translate import normalize
+    from fast_downward.translate.pddl_parser import lisp_parser, parsing_functions
+
+    task = parsing_functions.parse_task(lisp_parser.parse_nested_list(domain.split("\n")),
+                                        lisp_parser.parse_nested_list(problem.split("\n")))
+    normalize.normalize(task)
+    return task
+
+
 def _disk_cached_translation(domain: str, problem: str):
-    """Fast Downward's translation of a problem, kept on disk next to the game cache: 0.5-1.5 s
-    to compute, ~30 kB compressed and 2 ms to load, so the first reset of a game in a new
-    process is cheap too. Files are only read from our own cache folder (they are pickles)."""
-    import pickle
+    """Fast Downward's translation of a problem, kept on disk next to the game cache: 0.5-2 s
+    to compute, ~30 kB compressed and a few ms to load, so the first reset of a game in a new
+    process is cheap too. Only the SAS text is kept (zlib), never Python objects: a pickle
+    planted in the cache would run code at reset. The PDDL task is parsed again (~10 ms)."""
     import zlib
 
-    import fast_downward
+    from agentgym.safe_files import UnsafeFileError, read_regular
 
     path = sas_path(domain, problem)
     key = path.name.split(".")[0]
     try:
-        return pickle.loads(zlib.decompress(path.read_bytes()))
-    except Exception:  # missing or unreadable: translate again and rewrite
+        inflate = zlib.decompressobj()
+        sas = inflate.decompress(read_regular(path, MAX_SAS_BYTES, "ALFWorld translation"), MAX_SAS_BYTES)
+        if inflate.unconsumed_tail or not inflate.eof:
+            raise ValueError("over the size limit or truncated")
+        return _parsed_task(domain, problem), sas.decode("utf-8")
+    except (UnsafeFileError, OSError, ValueError, zlib.error):  # missing or unreadable: translate again
         pass
-    result = fast_downward.pddl2sas(domain, problem, verbose=False)
+    result = _pddl2sas(domain, problem)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{key}.{os.getpid()}.tmp")
-        tmp.write_bytes(zlib.compress(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), 6))
+        tmp.write_bytes(zlib.compress(result[1].encode("utf-8"), 6))
         os.replace(tmp, path)
     except OSError:  # a read-only cache only costs speed
         pass
@@ -152,6 +197,112 @@ def _game_rules(domain: str, grammar: str):
     rules = dict(base.grammar._rules)
     rules["task"] = task._rules["task"]
     return base, rules
+
+
+class UnsafeGame(ValueError):
+    """A game file whose grammar is not plain text generation (a rule that recurses or expands
+    without bound, an expression that is more than reading a name)."""
+
+
+# The largest text a grammar symbol may expand to, in symbols (ALFWorld's own: under 100).
+MAX_EXPANSION = 10_000
+_EXPRESSION_NODES = ("Expression", "Name", "Load", "Attribute", "Constant", "BinOp", "Add", "BoolOp", "Or", "And")
+
+
+@functools.lru_cache(maxsize=1024)
+def check_expression(expression: str) -> None:
+    """TextWorld evaluates a grammar's `{...}` with Python's eval. A game file may only read its
+    variables there: names, their public attributes, string constants, `+`, `or`, `and`
+    (ALFWorld's grammar uses `o.name`, `o.indefinite + ' ' + o.name`, `r.name or r.id`)."""
+    import ast
+
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise UnsafeGame(f"the grammar expression {expression[:60]!r} is not an expression") from None
+    for node in ast.walk(tree):
+        name = type(node).__name__
+        if name not in _EXPRESSION_NODES or (name == "Attribute" and node.attr.startswith("_")) \
+                or (name == "Name" and node.id.startswith("_")) \
+                or (name == "Constant" and not isinstance(node.value, str)):
+            raise UnsafeGame(f"the grammar expression {expression[:60]!r} does more than read names "
+                             f"({name}): a game file's grammar may not run code")
+
+
+def _safe_eval_derive(self, context=None):
+    """textgen.EvalSymbol.derive, evaluating only what check_expression allows, without builtins."""
+    from textworld.envs.pddl import textgen
+
+    context = context or self.context
+    check_expression(self.expression)
+    value = eval(self.expression.strip(), {"__builtins__": {}}, dict(context["variables"]))  # noqa: S307 - checked
+    return [textgen.TerminalSymbol(value)]
+
+
+def _install_safe_eval() -> None:
+    from textworld.envs.pddl import textgen
+
+    textgen.EvalSymbol.derive = _safe_eval_derive
+
+
+def check_grammar(rules: dict, templates=()) -> None:
+    """UnsafeGame unless every rule expands to a bounded text: no rule reaches itself again, no
+    symbol expands to more than MAX_EXPANSION symbols, and every expression only reads names.
+    `templates` are the texts derived with the grammar besides its rules (the actions' command
+    templates). Run on every game loaded, in both engines, before a derivation can hang or run code."""
+    from textworld.envs.pddl import textgen
+
+    size: dict[str, int] = {}
+    active: set[str] = set()
+
+    def symbols_size(symbols) -> int:
+        return sum(symbol_size(s) for s in (symbols if isinstance(symbols, list) else [symbols]))
+
+    def symbol_size(s) -> int:
+        if isinstance(s, textgen.NonterminalSymbol):
+            return rule_size(str(s.symbol))
+        if isinstance(s, textgen.ConditionalSymbol):
+            if isinstance(s.given, str) and s.given:
+                _parsed_query(s.given)
+            return 1 + symbols_size(s.expression)
+        if isinstance(s, textgen.ListSymbol):
+            return 1 + symbols_size(s.symbol)
+        if isinstance(s, textgen.EvalSymbol):
+            check_expression(s.expression)
+        return 1
+
+    def rule_size(name: str) -> int:
+        if name in size:
+            return size[name]
+        if name not in rules:
+            return 1  # derivation names the unknown symbol itself
+        if name in active:
+            raise UnsafeGame(f"the grammar rule {name[:60]!r} expands into itself: a derivation would never end")
+        active.add(name)
+        got = max((1 + symbols_size(rule.rhs) for rule in rules[name]), default=1)
+        active.discard(name)
+        if got > MAX_EXPANSION:
+            raise UnsafeGame(f"the grammar rule {name[:60]!r} expands to {got:,} symbols "
+                             f"(more than {MAX_EXPANSION:,})")
+        size[name] = got
+        return got
+
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * len(rules) + 1000))  # a chain of rules as long as the file
+    try:
+        for name in list(rules):
+            rule_size(str(name))
+        for template in templates:
+            try:
+                parsed = _parsed_symbols(template)
+            except Exception:  # noqa: BLE001 - a template TatSu cannot parse fails the stock way, at derive
+                continue
+            if symbols_size(list(parsed)) > MAX_EXPANSION:
+                raise UnsafeGame(f"the command template {template[:60]!r} expands to more than {MAX_EXPANSION:,} symbols")
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _forget_propositions() -> None:
@@ -415,6 +566,19 @@ def _classes():
 # Engines whose env has closed, per `fast`, for the next env of this process (Engine.acquire).
 _IDLE: dict[bool, list["Engine"]] = {True: [], False: []}
 _IDLE_LOCK = threading.Lock()
+# Idle engines kept per kind; one released beyond these is dropped, and its library unloaded.
+MAX_IDLE = 4
+
+
+def _unload_library(lib) -> None:
+    """Fast Downward's close_lib: its state freed and the library copy unmapped (the deleted
+    temporary file's disk space comes back with the last mapping)."""
+    try:
+        import fast_downward
+
+        fast_downward.close_lib(lib)
+    except Exception:  # noqa: BLE001 - at interpreter shutdown modules may be half gone
+        pass
 
 
 class Engine:
@@ -438,10 +602,12 @@ class Engine:
         return cls(fast=fast)
 
     def release(self) -> None:
-        """Give the engine back for the next `acquire` (its game stays loaded until then)."""
+        """Give the engine back for the next `acquire` (its game stays loaded until then); beyond
+        MAX_IDLE idle engines it is dropped instead, and its library unloaded when collected."""
         with _IDLE_LOCK:
-            if not any(e is self for e in _IDLE[self.fast]):
-                _IDLE[self.fast].append(self)
+            idle = _IDLE[self.fast]
+            if not any(e is self for e in idle) and len(idle) < MAX_IDLE:
+                idle.append(self)
 
     def __init__(self, game: Any = None, fast: bool = True):
         textworld = require("textworld", "alfworld")
@@ -450,8 +616,13 @@ class Engine:
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
         from textworld.envs import PddlEnv
 
+        _install_safe_eval()
         infos = textworld.EnvInfos(admissible_commands=True, won=True, extras=["gamefile"])
         base = _classes()[0](infos) if fast else PddlEnv(infos)
+        # The library copy goes when the engine is garbage-collected (an env never closed, an
+        # engine dropped from a full idle list), not only when the process ends.
+        unload = weakref.finalize(self, _unload_library, base.downward_lib)
+        unload.atexit = False  # the process unmaps it anyway; unloading during shutdown risks a crash
         self.fast = bool(fast)
         self._base = base
         self._env = AlfredInfos(AlfredDemangler(base, shuffle=False))
@@ -461,7 +632,18 @@ class Engine:
             self.load(game)
 
     def load(self, game: Any) -> None:
-        self._env.load(str(game) if not isinstance(game, dict) else game)
+        """Load a game (its JSON, or a path: read as alfworld reads it). UnsafeGame when its
+        grammar could hang a derivation or run code (check_grammar), before any is derived."""
+        import sys
+
+        argv = sys.argv
+        try:
+            self._env.load(str(game) if not isinstance(game, dict) else game)
+        finally:
+            sys.argv = argv  # the stock engine translates here (pddl2sas sets argv)
+        logic = self._base._logic
+        check_grammar(logic.grammar._rules, [a.template for a in logic.actions.values()
+                                             if isinstance(getattr(a, "template", None), str)])
         self.state = None
         self._game_hash = None
 
@@ -470,7 +652,13 @@ class Engine:
         return self._base
 
     def reset(self):
-        self.state = self._env.reset()
+        import sys
+
+        argv = sys.argv
+        try:
+            self.state = self._env.reset()
+        finally:
+            sys.argv = argv  # the stock engine translates again at reset
         return self.state
 
     def step(self, command: str):

@@ -21,6 +21,7 @@ its prompt, docs/alfworld.md); "help" still works as a command.
 from __future__ import annotations
 
 import re
+import weakref
 
 from agentgym.core import TextEnv
 from agentgym.envs.alfworld import games
@@ -74,9 +75,13 @@ class ALFWorldEnv(TextEnv):
         path = folder / games.GAME_FILE
         if self._engine is None or self._engine_game != path:
             data = games.load_game(path)
+            traj = self.task_space.traj_data(task)  # read first: a bad one leaves no half-loaded game
             self._engine_game = None
             if self._engine is None:
                 self._engine = Engine.acquire(fast=self.fast)
+                # An env that is garbage-collected without close() gives its engine back too:
+                # unclosed envs each kept a 34 MB library copy and its /tmp space (engine.py).
+                self._give_back = weakref.finalize(self, self._engine.release)
             try:
                 self._engine.load(data)
             except Exception as exc:  # the PDDL or grammar inside a readable JSON is broken
@@ -84,7 +89,6 @@ class ALFWorldEnv(TextEnv):
                                       f"{str(exc).splitlines()[0] if str(exc) else ''}): re-download or regenerate it"
                                       ) from None
             self._engine_game = path
-            traj = self.task_space.traj_data(task)
             self._params, self._task_type = traj.get("pddl_params", {}), traj.get("task_type", "")
         return self._engine
 
@@ -137,7 +141,7 @@ class ALFWorldEnv(TextEnv):
     # --- pickling: the engine holds ctypes handles; drop it and replay the episode ----------
     def __getstate__(self):
         state = self.__dict__.copy()
-        for key in ("_engine", "_engine_game"):
+        for key in ("_engine", "_engine_game", "_give_back"):
             state.pop(key, None)
         return state
 
@@ -156,6 +160,9 @@ class ALFWorldEnv(TextEnv):
             self._progress = self._measure()
 
     def close(self):
+        give_back = self.__dict__.pop("_give_back", None)
+        if give_back is not None:
+            give_back.detach()  # the engine may serve another env after this: never released twice
         if self._engine is not None:
             self._engine.release()  # the next env of this process reuses it (engine.py: why)
         self._engine = None

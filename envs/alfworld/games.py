@@ -37,6 +37,9 @@ START_LOC = "loc|-40|-40|0|30"  # the agent starts away from every receptacle, a
 GENERATOR_VERSION = 1
 GAME_FILE = "game.tw-pddl"
 TRAJ_FILE = "traj_data.json"
+# ALFWorld's game files are ~110 kB and traj_data.json a few hundred kB; more is not a game.
+MAX_GAME_BYTES = 16 << 20
+MAX_TRAJ_BYTES = 16 << 20
 
 
 class GameError(ConfigError):
@@ -293,14 +296,43 @@ def game_dir(params: dict, seed: int) -> Path:
 
 def load_game(path: Path) -> dict:
     """A game file's JSON, checked for the keys the engine needs; GameError naming the file."""
+    from agentgym.safe_files import UnsafeFileError, read_json
+
     try:
-        data = json.loads(Path(path).read_text())
+        data = read_json(path, MAX_GAME_BYTES, "ALFWorld game")
+    except UnsafeFileError as exc:
+        raise GameError(f"{exc}: re-download or regenerate it") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise GameError(f"cannot read ALFWorld game {path} ({type(exc).__name__}): "
                         "re-download or regenerate it") from None
     missing = [k for k in ("pddl_domain", "grammar", "pddl_problem") if not isinstance(data, dict) or k not in data]
     if missing:
         raise GameError(f"ALFWorld game {path} is corrupt (missing {', '.join(missing)}): re-download or regenerate it")
+    bad = [k for k in ("pddl_domain", "grammar", "pddl_problem") if not isinstance(data[k], str)]
+    if bad:
+        raise GameError(f"ALFWorld game {path} is corrupt ({', '.join(bad)} not text): re-download or regenerate it")
     if data.get("solvable") is False:
         raise GameError(f"ALFWorld game {path} is marked unsolvable: remove it from {Path(path).parent.parent}")
     return data
+
+
+def load_traj(path: Path) -> dict:
+    """A game's traj_data.json, reduced to what progress reads: task_type (text) and pddl_params
+    (text values); {} when the file is missing (progress then counts success only). GameError,
+    one line naming the file, when it is there but not a regular file, too large, not JSON or not
+    shaped like ALFWorld's."""
+    from agentgym.safe_files import UnsafeFileError, read_json
+
+    if not os.path.lexists(path):
+        return {}
+    try:
+        data = read_json(path, MAX_TRAJ_BYTES, "ALFWorld traj_data")
+    except (UnsafeFileError, OSError, UnicodeDecodeError, ValueError) as exc:
+        raise GameError(f"{exc}: re-download or regenerate the game") from None
+    params = data.get("pddl_params", {}) if isinstance(data, dict) else None
+    if not isinstance(params, dict) or not isinstance(data.get("task_type", ""), str) \
+            or not all(isinstance(v, str) if k.endswith("_target") else isinstance(v, (str, bool, int, float))
+                       for k, v in params.items()):
+        raise GameError(f"ALFWorld traj_data {path} is not shaped like ALFWorld's (task_type text, pddl_params "
+                        "a mapping of text): re-download or regenerate the game")
+    return {"task_type": data.get("task_type", ""), "pddl_params": params}

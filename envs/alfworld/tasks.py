@@ -19,7 +19,7 @@ Run `python -m agentgym.envs.alfworld.build` to (re)build the shipped splits (re
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 import random
 import re
@@ -121,7 +121,7 @@ class ALFWorldTaskSpace(TaskSpace):
         return games.game_dir(dict(spec.params), spec.seed)
 
     def traj_data(self, spec: TaskSpec) -> dict:
-        return json.loads((self.game_dir(spec) / games.TRAJ_FILE).read_text())
+        return games.load_traj(self.game_dir(spec) / games.TRAJ_FILE)
 
     def solve(self, spec: TaskSpec) -> list[str]:
         """The planner's plan, kept in the game as its walkthrough."""
@@ -194,12 +194,16 @@ def _marked_solvable(path: Path) -> bool:
     """Whether a game file says `"solvable": false` or null (alfworld's loader skips those, and
     so do we, so split sizes match the literature's). alfworld writes the key after the PDDL, so
     the file's tail is read first. A file we cannot read stays in: its reset names the problem."""
+    from agentgym.safe_files import open_regular
+
     try:
-        with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - 16384))
-            match = _SOLVABLE.search(f.read().decode("utf-8", "replace"))
-        if match is None:
-            match = _SOLVABLE.search(path.read_text(errors="replace"))
+        with open_regular(path, "ALFWorld game") as f:  # a FIFO or device: kept, and refused at reset
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - 16384))
+            match = _SOLVABLE.search(f.read(16384).decode("utf-8", "replace"))
+            if match is None and size <= games.MAX_GAME_BYTES:
+                f.seek(0)
+                match = _SOLVABLE.search(f.read(games.MAX_GAME_BYTES).decode("utf-8", "replace"))
     except OSError:
         return True
     return match is None or match.group(1) == "true"
@@ -252,18 +256,41 @@ class OfficialTaskSpace(TaskSpace):
         return {g for names in self._games.values() for g in names}
 
     def reserved(self, spec: TaskSpec) -> bool:
+        """Games of valid_seen / valid_unseen, and any game under train/ that plays what one of
+        them plays (a link to it or a copy: the same PDDL problem), are held out."""
         game = spec.params.get("game")
-        return isinstance(game, str) and not game.startswith("train/")
+        if not isinstance(game, str):
+            return False
+        if not game.startswith("train/") or ".." in Path(game).parts:
+            return True
+        key = self._content(game)
+        return key is not None and key in self._heldout_content
+
+    def _content(self, game: str) -> str | None:
+        """What a game plays: its PDDL problem with whitespace collapsed (None when unreadable;
+        such a game fails at reset)."""
+        if game not in self._content_keys:
+            try:
+                problem = games.load_game(self.data_path / game / games.GAME_FILE)["pddl_problem"]
+                self._content_keys[game] = hashlib.sha256(" ".join(problem.split()).encode()).hexdigest()
+            except games.GameError:
+                self._content_keys[game] = None
+        return self._content_keys[game]
+
+    @cached_property
+    def _content_keys(self) -> dict[str, str | None]:
+        return {}
+
+    @cached_property
+    def _heldout_content(self) -> set[str]:
+        held = [g for name in OFFICIAL_SPLITS.values() if name != "train" for g in self._games[name]]
+        return {key for g in held if (key := self._content(g)) is not None}
 
     def game_dir(self, spec: TaskSpec) -> Path:
         return self.data_path / spec.params["game"]
 
     def traj_data(self, spec: TaskSpec) -> dict:
-        path = self.game_dir(spec) / games.TRAJ_FILE
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
-            return {}  # progress then counts success only
+        return games.load_traj(self.game_dir(spec) / games.TRAJ_FILE)
 
     def solve(self, spec: TaskSpec) -> list[str] | None:
         """The game's walkthrough, or the planner's plan when the file has none."""
