@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from agentgym.errors import ConfigError, require
+from agentgym.safe_files import UnsafeFileError
 from agentgym.viewer.data import Source
 
 STATIC = Path(__file__).parent / "static"
@@ -58,13 +59,19 @@ def build_app(sources: Sequence[Source], loopback_only: bool = True):
         return sources[index]
 
     def guarded(handler):
+        # Handlers read files: in the thread pool, so a large or slow file holds up only its own
+        # request, never the event loop that answers all the others.
+        from starlette.concurrency import run_in_threadpool
+
         async def run(request):
             try:
-                return reply(handler(request))
+                return reply(await run_in_threadpool(handler, request))
+            except UnsafeFileError as exc:  # not a regular file, or over a size limit: the user's to fix
+                return reply({"error": str(exc)[:500]}, 422)
             except (KeyError, IndexError, FileNotFoundError) as exc:
-                return reply({"error": f"not found: {exc}"}, 404)
-            except (ValueError, OSError) as exc:
-                return reply({"error": f"could not read: {exc}"}, 500)
+                return reply({"error": f"not found: {str(exc)[:300]}"}, 404)
+            except (ValueError, OSError, MemoryError, RecursionError) as exc:
+                return reply({"error": f"could not read: {type(exc).__name__}: {str(exc)[:300]}"}, 500)
         return run
 
     async def index(request):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import threading
 from dataclasses import dataclass
@@ -16,6 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import ConfigError
+from agentgym.safe_files import MiB, UnsafeFileError, is_regular, open_regular, read_json, read_regular
+
+# What the viewer reads of one file. A run's trajectory file of a few thousand episodes is tens of
+# MB; a larger one is refused in one line (a 251 MB file took 13 s to parse). A single line over
+# MAX_LINE_BYTES is skipped and counted as unreadable, without being held in memory.
+MAX_FILE_BYTES = 192 * MiB
+MAX_LINE_BYTES = 16 * MiB
+MAX_SMALL_FILE_BYTES = 16 * MiB  # report.json, config.yaml
 
 
 def clean(value: Any) -> Any:
@@ -57,6 +66,8 @@ class Source:
         self.path = Path(path)
         if not self.path.exists():
             raise ConfigError(f"{self.path} does not exist: pass a run dir (runs/NAME) or a trajectory JSONL file")
+        if not self.path.is_dir() and not is_regular(self.path):
+            raise ConfigError(f"{self.path} is not a regular file or a folder: pass a run dir or a trajectory JSONL file")
         if self.path.is_file() and not self.path.name.endswith(".jsonl"):
             raise ConfigError(f"{self.path} is not a .jsonl file: pass a run dir or a trajectory JSONL file")
         self.name = self.path.stem if self.path.is_file() else (self.path.resolve().name or str(self.path))
@@ -66,14 +77,15 @@ class Source:
         if self.path.is_file():
             return [TrajFile(self.path, "file", None, self.path.name)]
         out = []
-        for p in sorted((self.path / "trajectories").glob("*.jsonl")):
+        # only regular files: a FIFO or a device named *.jsonl is not a trajectory file
+        for p in sorted(p for p in (self.path / "trajectories").glob("*.jsonl") if is_regular(p)):
             it = _iteration(p.stem)
             kind = "eval" if p.stem.startswith("eval") else "train"
             out.append(TrajFile(p, kind, it, f"{kind} iteration {it}" if it is not None else p.stem))
-        for p in sorted((self.path / "evals").glob("*/trajectories.jsonl")):
+        for p in sorted(p for p in (self.path / "evals").glob("*/trajectories.jsonl") if is_regular(p)):
             it = _iteration(p.parent.name)
             out.append(TrajFile(p, "eval", it, f"eval iteration {it}" if it is not None else p.parent.name))
-        if (self.path / "trajectories.jsonl").is_file():  # an `agentgym eval --out` folder
+        if is_regular(self.path / "trajectories.jsonl"):  # an `agentgym eval --out` folder
             out.append(TrajFile(self.path / "trajectories.jsonl", "eval", None, "trajectories.jsonl"))
         return out
 
@@ -81,25 +93,25 @@ class Source:
         if self.path.is_file():
             return []
         out = []
-        for p in sorted((self.path / "evals").glob("*/report.json")):
+        for p in sorted(p for p in (self.path / "evals").glob("*/report.json") if is_regular(p)):
             it = _iteration(p.parent.name)
             out.append(Report(p, it, f"iteration {it}" if it is not None else p.parent.name))
-        if (self.path / "report.json").is_file():
+        if is_regular(self.path / "report.json"):
             out.append(Report(self.path / "report.json", None, "report.json"))
         return out
 
     def metrics_path(self) -> Path | None:
         p = self.path / "metrics.jsonl" if self.path.is_dir() else None
-        return p if p is not None and p.is_file() else None
+        return p if p is not None and is_regular(p) else None
 
     def config(self) -> dict:
         p = self.path / "config.yaml" if self.path.is_dir() else None
-        if p is None or not p.is_file():
+        if p is None or not is_regular(p):
             return {}
         try:
             import yaml
 
-            data = yaml.safe_load(p.read_text()) or {}
+            data = yaml.safe_load(read_regular(p, MAX_SMALL_FILE_BYTES, "config").decode("utf-8", "replace")) or {}
             return data if isinstance(data, dict) else {}
         except Exception:
             return {}
@@ -130,8 +142,10 @@ class Source:
         if not 0 <= index < len(reports):
             raise KeyError(index)
         try:
-            data = json.loads(reports[index].path.read_text(encoding="utf-8", errors="replace"))
-        except RecursionError:
+            data = read_json(reports[index].path, MAX_SMALL_FILE_BYTES, "report")
+        except UnsafeFileError as exc:
+            if "nests" not in str(exc) and "not valid JSON" not in str(exc):
+                raise
             data = None
         if not isinstance(data, dict):
             raise ValueError(f"{reports[index].path} is not a JSON object")
@@ -153,12 +167,23 @@ class EpisodeFile:
         self.path = path
         self.episodes: list[dict] = []
         self.bad_lines = 0
-        with path.open(encoding="utf-8", errors="replace") as f:
-            for line in f:
+        with open_regular(path, "trajectory file") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise UnsafeFileError(f"trajectory file {path} is {size / MiB:,.0f} MB, over the viewer's "
+                                      f"{MAX_FILE_BYTES // MiB} MB: view a run with fewer episodes per file")
+            lines, read = _lines(f), 0
+            for line in lines:
+                read += len(line)
+                if read > MAX_FILE_BYTES:  # the file grew while read
+                    raise UnsafeFileError(f"trajectory file {path} grew past the viewer's {MAX_FILE_BYTES // MiB} MB")
+                if line is _TOO_LONG:
+                    self.bad_lines += 1
+                    continue
                 if not line.strip():
                     continue
                 try:
-                    d = json.loads(line)
+                    d = json.loads(line.decode("utf-8", "replace"))
                 except (ValueError, RecursionError):
                     self.bad_lines += 1  # a torn last line of a file being written, or not JSON at all
                     continue
@@ -338,6 +363,24 @@ def _fill_categories(episodes: list[dict]) -> None:
 
 _CACHE: dict[Path, tuple[tuple[int, int], EpisodeFile]] = {}
 _LOCK = threading.Lock()
+
+
+_TOO_LONG = b"\0too long"
+
+
+def _lines(f):
+    """The lines of a binary file, each at most MAX_LINE_BYTES (a longer one is skipped and
+    yielded as _TOO_LONG, read past in bounded pieces)."""
+    while True:
+        line = f.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = f.readline(MAX_LINE_BYTES)
+            yield _TOO_LONG
+            continue
+        yield line
 
 
 def load_file(path: Path) -> EpisodeFile:
