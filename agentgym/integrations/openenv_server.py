@@ -23,9 +23,13 @@ Exposure (the server runs agent-chosen actions, in SWE's case shell commands in 
   whose `Origin` is not a loopback page (a website in the user's browser) is refused, HTTP and
   WebSocket alike; `allow_remote=True` (`agentgym serve --allow-remote`) accepts any `Host`,
   and `allowed_origins` adds pages that may connect.
-* Held-out splits (`heldout*`) are listed by the task routes only to loopback clients: their
-  tasks (for SWE: the names of the hidden tests) are not handed to other machines. Playing them
-  through `reset(split=...)` is unchanged.
+* Held-out tasks are neither listed nor played for other machines: the task routes list
+  `heldout*` splits only to loopback clients, and `reset` refuses a remote client a held-out task
+  however it is named (split and index, task id, a TaskSpec dict, a relabelled copy) with HTTP 403
+  / an error frame, unless the operator passes `serve_heldout=True` (`--serve-heldout`): their
+  tasks (for SWE: the names of the hidden tests) would otherwise leave the machine.
+* A reset a client gets wrong (unknown option, task or split, bad index) is HTTP 400 with one
+  line of at most MAX_ERROR_CHARS, never a 500 with a traceback that echoes its values to the log.
 * Sessions: at most `max_sessions`; a session nobody is connected to is freed after
   `idle_timeout_s` without activity (sessions made by `POST /mcp openenv/session/create`
   included), and one attached with `/ws?session_id=` is freed when that WebSocket closes.
@@ -57,6 +61,8 @@ from agentgym.tasks.spec import TaskSpec  # noqa: E402
 
 #: Longest action accepted (characters); the env's own action space allows up to 1 MiB.
 MAX_ACTION_CHARS = 1 << 20
+#: Longest client-error message (a client's bad values are echoed at most this far).
+MAX_ERROR_CHARS = 300
 RESET_OPTIONS = ("task_id", "split", "index", "task", "seed", "episode_id")
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 # set per request by _Guard: whether it comes from this machine (held-out splits are listed then)
@@ -107,6 +113,7 @@ class AgentGymEnvironment(Environment[TextAction, TextObservation, EpisodeState]
     SUPPORTS_CONCURRENT_SESSIONS = True  # every session has its own gym env, no shared mutable state
     ENV_ID: ClassVar[str] = ""
     ENV_KWARGS: ClassVar[dict] = {}
+    SERVE_HELDOUT: ClassVar[bool] = False  # play held-out tasks for remote clients too (--serve-heldout)
 
     def __init__(self):
         super().__init__()
@@ -148,17 +155,38 @@ class AgentGymEnvironment(Environment[TextAction, TextObservation, EpisodeState]
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, task_id: Optional[str] = None,
               split: Optional[str] = None, index: Optional[int] = None, task: Optional[dict] = None,
               **unknown: Any) -> TextObservation:
-        if unknown:
-            raise ConfigError(f"unknown reset option(s) {sorted(unknown)}; choose from {', '.join(RESET_OPTIONS)}")
-        if seed is not None and (not isinstance(seed, int) or seed < 0):
-            raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
-        chosen = self._choose_task(seed, task_id, split, index, task)
+        try:
+            if unknown:
+                raise ConfigError(f"unknown reset option(s) {_short(sorted(unknown))}; choose from "
+                                  f"{', '.join(RESET_OPTIONS)}")
+            if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+                raise ConfigError(f"seed must be a non-negative integer, got {_short(seed)}")
+            chosen = self._choose_task(seed, task_id, split, index, task)
+            self._refuse_heldout(chosen, split)
+        except (AgentGymError, ValueError, TypeError, KeyError, IndexError) as exc:
+            raise _client_error(exc) from None
         if self._env is None:
             self._env = agentgym.make(self.ENV_ID, **self.ENV_KWARGS)
-        obs, info = self._env.reset(seed=seed, options={"task": chosen})
+        try:
+            obs, info = self._env.reset(seed=seed, options={"task": chosen})
+        except (AgentGymError, ValueError, TypeError, KeyError) as exc:  # a task the env cannot play
+            raise _client_error(exc) from None
         self._done = False
         self._state = EpisodeState(episode_id=episode_id, step_count=0, env_id=self.ENV_ID)
         return self._observe(obs, 0.0, False, False, info)
+
+    def _refuse_heldout(self, chosen: TaskSpec | None, split: Any) -> None:
+        """Held-out tasks are played for this machine's clients only, unless SERVE_HELDOUT."""
+        if self.SERVE_HELDOUT or _LOCAL_REQUEST.get():
+            return
+        from agentgym.tasks.splits import is_heldout
+        from agentgym.tasks.validation import heldout_keys, reserved_rule
+
+        space = self.task_space
+        if (split is not None and _is_heldout_split(str(split))) or (
+                chosen is not None and is_heldout(chosen, heldout_keys(space), reserved_rule(space))):
+            raise _HeldoutRefused("held-out tasks are played for this machine only (the operator can start the "
+                                  "server with --serve-heldout to serve them to others): use the train split")
 
     def step(self, action: TextAction, timeout_s: Optional[float] = None, **kwargs: Any) -> TextObservation:
         if self._env is None or self._last is None:
@@ -232,12 +260,36 @@ def _is_heldout_split(name: str) -> bool:
     return name.startswith("heldout")
 
 
-def environment_class(env_id: str, env_kwargs: dict | None = None) -> type[AgentGymEnvironment]:
+class _HeldoutRefused(AgentGymError):
+    pass
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + f"... ({len(text):,} characters)"
+
+
+def _client_error(exc: Exception) -> Exception:
+    """A reset error the client caused, as one bounded line: HTTP 400 (403 for a held-out task)
+    on the HTTP routes, an error frame (the same line) on a WebSocket session."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[:MAX_ERROR_CHARS] + "..."
+    if _IN_WEBSOCKET.get():
+        return ConfigError(text)
+    from fastapi import HTTPException
+
+    return HTTPException(status_code=403 if isinstance(exc, _HeldoutRefused) else 400, detail=text)
+
+
+def environment_class(env_id: str, env_kwargs: dict | None = None,
+                      serve_heldout: bool = False) -> type[AgentGymEnvironment]:
     """An AgentGymEnvironment subclass bound to one registered env id (OpenEnv wants a class or
     a zero-argument factory; a class lets it read SUPPORTS_CONCURRENT_SESSIONS without building one)."""
     env_id = check_env_id(env_id)
     name = "".join(ch for ch in env_id.split("/")[-1] if ch.isalnum()) + "Environment"
-    return type(name, (AgentGymEnvironment,), {"ENV_ID": env_id, "ENV_KWARGS": dict(env_kwargs or {})})
+    return type(name, (AgentGymEnvironment,), {"ENV_ID": env_id, "ENV_KWARGS": dict(env_kwargs or {}),
+                                               "SERVE_HELDOUT": bool(serve_heldout)})
 
 
 def live_sessions() -> int:
@@ -255,6 +307,15 @@ class _Server(HTTPEnvServer):
         if _IN_WEBSOCKET.get():
             self._session_websocket_attachments.add(session_id)
         return session_id, env
+
+    # OpenEnv runs reset / step in a thread pool, which does not carry context variables: copy
+    # them, so the env sees whether the request is local (held-out tasks) and on a WebSocket.
+    async def _run_sync_in_thread_pool(self, func, *args, **kwargs):
+        return await super()._run_sync_in_thread_pool(contextvars.copy_context().run, func, *args, **kwargs)
+
+    async def _run_in_session_executor(self, session_id, func, *args, **kwargs):
+        return await super()._run_in_session_executor(session_id, contextvars.copy_context().run, func, *args,
+                                                      **kwargs)
 
 
 def _host_name(host_header: str) -> str:
@@ -388,7 +449,8 @@ class _Guard:
 
 
 def create_app(env_id: str, max_sessions: int = 16, env_kwargs: dict | None = None, idle_timeout_s: float = 300.0,
-               allow_remote: bool = False, allowed_origins: tuple[str, ...] | list[str] = ()):
+               allow_remote: bool = False, allowed_origins: tuple[str, ...] | list[str] = (),
+               serve_heldout: bool = False):
     """The FastAPI app of OpenEnv's server for one agentgym env, plus `/agentgym/sessions`
     (exposure rules in the module docstring)."""
     import os
@@ -399,7 +461,7 @@ def create_app(env_id: str, max_sessions: int = 16, env_kwargs: dict | None = No
         raise ConfigError(f"--max-sessions must be at least 1, got {max_sessions}")
     if not idle_timeout_s > 0:
         raise ConfigError(f"--idle-timeout must be a number of seconds > 0, got {idle_timeout_s}")
-    cls = environment_class(env_id, env_kwargs)
+    cls = environment_class(env_id, env_kwargs, serve_heldout=serve_heldout)
     app = FastAPI(title=f"agentgym {cls.ENV_ID} (OpenEnv)", version=agentgym.__version__)
     server = _Server(cls, TextAction, TextObservation,
                      concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions,
@@ -447,13 +509,14 @@ def check_bind(host: str, port: int, allow_remote: bool = False) -> None:
 
 def serve(env_id: str, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = 16,
           env_kwargs: dict | None = None, log_level: str = "warning", on_ready=None, idle_timeout_s: float = 300.0,
-          allow_remote: bool = False, allowed_origins: tuple[str, ...] | list[str] = ()) -> None:
+          allow_remote: bool = False, allowed_origins: tuple[str, ...] | list[str] = (),
+          serve_heldout: bool = False) -> None:
     """Run the server in this process until interrupted."""
     import uvicorn
 
     check_bind(host, port, allow_remote)
     app = create_app(env_id, max_sessions=max_sessions, env_kwargs=env_kwargs, idle_timeout_s=idle_timeout_s,
-                     allow_remote=allow_remote, allowed_origins=allowed_origins)
+                     allow_remote=allow_remote, allowed_origins=allowed_origins, serve_heldout=serve_heldout)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_ping_interval=10.0,
                             ws_ping_timeout=10.0)
     server = uvicorn.Server(config)

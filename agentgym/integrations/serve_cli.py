@@ -21,6 +21,8 @@ def register(app: typer.Typer) -> None:
                                           "header (anyone who reaches the port can play, and run SWE commands)"),
         allow_origin: Optional[List[str]] = typer.Option(None, "--allow-origin", help="a web page origin that may "
                                                          "connect besides loopback pages (repeatable)"),
+        serve_heldout: bool = typer.Option(False, "--serve-heldout", help="play held-out tasks for remote clients "
+                                           "too (by default only this machine's clients may)"),
     ):
         """Serve an environment with OpenEnv's server (WebSocket /ws, /health, /schema, task routes)."""
         from agentgym.errors import ConfigError
@@ -42,4 +44,5 @@ def register(app: typer.Typer) -> None:
                   f"(ws://{host}:{port}/ws, /health; up to {max_sessions} sessions)", flush=True)
 
         serve(env_id, host=host, port=port, max_sessions=max_sessions, env_kwargs=kwargs, on_ready=ready,
-              idle_timeout_s=idle_timeout, allow_remote=allow_remote, allowed_origins=tuple(allow_origin or ()))
+              idle_timeout_s=idle_timeout, allow_remote=allow_remote, allowed_origins=tuple(allow_origin or ()),
+              serve_heldout=serve_heldout)
