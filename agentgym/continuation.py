@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import warnings
 from typing import Any
 
 from agentgym.errors import ConfigError
@@ -69,14 +70,28 @@ class AdmissibleReplies:
     def __init__(self, policy: Any):
         self.policy = policy
         self._ids: dict[str, list[int]] = {}
+        # episode -> turns decoded freely because the env listed no admissible action then
+        # (rollout puts it in the trajectory's metadata["free_turns"], training in rollout/free_turns)
+        self.free_turns: dict[str, int] = {}
+        self._warned = False
 
-    def __call__(self, contexts: list[TurnContext]) -> list[list[list[int]]]:
-        replies = []
+    def __call__(self, contexts: list[TurnContext]) -> list[list[list[int]] | None]:
+        replies: list[list[list[int]] | None] = []
         for ctx in contexts:
             actions = ctx.info.get("admissible_actions")
             if actions is None:
                 raise ConfigError(f"admissible_only decoding: the env of task {ctx.task.task_id!r} lists no admissible "
                                   "actions (an open action space): set rollout.admissible_only=false for it")
+            if not actions:
+                # Nothing to choose from: this turn is decoded freely, said once and counted, never silently.
+                self.free_turns[ctx.episode] = self.free_turns.get(ctx.episode, 0) + 1
+                if not self._warned:
+                    self._warned = True
+                    warnings.warn(f"admissible_only decoding: task {ctx.task.task_id!r} listed no admissible action at "
+                                  "a turn, which is decoded freely instead (counted in rollout/free_turns)",
+                                  RuntimeWarning, stacklevel=2)
+                replies.append(None)
+                continue
             texts = [ctx.format_action(a) if ctx.format_action is not None else str(a) for a in actions]
             for text in texts:
                 if text not in self._ids:

@@ -253,6 +253,8 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
             for ep in episodes:
                 if turns := continuation.retokenized.get(str(ep.index)):
                     ep.traj.metadata["retokenized_turns"] = turns
+                if turns := continuation.replies.free_turns.get(str(ep.index)):
+                    ep.traj.metadata["free_turns"] = turns  # admissible_only turns with nothing admissible
     return [ep.traj for ep in episodes]
 
 

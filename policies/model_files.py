@@ -53,8 +53,14 @@ def check_model_path(model: str, what: str = "model") -> None:
         return
     try:
         from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub.utils import validate_repo_id
     except ImportError:  # transformers will say what is missing
         return
+    try:
+        validate_repo_id(model)
+    except Exception:  # noqa: BLE001 - HFValidationError: a name no hub repo can have
+        raise ConfigError(f"{what}={model[:80]!r} is neither a local folder nor a hub id (org/name of letters, digits, "
+                          "'-', '_', '.')") from None
     if isinstance(try_to_load_from_cache(model, "config.json"), str) or \
             isinstance(try_to_load_from_cache(model, "adapter_config.json"), str):
         return

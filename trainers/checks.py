@@ -39,6 +39,8 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(f"policy.vllm.dtype={cfg.policy.vllm.dtype!r} is unknown; choose fp32, bf16 or fp16")
     cfg.policy.vllm.policy_kwargs()  # engine_args naming one of our own settings
     check_tasks(cfg)
+    check_episode_steps(cfg.env)
+    check_env_reward(cfg.env)
     if cfg.rollout.group_size == 1 and estimator_spec(cfg.estimator.name).group_relative:
         raise ConfigError(f"estimator {cfg.estimator.name!r} compares episodes within a group: set rollout.group_size >= 2 "
                           "(or use estimator.name=gae)")
@@ -71,6 +73,53 @@ def check_tasks(cfg: TrainConfig) -> None:
         raise ConfigError("env.fresh_tasks and env.tasks_file both name the training tasks: set only one")
     if cfg.env.fresh_tasks < 0:
         raise ConfigError(f"env.fresh_tasks must be >= 0 (0 = the train split), got {cfg.env.fresh_tasks}")
+
+
+def check_episode_steps(env_cfg) -> None:
+    """env.env_kwargs.max_episode_steps: gym's TimeLimit, a whole number >= 1 (0 failed at the
+    first step with a traceback, -1 meant no limit at all)."""
+    steps = (env_cfg.env_kwargs or {}).get("max_episode_steps") if isinstance(env_cfg.env_kwargs, dict) else None
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ConfigError(f"env.env_kwargs.max_episode_steps={steps!r} must be a whole number >= 1 (leave it out for "
+                          "the env's own limit)")
+
+
+class _JudgeNotAsked:
+    """Stands in for the judge model while env.reward is checked: building a reward never asks it."""
+
+
+def check_env_reward(env_cfg) -> None:
+    """env.reward: a mode name the env takes (its `reward` keyword), or a mapping built here as
+    the trainer will build it (kind, options, weights, the judge cache file), before any model loads."""
+    spec = env_cfg.reward
+    if spec is None:
+        return
+    if isinstance(spec, str):
+        import inspect
+
+        from agentgym.trainers.config import _env_class
+
+        cls = _env_class(env_cfg.id)
+        try:
+            params = inspect.signature(cls).parameters if cls is not None else None
+        except (TypeError, ValueError):
+            params = None
+        if params is not None and "reward" not in params and not any(
+                p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            raise ConfigError(f"env.reward={spec!r} names a reward mode of the env, but {env_cfg.id} has none: use a "
+                              "mapping (env.reward={kind: rubric|judge|relative_judge|meta_reasoning, ...}) or leave "
+                              "env.reward out")
+        return
+    from agentgym.rewards.hook import reward_hook
+
+    try:
+        reward_hook(spec, judge_policy=_JudgeNotAsked())
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"env.reward is malformed ({type(exc).__name__}: {first}): see agentgym/rewards/hook.py "
+                          "for its form") from None
 
 
 def check_sft(cfg: TrainConfig) -> None:
@@ -139,6 +188,7 @@ def check_scaling(cfg: TrainConfig) -> None:
     if cfg.rollout.admissible_only and not generates_with_trainer_model(cfg.policy.engine):
         raise ConfigError(f"rollout.admissible_only decodes within a trie of the admissible actions, which the trainer's "
                           f"own HF model does; policy.engine={cfg.policy.engine} cannot: use policy.engine=hf")
+    check_admissible_parser(cfg.rollout, cfg.env.chat)
     if cfg.ray.policy_engine != "hf":
         if not engine_needs_ray_cluster(cfg.policy.engine):
             on_ray = " or ".join(f"policy.engine={n}" for n in engine_names() if engine_needs_ray_cluster(n))
@@ -149,6 +199,21 @@ def check_scaling(cfg: TrainConfig) -> None:
         if importlib.util.find_spec("vllm") is None:
             raise ConfigError("ray.policy_engine=vllm needs vLLM, which is not installed: run "
                               "`pip install 'agentgym[vllm]'`")
+
+
+# Parsers whose written form of an env's listed action reads back as that action. JSON's
+# `<tool_call>go left</tool_call>` is not JSON: every constrained reply would be invalid.
+ADMISSIBLE_PARSERS = ("tag", "raw")
+
+
+def check_admissible_parser(rollout_cfg, chat_cfg) -> None:
+    """rollout.admissible_only decodes each listed action as env.chat.parser writes it; the
+    parser must read that back as the action."""
+    parser = getattr(chat_cfg, "parser", "tag")
+    if rollout_cfg.admissible_only and isinstance(parser, str) and parser not in ADMISSIBLE_PARSERS:
+        raise ConfigError(f"rollout.admissible_only with env.chat.parser={parser} would decode replies the parser reads "
+                          f"as invalid (admissible actions are plain text, not {parser} calls): use env.chat.parser="
+                          f"{' or '.join(ADMISSIBLE_PARSERS)}, or rollout.admissible_only=false")
 
 
 def check_world(cfg: TrainConfig, world_size: int) -> None:

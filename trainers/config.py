@@ -712,13 +712,19 @@ def _check_categories(cfg: TrainConfig) -> None:
     bad = [c for c in cfg.env.categories if not isinstance(c, str)]  # (a None entry is bad too)
     if bad:
         raise ConfigError(f"env.categories holds {_short(bad[0])}: each entry is a glob of task categories (text)")
-    if cfg.env.tasks_file or cfg.env.fresh_tasks:
-        return  # their tasks are checked when they are loaded or drawn
     try:
         from agentgym.registration import get_task_space
 
         space = get_task_space(cfg.env.id)
-        have = {space.category(t) for t in space.split(cfg.env.split)}
+        if cfg.env.tasks_file:
+            from agentgym.tasks.splits import load_split
+
+            tasks, where = load_split(cfg.env.tasks_file), f"tasks in {cfg.env.tasks_file}"
+        elif cfg.env.fresh_tasks:  # drawn fresh: the categories the family's splits show (else the draw never ends)
+            tasks, where = [t for name in space.split_names for t in space.split(name)], "tasks in any split"
+        else:
+            tasks, where = space.split(cfg.env.split), f"{cfg.env.split} tasks"
+        have = {space.category(t) for t in tasks}
     except Exception:  # noqa: BLE001 - an env registered later (imports) or without categories
         return
     if not have:
@@ -728,8 +734,7 @@ def _check_categories(cfg: TrainConfig) -> None:
     for glob in cfg.env.categories:
         if not any(fnmatch.fnmatchcase(c, glob) for c in have):
             sample = ", ".join(sorted(have)[:6]) + (", ..." if len(have) > 6 else "")
-            raise ConfigError(f"env.categories={glob!r} matches no category of {cfg.env.id}'s {cfg.env.split} tasks "
-                              f"({sample})")
+            raise ConfigError(f"env.categories={glob!r} matches no category of {cfg.env.id}'s {where} ({sample})")
 
 
 def save_config(cfg: TrainConfig, path: str | Path) -> None:

@@ -92,6 +92,7 @@ def _rollout_stats(trajectories) -> dict:
         "infra_errors": len(trajectories) - len(live),
         "response_tokens": sum(len(s.response_ids or []) for t in live for s in t.steps),
         "retokenized_turns": sum(t.metadata.get("retokenized_turns", 0) for t in live),
+        "free_turns": sum(t.metadata.get("free_turns", 0) for t in live),  # admissible_only, nothing admissible
     }
 
 

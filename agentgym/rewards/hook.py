@@ -27,6 +27,15 @@ def env_reward_kwargs(spec: Any) -> dict:
     return {"reward": spec} if isinstance(spec, str) and spec else {}
 
 
+def _weight(value: Any) -> float:
+    """env.reward.weight: a finite number >= 0 (a negative one would pay for failing)."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"env.reward.weight={value!r} must be a number >= 0 (how much of the judged reward counts)")
+    return float(value)
+
+
 def reward_hook(spec: Any, judge_policy: Any = None) -> Hook | None:
     if spec is None or isinstance(spec, str):
         return None
@@ -48,7 +57,7 @@ def reward_hook(spec: Any, judge_policy: Any = None) -> Hook | None:
     from agentgym.rewards import apply_reward, make_reward
 
     reward = make_reward(spec, judge_policy)
-    how, weight = spec.get("combine", "replace"), float(spec.get("weight", 0.5))
+    how, weight = spec.get("combine", "replace"), _weight(spec.get("weight", 0.5))
 
     def judged(trajectories: Sequence[Trajectory]) -> dict:
         out = apply_reward(trajectories, reward, how, weight).as_dict()
