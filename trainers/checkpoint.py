@@ -92,20 +92,26 @@ def save_checkpoint(run_dir: str | Path, iteration: int, policy, optimizer, sche
     tmp = root / f".tmp_iter_{iteration:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    if model_state is None:
-        policy.save(tmp / "model")
-    else:
-        policy.save(tmp / "model", state_dict=model_state)
-    for shard in optimizer_shards or []:
-        shutil.move(str(shard), tmp / shard.name)
-    torch.save({
-        "optimizer": optimizer.state_dict() if optimizer_shards is None else None,
-        "scheduler": scheduler.state_dict() if scheduler is not None else None,
-        "heads": {name: head.state_dict() for name, head in heads.items() if head is not None},
-        "rng": rng_state(),
-        **policy_sampling_state(policy),
-    }, tmp / "trainer.pt")
-    (tmp / "state.json").write_text(json.dumps(state, indent=1, default=float))
+    try:
+        if model_state is None:
+            policy.save(tmp / "model")
+        else:
+            policy.save(tmp / "model", state_dict=model_state)
+        for shard in optimizer_shards or []:
+            shutil.move(str(shard), tmp / shard.name)
+        torch.save({
+            "optimizer": optimizer.state_dict() if optimizer_shards is None else None,
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            "heads": {name: head.state_dict() for name, head in heads.items() if head is not None},
+            "rng": rng_state(),
+            **policy_sampling_state(policy),
+        }, tmp / "trainer.pt")
+        (tmp / "state.json").write_text(json.dumps(state, indent=1, default=float))
+    except BaseException:
+        # A full disk (or anything else) mid-write: the half-written folder goes, giving its space
+        # back, and `latest` still names the last complete checkpoint.
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     (root / "latest.tmp").write_text(final.name)
@@ -116,6 +122,15 @@ def save_checkpoint(run_dir: str | Path, iteration: int, policy, optimizer, sche
 
 
 PREVIOUS_RUN_FILES = ("metrics.jsonl", "summary.json", "final_model", "trajectories", "evals")
+
+
+def latest_checkpoint_name(run_dir: str | Path) -> str | None:
+    """The folder name `checkpoints/latest` names, unchecked (None when there is none): for messages."""
+    try:
+        name = (Path(run_dir) / "checkpoints" / "latest").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return name if name.startswith("iter_") and "/" not in name else None
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:

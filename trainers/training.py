@@ -48,6 +48,7 @@ from agentgym.trainers.checks import importance_cap
 from agentgym.trainers.config import EnvConfig, EvalConfig, PPOConfig, RolloutConfig, TrainConfig, save_config
 from agentgym.trainers.estimators import EstimatorConfig, compute_advantages, estimator_spec
 from agentgym.trainers.diagnostics import iteration_credit
+from agentgym.trainers.disk import disk_full_error, is_disk_full
 from agentgym.trainers.env_requirements import check_env_features, import_modules
 from agentgym.trainers.heads import fit_spa_progress, per_step_arrays, step_values  # noqa: F401  (old path)
 from agentgym.trainers.learner import (TrainingDiverged, check_finite, equal_minibatches,  # noqa: F401  (old paths)
@@ -299,6 +300,10 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         dp.save_policy(policy, run_dir / "final_model")
         finished = True
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full_error(run_dir, exc) from None
+        raise
     finally:
         if producer is not None:
             producer.close()
