@@ -17,6 +17,10 @@ Three parts, each with the goal 0:
    hostile YAML and config values (with a property test over every field), malformed
    trajectory lines in the viewer, WebShop pickling and temp folders, SWE workspace reaping.
    `--issue38-only` runs just this part (a few minutes).
+5. What the fourth hostile run found (issue 52): reward and grader integrity (items 1-5,
+   benchmarks/hostile_round4_graders.py) and hostile files, servers, admissible-only decoding,
+   config values and a full disk (items 6-16, benchmarks/hostile_round4_files.py), one row per
+   suite with its attacks tried and held. `--round4-only` runs just this part.
 
     python benchmarks/hostile.py --quick          # a couple of minutes
     python benchmarks/hostile.py                  # the issue's counts (long on a shared 2-core box)
@@ -150,11 +154,14 @@ def hostile_steps(env_id: str, steps: int, seed: int = 0, env_kwargs: dict | Non
 
 
 # --- 2. the SWE attack list + escape suite ------------------------------------------------------
-def attack_table() -> list[dict]:
+def pytest_rows(*paths: str, timeout: int = 1800) -> list[dict]:
+    """One row per test case of the given test files: {"classname", "case", "result"}, the
+    result "contained", "NOT contained" (failed or errored) or "skipped"."""
     xml = Path(tempfile.mkdtemp()) / "r.xml"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
-           "tests/swe/test_hostile.py", "tests/swe/test_escape.py"]
-    subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", *paths]
+    subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    if not xml.exists():
+        return [{"classname": "", "case": " ".join(paths), "result": "NOT contained"}]  # pytest itself failed
     rows = []
     for case in ET.parse(xml).getroot().iter("testcase"):
         status = "contained"
@@ -162,9 +169,13 @@ def attack_table() -> list[dict]:
             status = "NOT contained"
         elif case.find("skipped") is not None:
             status = "skipped"
-        suite = "issue 19" if "hostile" in case.get("classname", "") else "escape suite"
-        rows.append({"suite": suite, "attack": case.get("name"), "result": status})
+        rows.append({"classname": case.get("classname", ""), "case": case.get("name"), "result": status})
     return rows
+
+
+def attack_table() -> list[dict]:
+    return [{"suite": "issue 19" if "hostile" in r["classname"] else "escape suite", "attack": r["case"],
+             "result": r["result"]} for r in pytest_rows("tests/swe/test_hostile.py", "tests/swe/test_escape.py")]
 
 
 # --- 4. issue 38: the third hostile run's cases -------------------------------------------------
@@ -181,19 +192,31 @@ ISSUE38_SUITES = {
 
 
 def issue38_table() -> list[dict]:
-    rows = []
-    for suite, path in ISSUE38_SUITES.items():
-        xml = Path(tempfile.mkdtemp()) / "r.xml"
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", path]
-        subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-        for case in ET.parse(xml).getroot().iter("testcase"):
-            status = "contained"
-            if case.find("failure") is not None or case.find("error") is not None:
-                status = "NOT contained"
-            elif case.find("skipped") is not None:
-                status = "skipped"
-            rows.append({"suite": suite, "case": case.get("name"), "result": status})
-    return rows
+    return [{"suite": suite, "case": r["case"], "result": r["result"]}
+            for suite, path in ISSUE38_SUITES.items() for r in pytest_rows(path)]
+
+
+# --- 5. issue 52: the fourth hostile run's cases ------------------------------------------------
+ROUND4_MODULES = ("hostile_round4_graders", "hostile_round4_files")  # items 1-5, items 6-16
+
+
+def round4_table() -> list[dict]:
+    """Each round-4 module's `run()`: {"suites": [{"suite", "cases", "held", "not_held"}], ...}.
+    Imported by name when run: a module not on this branch yet is reported as missing."""
+    import importlib
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    out = []
+    for name in ROUND4_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            out.append({"module": name, "missing": True, "suites": []})
+            continue
+        out.append({"module": name, **module.run()})
+    return out
 
 
 # --- 3. held-out contamination ------------------------------------------------------------------
@@ -301,13 +324,25 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=10_000)
     ap.add_argument("--skip-attacks", action="store_true")
     ap.add_argument("--issue38-only", action="store_true", help="only part 4 (the third hostile run's cases)")
+    ap.add_argument("--round4-only", action="store_true", help="only part 5 (the fourth hostile run's cases)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if args.quick:
         args.cheap_steps, args.swe_steps, args.browser_steps, args.tasks = 2000, 300, 100, 2000
 
     report = {"args": vars(args) | {"out": str(args.out)}, "hostile_steps": [], "attacks": [], "contamination": [],
-              "issue38": []}
+              "issue38": [], "round4": []}
+    report["round4"] = round4_table()
+    for part in report["round4"]:
+        if part.get("missing"):
+            print(json.dumps({"round4": part["module"], "missing": True}), flush=True)
+        for suite in part["suites"]:
+            print(json.dumps({"round4": suite["suite"], "cases": suite["cases"], "held": suite["held"],
+                              "other": suite["not_held"]}), flush=True)
+    if args.round4_only:
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=1))
+        return
     report["issue38"] = issue38_table()
     for suite in ISSUE38_SUITES:
         rows = [r for r in report["issue38"] if r["suite"] == suite]

@@ -89,27 +89,13 @@ class _JudgeNotAsked:
 
 
 def check_env_reward(env_cfg) -> None:
-    """env.reward: a mode name the env takes (its `reward` keyword), or a mapping built here as
-    the trainer will build it (kind, options, weights, the judge cache file), before any model loads."""
+    """env.reward as a mapping, built here as the trainer will build it (kind, options, weights,
+    the judge cache file), before any model loads."""
     spec = env_cfg.reward
     if spec is None:
         return
     if isinstance(spec, str):
-        import inspect
-
-        from agentgym.trainers.config import _env_class
-
-        cls = _env_class(env_cfg.id)
-        try:
-            params = inspect.signature(cls).parameters if cls is not None else None
-        except (TypeError, ValueError):
-            params = None
-        if params is not None and "reward" not in params and not any(
-                p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            raise ConfigError(f"env.reward={spec!r} names a reward mode of the env, but {env_cfg.id} has none: use a "
-                              "mapping (env.reward={kind: rubric|judge|relative_judge|meta_reasoning, ...}) or leave "
-                              "env.reward out")
-        return
+        return  # a mode name: config.py's _check_reward_mode asks the env's signature
     from agentgym.rewards.hook import reward_hook
 
     try:

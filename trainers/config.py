@@ -589,6 +589,7 @@ def check_section_rules(cfg: TrainConfig) -> None:
     if cfg.policy.lora is not None:
         _check_lora(cfg.policy.lora)
     _check_env_kwargs(cfg)
+    _check_reward_mode(cfg.env)
     _check_tasks_file(cfg)
     _check_categories(cfg)
 
@@ -702,6 +703,25 @@ def _check_env_kwargs(cfg: TrainConfig) -> None:
     for key in cfg.env.env_kwargs:
         if key not in known:
             raise ConfigError(unknown_key("env.env_kwargs", key, known) + f" ({cfg.env.id} takes no {key!r})")
+
+
+def _check_reward_mode(env_cfg: EnvConfig) -> None:
+    """env.reward as a name is the env's own reward mode (its `reward` keyword): an env without
+    one would fail at gym.make with a traceback."""
+    if not isinstance(env_cfg.reward, str):
+        return
+    import inspect
+
+    cls = _env_class(env_cfg.id)
+    try:
+        params = inspect.signature(cls).parameters if cls is not None else None
+    except (TypeError, ValueError):
+        return
+    if params is not None and "reward" not in params and not any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        raise ConfigError(f"env.reward={_short(env_cfg.reward)} names a reward mode of the env, but {env_cfg.id} has "
+                          "none: use a mapping (env.reward={kind: rubric|judge|relative_judge|meta_reasoning, ...}) "
+                          "or leave env.reward out")
 
 
 def _check_categories(cfg: TrainConfig) -> None:
