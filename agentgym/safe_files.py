@@ -61,9 +61,9 @@ def loads_json(text: str | bytes, where: str) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
-        raise UnsafeFileError(f"{where} nests its JSON too deeply to read") from None
+        raise UnsafeFileError(f"cannot read {where}: its JSON nests too deeply") from None
     except ValueError as exc:
-        raise UnsafeFileError(f"{where} is not valid JSON ({str(exc).splitlines()[0][:120]})") from None
+        raise UnsafeFileError(f"cannot read {where}: not valid JSON ({str(exc).splitlines()[0][:120]})") from None
 
 
 def read_json(path: str | os.PathLike, limit: int, what: str = "JSON file") -> Any:

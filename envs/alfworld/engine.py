@@ -35,7 +35,6 @@ import json
 import os
 import re
 import threading
-import weakref
 from typing import Any
 
 from agentgym.errors import require
@@ -566,19 +565,6 @@ def _classes():
 # Engines whose env has closed, per `fast`, for the next env of this process (Engine.acquire).
 _IDLE: dict[bool, list["Engine"]] = {True: [], False: []}
 _IDLE_LOCK = threading.Lock()
-# Idle engines kept per kind; one released beyond these is dropped, and its library unloaded.
-MAX_IDLE = 4
-
-
-def _unload_library(lib) -> None:
-    """Fast Downward's close_lib: its state freed and the library copy unmapped (the deleted
-    temporary file's disk space comes back with the last mapping)."""
-    try:
-        import fast_downward
-
-        fast_downward.close_lib(lib)
-    except Exception:  # noqa: BLE001 - at interpreter shutdown modules may be half gone
-        pass
 
 
 class Engine:
@@ -602,12 +588,12 @@ class Engine:
         return cls(fast=fast)
 
     def release(self) -> None:
-        """Give the engine back for the next `acquire` (its game stays loaded until then); beyond
-        MAX_IDLE idle engines it is dropped instead, and its library unloaded when collected."""
+        """Give the engine back for the next `acquire` (its game stays loaded until then).
+        Engines are never unloaded: Fast Downward's close_lib (dlclose) of one copy made the next
+        load_lib crash the process, so a copy is reused, never dropped."""
         with _IDLE_LOCK:
-            idle = _IDLE[self.fast]
-            if not any(e is self for e in idle) and len(idle) < MAX_IDLE:
-                idle.append(self)
+            if not any(e is self for e in _IDLE[self.fast]):
+                _IDLE[self.fast].append(self)
 
     def __init__(self, game: Any = None, fast: bool = True):
         textworld = require("textworld", "alfworld")
@@ -619,10 +605,6 @@ class Engine:
         _install_safe_eval()
         infos = textworld.EnvInfos(admissible_commands=True, won=True, extras=["gamefile"])
         base = _classes()[0](infos) if fast else PddlEnv(infos)
-        # The library copy goes when the engine is garbage-collected (an env never closed, an
-        # engine dropped from a full idle list), not only when the process ends.
-        unload = weakref.finalize(self, _unload_library, base.downward_lib)
-        unload.atexit = False  # the process unmaps it anyway; unloading during shutdown risks a crash
         self.fast = bool(fast)
         self._base = base
         self._env = AlfredInfos(AlfredDemangler(base, shuffle=False))

@@ -118,7 +118,7 @@ def test_fast_engine_gives_the_stock_engines_texts(tmp_path):
             from agentgym.envs.alfworld import engine as engine_module
 
             engine_module._translated.cache_clear()
-            assert list((games.cache_dir() / "sas").glob("*.pkl.z"))
+            assert list((games.cache_dir() / "sas").glob("*.sas.z"))  # SAS text, never pickles
         engine = Engine(game, fast=bool(fast))
         state = engine.reset()
         rng = np.random.default_rng(0)
