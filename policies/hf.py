@@ -32,7 +32,7 @@ import torch
 
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
-from agentgym.policies.model_files import check_model_path, encode_chat_prompt, eos_ids
+from agentgym.policies.model_files import encode_chat_prompt, eos_ids, resolve_model
 
 DEFAULT_LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
 
@@ -186,13 +186,13 @@ class HFPolicy:
         trust_remote_code: bool = False,
     ):
         """model: a local HF folder (full model, or a PEFT adapter folder whose config names its
-        base) or a hub id already in the local cache. lora: LoraConfig kwargs to add a fresh
+        base), a hub id already in the local cache, a catalog name (smollm2-135m-instruct) or a
+        GGUF file (policies/model_catalog.py: converted once into a cached folder). lora: LoraConfig kwargs to add a fresh
         adapter ({} = DEFAULT_LORA). reference: None, or "copy" for a frozen copy when there is
         no LoRA (with LoRA the reference is always the base with the adapter disabled)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        model = str(model)
-        check_model_path(model)
+        model = resolve_model(str(model))  # a catalog name or GGUF file: its converted folder
         self.device = torch.device(device)
         self.dtype = _resolve_dtype(dtype, device)
         adapter_dir = Path(model).expanduser()

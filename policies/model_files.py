@@ -12,6 +12,8 @@ from typing import Any, Iterable
 
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Messages
+from agentgym.policies.model_catalog import check_named_model, closest_catalog_name, is_named_model, \
+    resolve_named_model
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # "gpt2", "Qwen/Qwen2.5-0.5B-Instruct"
@@ -36,6 +38,9 @@ def check_model_path(model: str, what: str = "model") -> None:
     in the local cache, or the hub must answer for it (one request, no retries; in offline mode
     HF_HUB_OFFLINE=1 only the cache counts)."""
     model = str(model)
+    if is_named_model(model):
+        check_named_model(model, what)
+        return
     if _HUB_ID.match(model) and (Path(model) / "agentgym_tiny.json").is_file():
         # an earlier agentgym built a random tiny model at the path a hub id names; transformers loads a
         # folder of that name before the hub's model, so the id would silently mean the random model
@@ -64,11 +69,25 @@ def check_model_path(model: str, what: str = "model") -> None:
     if isinstance(try_to_load_from_cache(model, "config.json"), str) or \
             isinstance(try_to_load_from_cache(model, "adapter_config.json"), str):
         return
+    close = closest_catalog_name(model)
+    if close and "/" not in model:  # a hub id without an org, near a catalog name: a misspelled catalog name
+        raise ConfigError(f"{what} {model!r} is no model agentgym knows: did you mean {close}? "
+                          "(`agentgym models` lists the catalog)")
     if hub_offline():
         raise ConfigError(f"{what} {model!r} is no local folder and not in the local Hugging Face cache, and "
                           "offline mode is on (HF_HUB_OFFLINE=1): check the spelling, or download it where there is "
                           f"network (`hf download {model}`)")
     _check_on_hub(model, what)
+
+
+def resolve_model(model: str, what: str = "model") -> str:
+    """What a loader passes to from_pretrained: the model string checked (`check_model_path`), a catalog
+    name or GGUF file replaced by its converted folder (converted on first use)."""
+    model = str(model)
+    if is_named_model(model):
+        return resolve_named_model(model, what)
+    check_model_path(model, what)
+    return model
 
 
 # no network, DNS, proxy, timeout (httpx's and requests' names): the hub cannot be reached

@@ -107,10 +107,9 @@ class VLLMPolicy:
         vllm.LLM unchanged."""
         from transformers import AutoTokenizer
 
-        from agentgym.policies.model_files import check_model_path
+        from agentgym.policies.model_files import resolve_model
 
-        model_path = str(model_path)
-        check_model_path(model_path)
+        model_path = resolve_model(str(model_path))  # a catalog name or GGUF file: its converted folder
         self.on_cuda = _is_cuda_available()
         if dtype not in DTYPES:
             raise ConfigError(f"unknown dtype {dtype!r}; choose fp32, bf16 or fp16")
