@@ -1,0 +1,186 @@
+"""Zero-shot table: the catalog's real model (SmolLM2-135M-Instruct) on the held-out split of every
+env family, free and admissible-only decoding, beside random and oracle; success with Wilson intervals
+and what the model does wrong (invalid actions, loops, unparsed replies), read from the trajectories.
+
+Resumable, cell by cell and chunk by chunk: each (env, mode) cell plays its first --tasks held-out
+tasks in chunks of --chunk, appending each chunk's trajectories to <work>/<env>/<mode>.jsonl as it
+lands; the results row of the cell is rewritten into --out after every chunk (with `complete` false
+until all its tasks are played). Rerunning the same command skips what is there and continues.
+
+The prompt is the one `agentgym eval` gives by default (the env's rules, the parser's format, the
+admissible actions where the env lists them, the last two turns); greedy decoding, one episode per
+task (deterministic); one torch thread (the machine is shared).
+
+    python benchmarks/zero_shot.py                                   # every cell, household first
+    python benchmarks/zero_shot.py --envs household --tasks 50       # one family
+    python benchmarks/zero_shot.py --time-budget 600                 # stop starting chunks after 10 min
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+# family -> (env id, whether the env lists admissible actions: admissible-only decoding applies)
+ENVS = {
+    "household": ("agentgym/Household-v0", True),
+    "alfworld": ("agentgym/ALFWorld-v0", True),
+    "webshop": ("agentgym/WebShop-v0", True),
+    "searchqa": ("agentgym/SearchQA-v0", False),
+    "tooluse": ("agentgym/ToolUse-v0", False),
+    "briefing": ("agentgym/Briefing-v0", False),
+    "textworld": ("agentgym/TextWorld-Simple-v0", True),
+    "swe": ("agentgym/SWE-v0", False),
+}
+MODES = ("random", "oracle", "free", "admissible")
+LLM_MODES = ("free", "admissible")
+LOOP_REPEATS = 3  # an episode loops when it sends the same action in the same state this many times
+
+
+def cell_modes(family: str, modes: list[str]) -> list[str]:
+    return [m for m in modes if m != "admissible" or ENVS[family][1]]
+
+
+def read_trajectories(path: Path) -> list:
+    from agentgym.trajectory import Trajectory
+
+    if not path.is_file():
+        return []
+    return [Trajectory.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+
+
+def failure_analysis(trajectories: list) -> dict:
+    """What went wrong, episode by episode and step by step."""
+    steps = [s for t in trajectories for s in t.steps]
+    unparsed = [s for s in steps if s.action is None]
+    invalid = [s for s in steps if not s.action_valid]
+    looping = 0
+    for t in trajectories:
+        seen = collections.Counter((s.anchor or s.observation, s.action) for s in t.steps if s.action is not None)
+        looping += any(n >= LOOP_REPEATS for n in seen.values())
+    failed = [t for t in trajectories if not t.success]
+    invalid_texts = collections.Counter(" ".join((s.text or "").split())[:80] for s in invalid)
+    return {
+        "steps": len(steps),
+        "invalid_steps": len(invalid),
+        "unparsed_replies": len(unparsed),  # no action in the env's format at all
+        "episodes_looping": looping,  # same action in the same state >= LOOP_REPEATS times
+        "failed_episodes": len(failed),
+        "failed_at_step_limit": sum(bool(t.truncated) for t in failed),
+        "mean_reply_tokens": round(sum(len(s.response_ids or []) for s in steps) / max(1, len(steps)), 1),
+        "common_invalid_replies": invalid_texts.most_common(5),
+    }
+
+
+def cell_row(family: str, mode: str, trajectories: list, wanted: int, seconds: float) -> dict:
+    from agentgym.evaluation.evaluate import compute_metrics
+
+    env_id = ENVS[family][0]
+    result = compute_metrics(trajectories, env_id=env_id, split="heldout", policy=mode)
+    overall = result.overall
+    row = {"family": family, "env": env_id, "mode": mode, "tasks": len(trajectories), "tasks_wanted": wanted,
+           "complete": len(trajectories) >= wanted, "success": overall.success_rate.to_dict(),
+           "invalid_action_rate": overall.invalid_action_rate.to_dict(), "mean_steps": overall.mean_steps.value,
+           "infra_errors": result.infra_errors, "seconds": round(seconds, 1),
+           "seconds_per_episode": round(seconds / max(1, len(trajectories)), 1)}
+    if mode in LLM_MODES:
+        row["failures"] = failure_analysis(trajectories)
+    return row
+
+
+def write_results(out: Path, rows: dict, settings: dict) -> None:
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"settings": settings, "rows": list(rows.values())}, indent=1) + "\n")
+    os.replace(tmp, out)
+
+
+def make_policy(mode: str, env_id: str, model: str, max_prompt_tokens: int):
+    if mode == "random":
+        from agentgym.policies import RandomPolicy
+
+        return RandomPolicy(seed=0)
+    if mode == "oracle":
+        from agentgym.policies import OraclePolicy
+        from agentgym.registration import get_task_space
+
+        return OraclePolicy(get_task_space(env_id))
+    from agentgym.policies.hf import HFPolicy
+
+    return HFPolicy(model, device="cpu", max_prompt_tokens=max_prompt_tokens)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct", help="catalog name, GGUF file or HF folder")
+    parser.add_argument("--envs", default=",".join(ENVS), help="families, comma-separated, in the order to run")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--tasks", type=int, default=50, help="held-out tasks per cell (the split's first N)")
+    parser.add_argument("--chunk", type=int, default=5, help="tasks per saved chunk (and per batched rollout)")
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--max-prompt-tokens", type=int, default=2048)
+    parser.add_argument("--time-budget", type=float, default=None, help="seconds; no chunk starts after it")
+    parser.add_argument("--out", default="docs/real_llm.json")
+    parser.add_argument("--work", default="runs/zero_shot", help="trajectories, one JSONL per cell")
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(1)
+    from agentgym.evaluation.evaluate import EvalRequest, run_eval
+    from agentgym.policies.base import SamplingParams
+    from agentgym.registration import get_task_space
+    from agentgym.tasks.splits import save_split
+    from agentgym.trajectory import save_trajectories
+
+    out, work = Path(args.out), Path(args.work)
+    settings = {"model": args.model, "split": "heldout (first N tasks)", "decoding": "greedy, 1 episode per task",
+                "max_new_tokens": args.max_new_tokens, "max_prompt_tokens": args.max_prompt_tokens,
+                "prompt": "agentgym's default chat layout (env rules, format, admissible list, last 2 turns)",
+                "torch_threads": 1, "command": "python benchmarks/zero_shot.py"}
+    rows = {(r["family"], r["mode"]): r for r in json.loads(out.read_text())["rows"]} if out.is_file() else {}
+    start, policy = time.perf_counter(), None
+    for family in args.envs.split(","):
+        env_id = ENVS[family][0]
+        tasks = get_task_space(env_id).split("heldout")[:args.tasks]
+        for mode in cell_modes(family, args.modes.split(",")):
+            path = work / family / f"{mode}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            done = read_trajectories(path)
+            seconds = rows.get((family, mode), {}).get("seconds", 0.0)
+            while len(done) < len(tasks):
+                if args.time_budget is not None and time.perf_counter() - start > args.time_budget:
+                    print(f"time budget spent: {family}/{mode} stops at {len(done)}/{len(tasks)} tasks (rerun continues)")
+                    return
+                if mode in LLM_MODES and policy is None:
+                    policy = make_policy(mode, env_id, args.model, args.max_prompt_tokens)
+                player = policy if mode in LLM_MODES else make_policy(mode, env_id, args.model, 0)
+                first = len(done)
+                chunk = tasks[first:first + args.chunk]
+                with tempfile.TemporaryDirectory() as tmp:
+                    manifest = Path(tmp) / "chunk.jsonl"
+                    save_split(manifest, chunk)
+                    sampling = SamplingParams(temperature=0.0, max_new_tokens=args.max_new_tokens, seed=0,
+                                              admissible_only=mode == "admissible")
+                    t0 = time.perf_counter()
+                    result = run_eval(EvalRequest(env_id, manifest, 1, sampling=sampling, seed=first,
+                                                  max_batch_episodes=args.chunk), player, session=None)
+                    seconds += time.perf_counter() - t0
+                save_trajectories(path, result.trajectories, append=True)
+                done = read_trajectories(path)
+                rows[(family, mode)] = cell_row(family, mode, done, len(tasks), seconds)
+                write_results(out, rows, settings)
+                r = rows[(family, mode)]
+                print(f"{family}/{mode}: {len(done)}/{len(tasks)} tasks, success {r['success']['value']:.3f}, "
+                      f"{r['seconds_per_episode']}s/episode", flush=True)
+            if (family, mode) not in rows and done:
+                rows[(family, mode)] = cell_row(family, mode, done, len(tasks), seconds)
+                write_results(out, rows, settings)
+
+
+if __name__ == "__main__":
+    main()
