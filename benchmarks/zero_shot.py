@@ -2,10 +2,11 @@
 env family, free and admissible-only decoding, beside random and oracle; success with Wilson intervals
 and what the model does wrong (invalid actions, loops, unparsed replies), read from the trajectories.
 
-Resumable, cell by cell and chunk by chunk: each (env, mode) cell plays its first --tasks held-out
-tasks in chunks of --chunk, appending each chunk's trajectories to <work>/<env>/<mode>.jsonl as it
-lands; the results row of the cell is rewritten into --out after every chunk (with `complete` false
-until all its tasks are played). Rerunning the same command skips what is there and continues.
+Resumable, chunk by chunk: each (env, mode, step limit) cell plays its first --tasks held-out tasks
+in chunks of --chunk, the cells of an env in turn, appending each chunk's trajectories to
+<work>/<env>-steps<N>/<mode>.jsonl as it lands; the cell's results row is rewritten into --out after
+every chunk (`complete` false until all its tasks are played). Rerunning the same command skips
+what is there and continues.
 
 The prompt is the one `agentgym eval` gives by default (the env's rules, the parser's format, the
 admissible actions where the env lists them, the last two turns); greedy decoding, one episode per
@@ -14,6 +15,7 @@ task (deterministic); one torch thread (the machine is shared).
     python benchmarks/zero_shot.py                                   # every cell, household first
     python benchmarks/zero_shot.py --envs household --tasks 50       # one family
     python benchmarks/zero_shot.py --time-budget 600                 # stop starting chunks after 10 min
+    python benchmarks/zero_shot.py --envs household --max-steps 12   # household-smol's step limit
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import collections
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -77,13 +80,14 @@ def failure_analysis(trajectories: list) -> dict:
     }
 
 
-def cell_row(family: str, mode: str, trajectories: list, wanted: int, seconds: float) -> dict:
+def cell_row(family: str, mode: str, trajectories: list, wanted: int, seconds: float, max_steps: int) -> dict:
     from agentgym.evaluation.evaluate import compute_metrics
 
     env_id = ENVS[family][0]
     result = compute_metrics(trajectories, env_id=env_id, split="heldout", policy=mode)
     overall = result.overall
-    row = {"family": family, "env": env_id, "mode": mode, "tasks": len(trajectories), "tasks_wanted": wanted,
+    row = {"family": family, "env": env_id, "mode": mode, "max_steps": max_steps, "tasks": len(trajectories),
+           "tasks_wanted": wanted,
            "complete": len(trajectories) >= wanted, "success": overall.success_rate.to_dict(),
            "invalid_action_rate": overall.invalid_action_rate.to_dict(), "mean_steps": overall.mean_steps.value,
            "infra_errors": result.infra_errors, "seconds": round(seconds, 1),
@@ -95,7 +99,9 @@ def cell_row(family: str, mode: str, trajectories: list, wanted: int, seconds: f
 
 def write_results(out: Path, rows: dict, settings: dict) -> None:
     tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"settings": settings, "rows": list(rows.values())}, indent=1) + "\n")
+    order = {f: i for i, f in enumerate(ENVS)}
+    ordered = sorted(rows.values(), key=lambda r: (order[r["family"]], r["max_steps"], MODES.index(r["mode"])))
+    tmp.write_text(json.dumps({"settings": settings, "rows": ordered}, indent=1) + "\n")
     os.replace(tmp, out)
 
 
@@ -123,11 +129,18 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=5, help="tasks per saved chunk (and per batched rollout)")
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--max-prompt-tokens", type=int, default=2048)
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="episode step limit (default: each env's own); cells of another limit are kept apart")
     parser.add_argument("--time-budget", type=float, default=None, help="seconds; no chunk starts after it")
     parser.add_argument("--out", default="docs/real_llm.json")
     parser.add_argument("--work", default="runs/zero_shot", help="trajectories, one JSONL per cell")
     args = parser.parse_args()
 
+    modes = args.modes.split(",")
+    unknown = sorted(set(modes) - set(MODES)) + sorted(set(args.envs.split(",")) - set(ENVS))
+    if unknown:
+        parser.error(f"unknown {', '.join(unknown)}: modes are {', '.join(MODES)}; envs {', '.join(ENVS)}")
+    import gymnasium as gym
     import torch
 
     torch.set_num_threads(1)
@@ -138,48 +151,53 @@ def main() -> None:
     from agentgym.trajectory import save_trajectories
 
     out, work = Path(args.out), Path(args.work)
-    settings = {"model": args.model, "split": "heldout (first N tasks)", "decoding": "greedy, 1 episode per task",
+    settings = {"model": args.model, "split": "heldout (the first N tasks)", "decoding": "greedy, 1 episode per task",
                 "max_new_tokens": args.max_new_tokens, "max_prompt_tokens": args.max_prompt_tokens,
-                "prompt": "agentgym's default chat layout (env rules, format, admissible list, last 2 turns)",
-                "torch_threads": 1, "command": "python benchmarks/zero_shot.py"}
-    rows = {(r["family"], r["mode"]): r for r in json.loads(out.read_text())["rows"]} if out.is_file() else {}
-    start, policy = time.perf_counter(), None
+                "prompt": "agentgym's default chat layout (env rules, action format, admissible list, last 2 turns)",
+                "torch_threads": 1, "command": "python benchmarks/zero_shot.py " + " ".join(sys.argv[1:])}
+    rows = {(r["family"], r["mode"], r["max_steps"]): r for r in json.loads(out.read_text())["rows"]} \
+        if out.is_file() else {}
+    start, llm = time.perf_counter(), None
     for family in args.envs.split(","):
         env_id = ENVS[family][0]
         tasks = get_task_space(env_id).split("heldout")[:args.tasks]
-        for mode in cell_modes(family, args.modes.split(",")):
-            path = work / family / f"{mode}.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            done = read_trajectories(path)
-            seconds = rows.get((family, mode), {}).get("seconds", 0.0)
-            while len(done) < len(tasks):
+        env_kwargs = {"max_episode_steps": args.max_steps} if args.max_steps else None
+        steps = args.max_steps or gym.spec(env_id).max_episode_steps
+        cells = {mode: work / f"{family}-steps{steps}" / f"{mode}.jsonl" for mode in cell_modes(family, modes)}
+        # round robin, a chunk of each unfinished cell in turn: a stopped run has some of every cell
+        while True:
+            todo = [(mode, path) for mode, path in cells.items() if len(read_trajectories(path)) < len(tasks)]
+            if not todo:
+                break
+            for mode, path in todo:
                 if args.time_budget is not None and time.perf_counter() - start > args.time_budget:
-                    print(f"time budget spent: {family}/{mode} stops at {len(done)}/{len(tasks)} tasks (rerun continues)")
+                    print("time budget spent; the same command continues where this stopped")
                     return
-                if mode in LLM_MODES and policy is None:
-                    policy = make_policy(mode, env_id, args.model, args.max_prompt_tokens)
-                player = policy if mode in LLM_MODES else make_policy(mode, env_id, args.model, 0)
+                if mode in LLM_MODES and llm is None:
+                    llm = make_policy(mode, env_id, args.model, args.max_prompt_tokens)
+                player = llm if mode in LLM_MODES else make_policy(mode, env_id, args.model, 0)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                done = read_trajectories(path)
                 first = len(done)
-                chunk = tasks[first:first + args.chunk]
+                key = (family, mode, steps)
+                seconds = rows.get(key, {}).get("seconds", 0.0)
                 with tempfile.TemporaryDirectory() as tmp:
                     manifest = Path(tmp) / "chunk.jsonl"
-                    save_split(manifest, chunk)
+                    save_split(manifest, tasks[first:first + args.chunk])
                     sampling = SamplingParams(temperature=0.0, max_new_tokens=args.max_new_tokens, seed=0,
                                               admissible_only=mode == "admissible")
                     t0 = time.perf_counter()
                     result = run_eval(EvalRequest(env_id, manifest, 1, sampling=sampling, seed=first,
-                                                  max_batch_episodes=args.chunk), player, session=None)
+                                                  env_kwargs=env_kwargs, max_batch_episodes=args.chunk),
+                                      player, session=None)
                     seconds += time.perf_counter() - t0
                 save_trajectories(path, result.trajectories, append=True)
                 done = read_trajectories(path)
-                rows[(family, mode)] = cell_row(family, mode, done, len(tasks), seconds)
+                rows[key] = cell_row(family, mode, done, len(tasks), seconds, steps)
                 write_results(out, rows, settings)
-                r = rows[(family, mode)]
-                print(f"{family}/{mode}: {len(done)}/{len(tasks)} tasks, success {r['success']['value']:.3f}, "
-                      f"{r['seconds_per_episode']}s/episode", flush=True)
-            if (family, mode) not in rows and done:
-                rows[(family, mode)] = cell_row(family, mode, done, len(tasks), seconds)
-                write_results(out, rows, settings)
+                r = rows[key]
+                print(f"{family}/{mode} ({steps} steps): {len(done)}/{len(tasks)} tasks, success "
+                      f"{r['success']['value']:.3f}, {r['seconds_per_episode']}s/episode", flush=True)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ model's samples; with bf16=False on an fp32 model TRL's scoring gives them back 
     from agentgym.integrations.trl import AgentGymRollout, grpo_config, grpo_trainer   # before trl (see below)
 
     rollout = AgentGymRollout("agentgym/Household-v0", max_turns=8, max_new_tokens=24)
-    # a model folder (e.g. a run's final model) or a hub id such as Qwen/Qwen2.5-0.5B-Instruct
+    # a model folder (e.g. a run's final model), a hub id such as Qwen/Qwen2.5-0.5B-Instruct, or a
+    # catalog name such as smollm2-135m-instruct / a GGUF file (`agentgym models`)
     trainer = grpo_trainer("runs/household-tiny/final_model", rollout,
                            grpo_config(output_dir="out", num_generations=4, ...),
                            train_dataset=rollout.dataset("train"))
@@ -46,6 +47,7 @@ from __future__ import annotations
 import json
 import logging
 import warnings
+from pathlib import Path
 from typing import Any, Sequence
 
 from agentgym.errors import ConfigError, require
@@ -87,9 +89,15 @@ def grpo_config(**kwargs: Any):
 
 
 def grpo_trainer(model: Any, rollout: "AgentGymRollout", args: Any, train_dataset: Any = None, **kwargs: Any):
-    """A `trl.GRPOTrainer` that plays `rollout`'s environment and is rewarded by it."""
+    """A `trl.GRPOTrainer` that plays `rollout`'s environment and is rewarded by it. model: a loaded model,
+    or what `policy.model` takes (a folder, a hub id, a catalog name such as smollm2-135m-instruct, a GGUF file)."""
     require("trl", "trl")
     from trl import GRPOTrainer
+
+    if isinstance(model, (str, Path)):
+        from agentgym.policies.model_files import resolve_model
+
+        model = resolve_model(str(model))  # a catalog name or GGUF file: its converted folder, which TRL loads
 
     check_group_size(getattr(args, "num_generations", None))
     if train_dataset is None:

@@ -166,3 +166,13 @@ def test_the_command_line_says_a_bad_model_in_one_line(tmp_path):
                              "--policy", f"hf:{bad}", "--episodes", "1"], capture_output=True, text=True, env=env)
     assert result.returncode == 2, result.stderr
     assert "is not a GGUF file" in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_the_trl_adapter_takes_model_names_as_policy_model_does(tmp_path):
+    pytest.importorskip("trl", reason="pip install 'agentgym[trl]'")
+    from agentgym.integrations.trl import grpo_trainer
+
+    bad = tmp_path / "model.gguf"
+    bad.write_text("not a model")
+    with pytest.raises(ConfigError, match="is not a GGUF file"):
+        grpo_trainer(str(bad), rollout=None, args=None)  # resolved before anything of TRL is built
