@@ -19,6 +19,7 @@ anything is built); `resolve_named_model` converts. `agentgym models` lists the 
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -134,7 +135,14 @@ class GGUFHeader:
 
 def read_gguf_header(path: Path, what: str = "model") -> GGUFHeader:
     """The GGUF header, or one line saying why the file cannot be a model: not GGUF, truncated, or
-    with an architecture or tensor type transformers cannot dequantize."""
+    with an architecture or tensor type transformers cannot dequantize. Read once per process and file
+    version (the config checks, the CLI and the loader all ask; a real model's header takes seconds)."""
+    stat = path.stat() if path.is_file() else None
+    return _read_header(path, what, stat and (stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=16)
+def _read_header(path: Path, what: str, version: tuple | None) -> GGUFHeader:
     try:
         with open(path, "rb") as fh:
             magic = fh.read(4)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from agentgym.errors import ConfigError, MissingExtraError
 
-POLICY_HELP = "random | oracle | hf:PATH (HF model folder or hub id) | openai:URL:MODEL"
+POLICY_HELP = "random | oracle | hf:PATH (HF model folder, hub id, GGUF file or `agentgym models` name) | openai:URL:MODEL"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _OPENAI = re.compile(r"^(https?://[^/:\s]+(?::\d+)?(?:/[^:\s]*)?):(.+)$")
 
