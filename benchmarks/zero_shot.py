@@ -16,6 +16,7 @@ task (deterministic); one torch thread (the machine is shared).
     python benchmarks/zero_shot.py --envs household --tasks 50       # one family
     python benchmarks/zero_shot.py --time-budget 600                 # stop starting chunks after 10 min
     python benchmarks/zero_shot.py --envs household --max-steps 12   # household-smol's step limit
+    python benchmarks/zero_shot.py --report                          # docs/real_llm.json as a table
 """
 
 from __future__ import annotations
@@ -120,6 +121,20 @@ def make_policy(mode: str, env_id: str, model: str, max_prompt_tokens: int):
     return HFPolicy(model, device="cpu", max_prompt_tokens=max_prompt_tokens)
 
 
+def markdown_table(rows: list[dict]) -> str:
+    """The results as docs/real_llm.md shows them (`--report`)."""
+    lines = ["| env | steps | mode | tasks | success [95% Wilson] | invalid actions | unparsed | looping episodes |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        s, f = r["success"], r.get("failures")
+        tasks = f"{r['tasks']}" + ("" if r["complete"] else f" of {r['tasks_wanted']}")
+        extra = (f"{f['invalid_steps'] / max(1, f['steps']):.2f} | {f['unparsed_replies']}/{f['steps']} steps | "
+                 f"{f['episodes_looping']}/{r['tasks']}") if f else f"{r['invalid_action_rate']['value']:.2f} | - | -"
+        lines.append(f"| {r['family']} | {r['max_steps']} | {r['mode']} | {tasks} | "
+                     f"{s['value']:.2f} [{s['low']:.2f}, {s['high']:.2f}] | {extra} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m-instruct", help="catalog name, GGUF file or HF folder")
@@ -133,9 +148,13 @@ def main() -> None:
                         help="episode step limit (default: each env's own); cells of another limit are kept apart")
     parser.add_argument("--time-budget", type=float, default=None, help="seconds; no chunk starts after it")
     parser.add_argument("--out", default="docs/real_llm.json")
+    parser.add_argument("--report", action="store_true", help="print --out's rows as a markdown table and exit")
     parser.add_argument("--work", default="runs/zero_shot", help="trajectories, one JSONL per cell")
     args = parser.parse_args()
 
+    if args.report:
+        print(markdown_table(json.loads(Path(args.out).read_text())["rows"]))
+        return
     modes = args.modes.split(",")
     unknown = sorted(set(modes) - set(MODES)) + sorted(set(args.envs.split(",")) - set(ENVS))
     if unknown:
