@@ -142,7 +142,7 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--tasks", type=int, default=50, help="held-out tasks per cell (the split's first N)")
     parser.add_argument("--chunk", type=int, default=5, help="tasks per saved chunk (and per batched rollout)")
-    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--max-new-tokens", type=int, default=24, help="a reply's token cap (an action in its tags is ~10-20 tokens)")
     parser.add_argument("--max-prompt-tokens", type=int, default=2048)
     parser.add_argument("--max-steps", type=int, default=None,
                         help="episode step limit (default: each env's own); cells of another limit are kept apart")
