@@ -176,3 +176,23 @@ def test_the_trl_adapter_takes_model_names_as_policy_model_does(tmp_path):
     bad.write_text("not a model")
     with pytest.raises(ConfigError, match="is not a GGUF file"):
         grpo_trainer(str(bad), rollout=None, args=None)  # resolved before anything of TRL is built
+
+
+def test_agentgym_models_lists_the_catalog_and_the_converted_folders(tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from agentgym.cli import app
+
+    monkeypatch.setenv("COLUMNS", "200")
+    source = write_gguf(tmp_path / "mine.gguf")
+    folder = mc.converted_folder(source)
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"\0" * (3 << 20))
+    (folder / mc.RECORD).write_text(json.dumps({"source": str(source), "catalog": None}))
+    (mc.cache_root() / f".{folder.name}.tmp-1").mkdir()  # a conversion under way: not listed
+    result = CliRunner().invoke(app, ["models"])
+    assert result.exit_code == 0, result.output
+    assert "smollm2-135m-instruct" in result.output and "Apache-2.0" in result.output
+    assert str(source) in result.output and "3 MiB" in result.output and ".tmp-1" not in result.output
