@@ -98,11 +98,33 @@ def cell_row(family: str, mode: str, trajectories: list, wanted: int, seconds: f
     return row
 
 
-def write_results(out: Path, rows: dict, settings: dict) -> None:
-    tmp = out.with_suffix(".tmp")
+def cell_cost(path: Path, out: Path) -> dict:
+    """A cell's wall seconds so far and wanted tasks: beside its trajectories, else from its row in `out`."""
+    if path.with_suffix(".cost.json").is_file():
+        return json.loads(path.with_suffix(".cost.json").read_text())
+    family, steps = path.parent.name.rsplit("-steps", 1)
+    rows = json.loads(out.read_text())["rows"] if out.is_file() else []
+    return next(({"seconds": r["seconds"], "tasks_wanted": r["tasks_wanted"]} for r in rows
+                 if (r["family"], r["mode"], r["max_steps"]) == (family, path.stem, int(steps))),
+                {"seconds": 0.0, "tasks_wanted": 0})
+
+
+def write_results(out: Path, work: Path, settings: dict) -> None:
+    """Every cell's row, recomputed from the trajectories in `work` (so runs that share it, one env
+    family each, never drop each other's rows); a cell's wall seconds and wanted task count are kept
+    beside its trajectories (<mode>.cost.json)."""
+    rows = []
+    for path in sorted(work.glob("*-steps*/*.jsonl")):
+        family, steps = path.parent.name.rsplit("-steps", 1)
+        if family not in ENVS or path.stem not in MODES:
+            continue
+        cost = cell_cost(path, out)
+        rows.append(cell_row(family, path.stem, read_trajectories(path), cost["tasks_wanted"], cost["seconds"],
+                             int(steps)))
     order = {f: i for i, f in enumerate(ENVS)}
-    ordered = sorted(rows.values(), key=lambda r: (order[r["family"]], r["max_steps"], MODES.index(r["mode"])))
-    tmp.write_text(json.dumps({"settings": settings, "rows": ordered}, indent=1) + "\n")
+    rows.sort(key=lambda r: (order[r["family"]], r["max_steps"], MODES.index(r["mode"])))
+    tmp = out.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"settings": settings, "rows": rows}, indent=1) + "\n")
     os.replace(tmp, out)
 
 
@@ -174,8 +196,6 @@ def main() -> None:
                 "max_new_tokens": args.max_new_tokens, "max_prompt_tokens": args.max_prompt_tokens,
                 "prompt": "agentgym's default chat layout (env rules, action format, admissible list, last 2 turns)",
                 "torch_threads": 1, "command": "python benchmarks/zero_shot.py " + " ".join(sys.argv[1:])}
-    rows = {(r["family"], r["mode"], r["max_steps"]): r for r in json.loads(out.read_text())["rows"]} \
-        if out.is_file() else {}
     start, llm = time.perf_counter(), None
     for family in args.envs.split(","):
         env_id = ENVS[family][0]
@@ -198,8 +218,7 @@ def main() -> None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 done = read_trajectories(path)
                 first = len(done)
-                key = (family, mode, steps)
-                seconds = rows.get(key, {}).get("seconds", 0.0)
+                seconds = cell_cost(path, out)["seconds"]
                 with tempfile.TemporaryDirectory() as tmp:
                     manifest = Path(tmp) / "chunk.jsonl"
                     save_split(manifest, tasks[first:first + args.chunk])
@@ -212,11 +231,13 @@ def main() -> None:
                     seconds += time.perf_counter() - t0
                 save_trajectories(path, result.trajectories, append=True)
                 done = read_trajectories(path)
-                rows[key] = cell_row(family, mode, done, len(tasks), seconds, steps)
-                write_results(out, rows, settings)
-                r = rows[key]
-                print(f"{family}/{mode} ({steps} steps): {len(done)}/{len(tasks)} tasks, success "
-                      f"{r['success']['value']:.3f}, {r['seconds_per_episode']}s/episode", flush=True)
+                path.with_suffix(".cost.json").write_text(json.dumps({"seconds": round(seconds, 1),
+                                                                      "tasks_wanted": len(tasks)}) + "\n")
+                write_results(out, work, settings)
+                wins = sum(bool(t.success) for t in done)
+                print(f"{family}/{mode} ({steps} steps): {len(done)}/{len(tasks)} tasks, {wins} solved, "
+                      f"{seconds / len(done):.1f}s/episode", flush=True)
+    write_results(out, work, settings)
 
 
 if __name__ == "__main__":
