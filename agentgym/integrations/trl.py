@@ -94,12 +94,11 @@ def grpo_trainer(model: Any, rollout: "AgentGymRollout", args: Any, train_datase
     require("trl", "trl")
     from trl import GRPOTrainer
 
+    check_group_size(getattr(args, "num_generations", None))
     if isinstance(model, (str, Path)):
         from agentgym.policies.model_files import resolve_model
 
         model = resolve_model(str(model))  # a catalog name or GGUF file: its converted folder, which TRL loads
-
-    check_group_size(getattr(args, "num_generations", None))
     if train_dataset is None:
         train_dataset = rollout.dataset("train")
     reward_funcs = kwargs.pop("reward_funcs", None) or [env_reward]

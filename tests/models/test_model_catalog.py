@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -175,7 +176,7 @@ def test_the_trl_adapter_takes_model_names_as_policy_model_does(tmp_path):
     bad = tmp_path / "model.gguf"
     bad.write_text("not a model")
     with pytest.raises(ConfigError, match="is not a GGUF file"):
-        grpo_trainer(str(bad), rollout=None, args=None)  # resolved before anything of TRL is built
+        grpo_trainer(str(bad), rollout=None, args=SimpleNamespace(num_generations=2))  # before TRL builds anything
 
 
 def test_agentgym_models_lists_the_catalog_and_the_converted_folders(tmp_path, monkeypatch):
