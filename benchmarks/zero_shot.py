@@ -78,6 +78,7 @@ def failure_analysis(trajectories: list) -> dict:
         "failed_at_step_limit": sum(bool(t.truncated) for t in failed),
         "mean_reply_tokens": round(sum(len(s.response_ids or []) for s in steps) / max(1, len(steps)), 1),
         "common_invalid_replies": invalid_texts.most_common(5),
+        "common_actions": collections.Counter(s.action for s in steps if s.action is not None).most_common(5),
     }
 
 
