@@ -168,7 +168,7 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
     trajs, advs = trajs[first * 6:(first + len(mine)) * 6], advs[first * 6:(first + len(mine)) * 6]
     policy = HFPolicy(model)
     dp.shard_model(policy)  # data_parallel=fsdp only
-    optimizer, scheduler = make_optimizer(cfg, policy, {})
+    optimizer, scheduler = make_optimizer(cfg.ppo, policy, {})
     times = []
     for r in range(reps + 1):
         samples = dp.global_samples(build_samples(trajs, advs))

@@ -43,7 +43,7 @@ from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
-from agentgym.policies.engines import FollowsTrainer
+from agentgym.policies.engines import EngineSettings, FollowsTrainer
 
 
 class PolicyWorker:
@@ -265,7 +265,7 @@ class RayRolloutPolicy(FollowsTrainer):
             self.trainer.close()
 
 
-def ray_rollout_engine(trainer_policy, model_path: str, cfg) -> RayRolloutPolicy:
+def ray_rollout_engine(trainer_policy, model_path: str, settings: EngineSettings) -> RayRolloutPolicy:
     """The registered builder of `policy.engine=ray` (ray.policy_engine: what each replica runs)."""
-    return RayRolloutPolicy(trainer_policy, model_path, cfg.ray, seed=cfg.seed, lora=cfg.policy.lora,
-                            vllm_kwargs=cfg.policy.vllm.policy_kwargs())
+    return RayRolloutPolicy(trainer_policy, model_path, settings.ray, seed=settings.seed, lora=settings.policy.lora,
+                            vllm_kwargs=settings.policy.vllm.policy_kwargs())

@@ -219,6 +219,11 @@ class DataParallel:
 
             dist.barrier()
 
+    def on_main(self, fn: Callable[..., Any], *args: Any, otherwise: Any = None, **kwargs: Any) -> Any:
+        """fn(*args, **kwargs) on rank 0 (what one process writes: records, logs, the summary);
+        `otherwise` on the other ranks. The loop calls this instead of branching on the rank."""
+        return fn(*args, **kwargs) if self.is_main else otherwise
+
     def main_first(self, fn: Callable[[], Any]) -> Any:
         """Rank 0 runs fn (which writes files), then the others (which find them and reuse them)."""
         if not self.enabled:
@@ -362,23 +367,24 @@ def setup(cfg, log: Callable[[str], None] = print) -> DataParallel:
     return dp
 
 
-def ray_env_pool(cfg, dp: DataParallel, log: Callable[[str], None] = print):
-    """The run's env-worker pool (passed to collect as the executor) when env.executor declares
-    one (Ray's RayEnvPool), after checking the Ray cluster can hold the env workers and policy
-    replicas that the executor and the engine declare they place there; None otherwise."""
-    env_on_ray = executor_needs_ray_cluster(cfg.env.executor)
-    engine_on_ray = engine_needs_ray_cluster(cfg.policy.engine)
+def ray_env_pool(executor: str, engine: str, ray_cfg, dp: DataParallel, log: Callable[[str], None] = print):
+    """The run's env-worker pool (passed to collect as the executor) when `executor` (env.executor)
+    declares one (Ray's RayEnvPool), after checking the Ray cluster (the `ray:` section) can hold the
+    env workers and policy replicas that the executor and the engine (policy.engine) declare they
+    place there; None otherwise."""
+    env_on_ray = executor_needs_ray_cluster(executor)
+    engine_on_ray = engine_needs_ray_cluster(engine)
     if not (env_on_ray or engine_on_ray):
         return None
     import dataclasses
 
     from agentgym.executors_ray import check_resources
 
-    rc = cfg.ray if env_on_ray else dataclasses.replace(cfg.ray, num_workers=0)
+    rc = ray_cfg if env_on_ray else dataclasses.replace(ray_cfg, num_workers=0)
     info = check_resources(rc, with_policy=engine_on_ray)
     if dp.is_main:
         log(f"ray: {info['cpus']:g} CPUs in the cluster, {info['cpus_requested']:g} requested")
-    return make_run_pool(cfg.env.executor, cfg.ray)
+    return make_run_pool(executor, ray_cfg)
 
 
 def teardown(dp: DataParallel, env_pool=None, finished: bool = True) -> None:

@@ -113,32 +113,30 @@ def token_decoder(policy) -> Callable[[int], str] | None:
     return decode
 
 
-def save_iteration(cfg, iteration: int, trajectories: Sequence[Trajectory], advantages: Sequence,
-                   est_cfg, policy=None) -> Path | None:
-    """The trainer's hook after the advantages of iteration `iteration` (0-based) are known."""
-    every = getattr(cfg.log, "save_trajectories_every", 0)
-    if not should_save(every, iteration + 1):
+def save_iteration(log_cfg, run_dir: Path, iteration: int, trajectories: Sequence[Trajectory], advantages: Sequence,
+                   est_cfg, policy=None, drop_abs_adv_below: float = 0.0) -> Path | None:
+    """The trainer's hook after the advantages of iteration `iteration` (0-based) are known; the
+    samples below drop_abs_adv_below (ppo.drop_abs_adv_below) are marked as not trained on."""
+    if not should_save(log_cfg.save_trajectories_every, iteration + 1):
         return None
-    from agentgym.trainers.run_setup import run_dir_for
 
     copies = [Trajectory.from_dict(t.to_dict()) for t in trajectories]  # the trainer's own stay untouched
     annotate(copies, iteration=iteration + 1, advantages=advantages, est_cfg=est_cfg,
              decode=token_decoder(policy) if policy is not None else None,
-             drop_abs_adv_below=cfg.ppo.drop_abs_adv_below)
-    path = train_path(run_dir_for(cfg), iteration + 1)
+             drop_abs_adv_below=drop_abs_adv_below)
+    path = train_path(Path(run_dir), iteration + 1)
     save_trajectories(path, copies)
     return path
 
 
-def save_evaluation(cfg, result, iteration: int | None, policy=None) -> Path | None:
+def save_evaluation(log_cfg, run_dir: Path, result, iteration: int | None, policy=None) -> Path | None:
     """The trainer's hook after a held-out evaluation (iteration 0 = before RL)."""
-    if iteration is None or getattr(cfg.log, "save_trajectories_every", 0) <= 0:
+    if iteration is None or log_cfg.save_trajectories_every <= 0:
         return None
-    from agentgym.trainers.run_setup import run_dir_for
     from agentgym.evaluation.report import write_report
 
     annotate(result.trajectories, iteration=iteration, decode=token_decoder(policy) if policy is not None else None)
-    out = eval_dir(run_dir_for(cfg), iteration)
+    out = eval_dir(Path(run_dir), iteration)
     write_report(result, out, plot=False, title=f"held-out evaluation at iteration {iteration}",
                  save_trajectories=True)
     return out
