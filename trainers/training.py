@@ -40,6 +40,7 @@ from agentgym.policies.base import SamplingParams
 from agentgym.registration import check_env_id, get_task_space
 from agentgym.rewards.hook import env_reward_kwargs, reward_hook
 from agentgym.tasks.source import make_task_source_from_config
+from agentgym.tasks.protocol import idle_commands
 from agentgym.tasks.splits import load_split
 from agentgym.trainers import distributed
 from agentgym.trainers.batches import BatchProducer
@@ -159,7 +160,9 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         metrics["rollout"]["prefix_cache_hit_rate"] = hit_rate()  # vLLM: prompt tokens its prefix cache served
     if async_metrics := producer.finish(iteration, policy, batch, samples):  # publishes the new weights
         metrics["async"] = async_metrics
-    metrics["credit"] = iteration_credit(all_trajectories, all_advantages, cfg.estimator)  # idle/invalid steps' credit
+    # idle / invalid steps' credit; idle as the env's task space declares it
+    metrics["credit"] = iteration_credit(all_trajectories, all_advantages, cfg.estimator,
+                                         idle_commands(get_task_space(cfg.env.id)))
     metrics["time"]["train_tokens_per_s"] = train_tokens / max(t_update, 1e-9)
     metrics["time"]["rollout_tokens_per_s"] = metrics["rollout"]["response_tokens"] / max(t_rollout, 1e-9)
     return metrics

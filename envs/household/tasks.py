@@ -100,6 +100,8 @@ class HouseholdTaskSpace(TaskSpace):
     object starts in an open place). Example instructions: "put a clean apple in fridge.",
     "look at book under the desklamp.", "put two cellphone on sofa."."""
 
+    idle_commands = IDLE_COMMANDS  # look / inventory / examine: the credit diagnostics' idle steps
+
     env_id = ENV_ID
     split_dir = Path(__file__).parent / "splits"
 
