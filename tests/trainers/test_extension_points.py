@@ -178,3 +178,21 @@ def test_ray_cluster_needs_are_declared_not_named(toy_config, tmp_path, tiny_mod
         register_engine("replicas", "x:y")
         executors._EXECUTORS.pop("on-cluster", None)
         engines._ENGINES.pop("replicas", None)
+
+
+def test_a_reward_kind_registered_from_outside_rewrites_the_trainers_outcomes():
+    """One call, `register_reward(kind, factory)`, and `env.reward: {kind: ...}` in a config scores
+    the trainer's episodes with it (agentgym.rewards.hook.reward_hook, the trainer's hook)."""
+    from agentgym.rewards import FunctionReward, REWARD_KINDS, register_reward
+    from agentgym.rewards.hook import reward_hook
+    from agentgym.trajectory import Step, Trajectory
+
+    register_reward("short_episodes", lambda spec, judge: FunctionReward(lambda t: float(len(t.steps) <= 1)))
+    try:
+        short = Trajectory(task_id="t", group_id="g", steps=[Step(observation="", anchor="s", action="a")], score=0.0)
+        long = Trajectory(task_id="t", group_id="g", steps=[Step(observation="", anchor="s", action="a")] * 3, score=1.0,
+                          success=True)
+        stats = reward_hook({"kind": "short_episodes"})([short, long])
+        assert (short.score, long.score) == (1.0, 0.0) and stats
+    finally:
+        REWARD_KINDS.pop("short_episodes", None)
