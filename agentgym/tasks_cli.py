@@ -79,7 +79,7 @@ def register(app: typer.Typer) -> None:
         category: Optional[str] = typer.Option(None, help="only tasks of this category"),
     ):
         """List the tasks of a split with their ids and categories."""
-        import agentgym
+        import agentgym  # lazy: `agentgym --help` stays fast
 
         env_id = agentgym.registration.check_env_id(env)
         space = agentgym.get_task_space(env_id)
@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
         device: str = typer.Option("auto", help="hf: device: auto | cpu | cuda"),
     ):
         """Run the self-evolving task generator with rollouts of a policy; write the pool as JSON."""
-        import agentgym
+        import agentgym  # lazy: `agentgym --help` stays fast
         from agentgym.errors import ConfigError
         from agentgym.policies.base import SamplingParams
         from agentgym.tasks.source import make_task_source
@@ -166,7 +166,7 @@ def register(app: typer.Typer) -> None:
         png: Optional[Path] = typer.Option(None, help="bar chart path (default: next to the pool file)"),
     ):
         """Show a task pool by category: tasks, retirements, rollouts and success estimates."""
-        from agentgym.tasks.pool import TaskPool
+        from agentgym.tasks.pool import TaskPool  # lazy: `agentgym --help` stays fast
 
         pool = TaskPool.load(pool_file)
         meta = json.loads(Path(pool_file).read_text())

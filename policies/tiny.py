@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from agentgym.errors import ConfigError
+from agentgym.rewards.meta_reasoning import TAG_STRINGS
 
 ROLE_TOKENS = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assistant|>", "tool": "<|tool|>"}
 END_TOKEN = "<|end|>"
@@ -119,9 +120,7 @@ def build_tiny_model(
                           "(agentgym.trainers.run_setup.collect_env_texts(env_id) gathers an env's)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    added: tuple[str, ...] = ()
-    if meta_tags:
-        from agentgym.rewards.meta_reasoning import TAG_STRINGS as added
+    added: tuple[str, ...] = tuple(TAG_STRINGS) if meta_tags else ()
     # Role markers appear in every rendered prompt; include them so their neighbours merge well.
     tokenizer = train_tokenizer(list(texts) + list(ROLE_TOKENS.values()), vocab_size=vocab_size, added_tokens=added)
     config = tiny_config(tokenizer, arch=arch, hidden=hidden, layers=layers, heads=heads, intermediate=intermediate)

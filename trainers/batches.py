@@ -63,6 +63,7 @@ from agentgym.rollout import RolloutRequest, play
 from agentgym.turn_monitors import TurnsBar, long_tail_rules
 from agentgym.trainers.checks import importance_cap, rollouts_ahead
 from agentgym.trainers.learner import score_sequences
+from agentgym.trainers.distributed import DataParallel
 
 
 # --- the batches ---------------------------------------------------------------------------------
@@ -171,8 +172,6 @@ class BatchProducer:
                  engine=None, dp=None, executor=None, session=progress.CURRENT):
         self.session = progress.resolve(session)
         if dp is None:
-            from agentgym.trainers.distributed import DataParallel
-
             dp = DataParallel()
         self.dp = dp
         self.executor = cfg.env.executor if executor is None else executor

@@ -13,6 +13,10 @@ import importlib
 
 from agentgym.chat import ChatConfig
 from agentgym.errors import ConfigError
+from agentgym.tasks.space import TaskSpace
+from agentgym.registration import check_env_id, get_task_space
+from agentgym.trainers.config import TrainConfig, _read_yaml, load_config, parse_overrides
+from agentgym.tasks.validation import heldout_ids
 
 # feature -> (what it is, how to tell the task space has it)
 FEATURES = {
@@ -29,7 +33,6 @@ FEATURES = {
 
 
 def _overrides(space, name: str) -> bool:
-    from agentgym.tasks.space import TaskSpace
 
     method = getattr(type(space), name, None)
     return method is not None and method is not getattr(TaskSpace, name, None)
@@ -37,8 +40,6 @@ def _overrides(space, name: str) -> bool:
 
 def _has_heldout(space) -> bool:
     try:
-        from agentgym.tasks.validation import heldout_ids
-
         return bool(heldout_ids(space))
     except Exception:
         return False
@@ -118,8 +119,6 @@ def config_for_env(env_id: str, source: str = "generic", overrides: list[str] | 
     then every feature the env's task space lacks is switched off, unless an override asks for
     it (then check_env_features names what is missing). Each change is one logged line."""
     import agentgym  # noqa: F401  registers the built-in envs
-    from agentgym.registration import check_env_id, get_task_space
-    from agentgym.trainers.config import TrainConfig, _read_yaml, load_config, parse_overrides
 
     env_id = check_env_id(env_id)
     data = _read_yaml(source)

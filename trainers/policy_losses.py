@@ -35,6 +35,8 @@ import torch
 
 from agentgym.errors import ConfigError
 from agentgym.trainers.ppo import AGGREGATIONS, LossStats, aggregate, clip_range, finish_loss, ppo_clip_loss
+from agentgym.trainers.estimators import estimator_spec
+from agentgym.trainers.estimators.options import resolve_options
 
 
 PolicyLoss = Callable[..., tuple[torch.Tensor, LossStats]]
@@ -185,8 +187,6 @@ def update_loss(estimator: Any, ppo: Any, clip: tuple[float, float]) -> UpdateLo
     (DAPO, GSPO, CISPO) replaces `clip` with [1 - clip_low, 1 + clip_high]."""
     if estimator is None:
         return UpdateLoss(ppo_clip_loss, ppo.loss_agg, clip, 0, False)
-    from agentgym.trainers.estimators import estimator_spec
-    from agentgym.trainers.estimators.options import resolve_options
 
     spec = estimator_spec(estimator.name)
     options = resolve_options(spec, getattr(estimator, "options", None))

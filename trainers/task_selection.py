@@ -7,14 +7,15 @@ from pathlib import Path
 
 from agentgym.errors import ConfigError
 from agentgym.trainers.config import EnvConfig, EvalConfig
+from agentgym.tasks.generation import fresh_tasks
+from agentgym.tasks.validation import heldout_keys, reserved_rule
+from agentgym.tasks.splits import load_split, refuse_heldout
+from agentgym.tasks.splits import save_split
 
 
 def select_train_tasks(env_cfg: EnvConfig, space, seed: int) -> list:
     """The training tasks env_cfg names: fresh tasks (drawn with `seed`), a task file or the split,
     filtered by env.task_filter / env.categories, held-out ids refused."""
-    from agentgym.tasks.generation import fresh_tasks
-    from agentgym.tasks.validation import heldout_keys, reserved_rule
-    from agentgym.tasks.splits import load_split, refuse_heldout
 
     if env_cfg.fresh_tasks:
         def keep(spec) -> bool:
@@ -54,7 +55,6 @@ def filter_tasks(tasks: list, task_filter: dict, categories: list | None = None,
 
 def write_eval_tasks(eval_cfg: EvalConfig, env_cfg: EnvConfig, space, run_dir: Path) -> Path:
     """The held-out tasks of this run (same filter as training), as a manifest for evaluate()."""
-    from agentgym.tasks.splits import save_split
 
     tasks = filter_tasks(space.split(eval_cfg.split), env_cfg.task_filter, env_cfg.categories, space)
     tasks = tasks[: eval_cfg.num_tasks]

@@ -56,7 +56,7 @@ from agentgym.trainers.env_requirements import check_env_features, import_module
 from agentgym.trainers.heads import fit_spa_progress, per_step_arrays, step_values  # noqa: F401  (old path)
 from agentgym.trainers.learner import (TrainingDiverged, check_finite, equal_minibatches,  # noqa: F401  (old paths)
                                        ppo_update, score_sequences)
-from agentgym.trainers.logging_utils import MetricsLogger
+from agentgym.trainers.logging_utils import MetricsLogger, plot_learning_curves
 from agentgym.trainers.ppo import clip_range
 from agentgym.trainers.records import save_evaluation, save_iteration
 from agentgym.trainers.run_setup import (build_heads, clear_previous_run, load_judge, make_engine, make_optimizer,
@@ -355,8 +355,6 @@ def _summarize(eval_cfg: EvalConfig, log_cfg: LogConfig, iterations: int, seed: 
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
     if log_cfg.plot:
         try:
-            from agentgym.trainers.logging_utils import plot_learning_curves
-
             plot_learning_curves(run_dir, keys=[k for k in ("rollout/success_rate", "eval/success_rate",
                                                             "train/pg_loss", "adv/abs_mean")])
         except Exception as exc:  # a plot must never fail a finished run

@@ -17,6 +17,7 @@ from agentgym.errors import AgentGymError, MissingExtraError
 from agentgym.figures import pyplot_agg, save_figure
 from agentgym.evaluation.evaluate import METRIC_NAMES, EvalResult, GroupMetrics
 from agentgym.evaluation.stats import Estimate, newcombe_difference
+from agentgym.trajectory import save_trajectories as write_trajectories
 
 
 
@@ -194,10 +195,8 @@ def write_report(result: EvalResult, out_dir: str | Path, *, plot: bool = True, 
     if plot:
         paths["plot"] = plot_result(result, out / "report.png", title)
     if save_trajectories and result.trajectories:
-        from agentgym.trajectory import save_trajectories as save
-
         paths["trajectories"] = out / "trajectories.jsonl"
-        save(paths["trajectories"], result.trajectories)
+        write_trajectories(paths["trajectories"], result.trajectories)
     return paths
 
 

@@ -29,6 +29,7 @@ from agentgym.tasks.generation import parse_json
 from agentgym.tasks.validation import make_env
 from agentgym.tasks.spec import TaskSpec
 from agentgym.tasks.splits import save_split
+from agentgym.envs.household.world import DEFAULTS
 
 ENV_ID = "agentgym/Household-v0"
 LEVELS = ("easy", "medium", "hard")
@@ -232,7 +233,6 @@ class HouseholdTaskSpace(TaskSpace):
 
     def check_params(self, params: dict) -> dict:
         """Every knob filled in and typed (closed_fraction a float), unknown keys refused."""
-        from agentgym.envs.household.world import DEFAULTS
 
         allowed = {"task_type", "room", "object", "receptacle", "lamp", *DEFAULTS}
         unknown = sorted(set(params) - allowed)
