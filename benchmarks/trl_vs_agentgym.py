@@ -235,6 +235,7 @@ def warm_start(env_id: str, work: Path, categories, args) -> Path:
 
     from agentgym.policies.hf import HFPolicy
     from agentgym.policies.tiny import build_tiny_model
+    from agentgym.trainers.run_setup import collect_env_texts
     from agentgym.trainers.config import load_config
     from agentgym.trainers.sft import run_sft
 
@@ -247,7 +248,8 @@ def warm_start(env_id: str, work: Path, categories, args) -> Path:
         print(f"warm start reused: {out}")
         return out
     t = time.perf_counter()
-    tiny_dir = args.model or build_tiny_model(work / "tiny", env_id=env_id, num_tasks=64, chat=CHAT, **TINY)
+    tiny_dir = args.model or build_tiny_model(work / "tiny", env_id=env_id,
+                                              texts=collect_env_texts(env_id, num_tasks=64, chat=CHAT), **TINY)
     cfg = load_config({"env": {"chat": dict(CHAT), "categories": categories}}, [
         f"env.id={env_id}", f"policy.model={tiny_dir}", "tiny.build=false", f"sft.num_tasks={args.sft_tasks}",
         *[f"{k}={v}" for k, v in SFT.items()], "seed=0", f"env.max_turns={args.max_turns}"])
