@@ -44,7 +44,7 @@ from agentgym.policies.engines import needs_ray_cluster as engine_needs_ray_clus
 
 from agentgym.trainers.checks import check_world  # noqa: F401  (the data-parallel limits live with the other rules)
 from agentgym.trainers import fsdp
-from agentgym.executors_ray import check_resources
+from agentgym import executors_ray  # executors_ray.check_resources: tests swap it for a fake cluster
 
 
 def world_from_env() -> tuple[int, int, int]:
@@ -366,7 +366,7 @@ def ray_env_pool(executor: str, engine: str, ray_cfg, dp: DataParallel, log: Cal
     import dataclasses
 
     rc = ray_cfg if env_on_ray else dataclasses.replace(ray_cfg, num_workers=0)
-    info = check_resources(rc, with_policy=engine_on_ray)
+    info = executors_ray.check_resources(rc, with_policy=engine_on_ray)
     if dp.is_main:
         log(f"ray: {info['cpus']:g} CPUs in the cluster, {info['cpus_requested']:g} requested")
     return make_run_pool(executor, ray_cfg)

@@ -19,7 +19,7 @@ from agentgym.policies.engines import EngineSettings
 from agentgym.policies.engines import make_engine as build_engine
 from agentgym.policies.model_files import check_device, check_model_path
 from agentgym.policies.scripted import OraclePolicy, RandomPolicy
-from agentgym.policies.specs import load_policy, parse_policy_spec
+from agentgym.policies import specs  # specs.load_policy: tests swap it for a scripted judge
 from agentgym.registration import get_task_space
 from agentgym.rewards.meta_reasoning import TAGS, tagged_reply
 from agentgym.rollout import collect
@@ -258,7 +258,7 @@ def load_judge(reward_spec: Any) -> Any:
         return None
     if not isinstance(name, str):
         raise ConfigError(f"env.reward.judge.policy={name!r} must be a string: hf:PATH or openai:URL:MODEL")
-    spec = parse_policy_spec(name)
+    spec = specs.parse_policy_spec(name)
     if not spec.is_llm:
         raise ConfigError(f"env.reward.judge.policy={name!r} cannot judge: use a model, hf:PATH or openai:URL:MODEL")
-    return load_policy(spec, env_id="")
+    return specs.load_policy(spec, env_id="")
