@@ -28,6 +28,7 @@ ALLOWED = {
     "agentgym.trainers.run_setup:run_dir_for": "the run folder: the root's run_dir, else runs/<name>",
     "agentgym.trainers.env_requirements:fit_to_env": "rewrites a config in place for an env (`--env`)",
     "agentgym.trainers.cli:resume_hint": "the command line that continues a run",
+    "agentgym.integrations.gateway.training:train_through_gateway": "the gateway's `train`: hands out the sections",
 }
 
 
