@@ -6,7 +6,7 @@ environments that installed packages declare through the `agentgym.envs` entry-p
 """
 
 from agentgym.chat import ChatEnv
-from agentgym.core import INFO_KEYS, AnyText, TextEnv
+from agentgym.core import INFO_KEYS, AnyText, StepInfo, TextEnv
 from agentgym.errors import AgentGymError
 from agentgym.parsing import ActionParser, JSONToolCallParser, ParsedAction, RawActionParser, TagActionParser
 from agentgym.registration import get_task_space, make, register_env, registered_envs
@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ActionParser", "AgentGymError", "AnyText", "ChatEnv", "INFO_KEYS", "JSONToolCallParser", "ParsedAction",
-    "RawActionParser", "Step", "TagActionParser", "TaskSpace", "TaskSpec", "TextEnv", "Trajectory", "collect",
+    "RawActionParser", "Step", "StepInfo", "TagActionParser", "TaskSpace", "TaskSpec", "TextEnv", "Trajectory", "collect",
     "get_task_space", "load_trajectories", "make", "register_env", "registered_envs", "save_trajectories",
 ]
 

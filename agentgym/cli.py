@@ -69,7 +69,7 @@ def models_command():
 
 def load_tasks(env_id: str, tasks: str, limit: Optional[int] = None) -> list:
     """Tasks from a split name of the env's task space or a JSONL manifest path."""
-    from agentgym.tasks.splits import load_split
+    from agentgym.tasks.splits import load_split  # lazy: `agentgym --help` stays fast
 
     space = agentgym.get_task_space(env_id)
     chosen = load_split(tasks) if tasks.endswith(".jsonl") or Path(tasks).is_file() else space.split(tasks)
@@ -77,7 +77,7 @@ def load_tasks(env_id: str, tasks: str, limit: Optional[int] = None) -> list:
 
 
 def make_scripted_policy(name: str, env_id: str, seed: int = 0):
-    from agentgym.policies import OraclePolicy, RandomPolicy
+    from agentgym.policies import OraclePolicy, RandomPolicy  # lazy: `agentgym --help` stays fast
 
     if name == "random":
         return RandomPolicy(seed=seed)

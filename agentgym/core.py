@@ -6,12 +6,13 @@ bad input: an action the environment cannot parse or execute comes back as a hel
 observation with `info["action_valid"] = False`.
 
 Subclasses implement `_reset(task)` and `_step(action)`; this class resolves tasks and checks
-that every info dict carries the keys the trainers rely on (INFO_KEYS).
+that every info dict carries the keys the trainers rely on (`StepInfo`, INFO_KEYS). The spec is
+TextEnv's docstring.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import gymnasium as gym
 
@@ -21,7 +22,28 @@ from agentgym.tasks.space import TaskSpace
 from agentgym.tasks.validation import canonical
 from agentgym.tasks.spec import TaskSpec
 
-INFO_KEYS = ("task_id", "instruction", "anchor", "admissible_actions", "action_valid", "success", "score")
+
+
+class _StepInfoRequired(TypedDict):
+    task_id: str  # content hash of the TaskSpec being played
+    instruction: str  # the goal, in words, as shown to the agent
+    # hashable canonical state key: equal keys mean the same environment state (GiGPO groups steps
+    # by it); prefer a hash of the true state over the observation text
+    anchor: Any
+    admissible_actions: list[str] | None  # the valid actions, or None where the action space is open
+    action_valid: bool  # the last action was understood and executed (True after reset)
+    success: bool  # the task is solved
+    score: float  # partial credit in [0, 1]; 1.0 on success
+
+
+class StepInfo(_StepInfoRequired, total=False):
+    """The `info` dict of every `reset` and `step` of a TextEnv: the required keys (a missing one is
+    an environment bug, raised by TextEnv) and the optional ones below; an env may add its own."""
+
+    progress: float  # verifiable sub-goal progress in [0, 1], where the env can tell
+
+
+INFO_KEYS = tuple(_StepInfoRequired.__annotations__)  # the keys every info carries, checked on each call
 
 
 class AnyText(gym.spaces.Text):
@@ -45,6 +67,42 @@ class AnyText(gym.spaces.Text):
 
 
 class TextEnv(gym.Env[str, str]):
+    """The base class of every agentgym environment: a Gymnasium `Env` whose observations and
+    actions are strings, one task (a `TaskSpec`) per episode.
+
+    The main API methods users of this class need to know are:
+
+    - :meth:`reset` - `reset(seed=None, options={"task": TASK})` starts an episode of TASK, a
+      `TaskSpec`, a task id, a task dict, or None (a train task drawn with the env's RNG). Returns
+      `(observation, info)`. The same task and seed give the same initial state, byte for byte.
+    - :meth:`step` - `step(action)` plays one action. Returns `(observation, reward, terminated,
+      truncated, info)`. Any string is a legal input: an action the env cannot parse or execute
+      returns a helpful observation (e.g. "Nothing happens."), `info["action_valid"] = False`,
+      and never raises. Rewards are sparse by default (the score at the final step, 0 before).
+    - :meth:`render` - the last observation ("ansi" returns it, "human" prints it).
+
+    Every `info` is a `StepInfo`: `task_id`, `instruction`, `anchor`, `admissible_actions`,
+    `action_valid`, `success`, `score` always (a missing key raises: an environment bug), and
+    `progress` where the env can tell. Trainers group steps by `anchor` (GiGPO), and mask or
+    penalise `action_valid = False`.
+
+    Attributes:
+        observation_space, action_space: `AnyText()` (every string).
+        task_space: the family's `TaskSpace` (sample, solve, category, splits; optional hooks such
+            as `idle_commands`), shared by all envs of the id.
+        rules: the rules of the game and the action grammar, shown to LLM agents by `ChatEnv`.
+        action_parser: the action format the rules describe ("tag", "raw", "json").
+        task: the `TaskSpec` being played (None before the first reset).
+
+    A family subclasses TextEnv and implements two methods:
+
+    - :meth:`_reset` - `_reset(task)` builds the initial state of a resolved `TaskSpec`.
+    - :meth:`_step` - `_step(action)` plays one action string.
+
+    and registers its id with `gymnasium.register("agentgym/Name-v0", entry_point=...,
+    max_episode_steps=N)`; `gymnasium.utils.env_checker.check_env` passes on every registered id.
+    """
+
     metadata: ClassVar[dict] = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
     #: The family's task space; set by subclasses (an instance, shared by all envs of the id).
@@ -66,15 +124,25 @@ class TextEnv(gym.Env[str, str]):
         self._last_obs = ""
 
     # --- to implement -----------------------------------------------------------------------
-    def _reset(self, task: TaskSpec) -> tuple[str, dict]:
-        """Build the initial state of `task`; return (observation, info with INFO_KEYS)."""
+    def _reset(self, task: TaskSpec) -> tuple[str, StepInfo]:
+        """Build the initial state of `task` (resolved and canonical); return (observation, info
+        with every required `StepInfo` key, `action_valid` True)."""
         raise NotImplementedError
 
-    def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+    def _step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
+        """Play `action` (any string; `step` has turned None into "") in the current state and
+        return (observation, reward, terminated, truncated, info).
+
+        Never raise on the action's content: an action that cannot be parsed or executed leaves the
+        state as it is and returns a helpful observation with `info["action_valid"] = False`.
+        terminated: the episode ended by the task (solved, or failed for good); truncated: by a
+        limit the env itself enforces (the step limit is usually gymnasium's TimeLimit wrapper,
+        from `max_episode_steps`). info: every required `StepInfo` key, `score` and `success`
+        as of after this action."""
         raise NotImplementedError
 
     # --- Gymnasium API ----------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, StepInfo]:
         super().reset(seed=seed)
         if options is None:
             options = {}
@@ -89,7 +157,7 @@ class TextEnv(gym.Env[str, str]):
         self._last_obs = obs
         return obs, self._checked(info)
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+    def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
         if self.task is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         if not isinstance(action, str):
@@ -126,7 +194,7 @@ class TextEnv(gym.Env[str, str]):
                              f"got {type(task).__name__}")
 
     @staticmethod
-    def _checked(info: dict) -> dict:
+    def _checked(info: dict) -> StepInfo:
         missing = [k for k in INFO_KEYS if k not in info]
         if missing:
             raise KeyError(f"environment bug: info is missing {missing}")

@@ -10,6 +10,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from agentgym.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class ParsedAction:
@@ -136,6 +138,5 @@ def get_parser(name: str | ActionParser) -> ActionParser:
     try:
         return PARSERS[name]()
     except KeyError:
-        from agentgym.errors import ConfigError
 
         raise ConfigError(f"unknown action parser {name!r}; choose one of {', '.join(PARSERS)}") from None

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from agentgym.errors import ConfigError, MissingExtraError, UnknownEnvError
+from agentgym.builtin_envs import BUILTIN_ENVS
 
 NAMESPACE = "agentgym"
 ENTRY_POINT_GROUP = "agentgym.envs"
@@ -129,7 +130,6 @@ def _load(env_id: str, target: str):
 
 
 def register_builtin_envs() -> None:
-    from agentgym.builtin_envs import BUILTIN_ENVS
 
     for entry in BUILTIN_ENVS:
         register_env(**entry)

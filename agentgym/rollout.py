@@ -25,6 +25,7 @@ from agentgym.continuation import (CachedPrompts, TokenContinuation, caches_pref
                                    supports_tokens)
 from agentgym.tasks.spec import TaskSpec
 from agentgym.trajectory import Step, Trajectory
+from agentgym.registration import check_env_id
 from agentgym.turn_monitors import (EpisodeStatus, OnProgress, OnTurn, RolloutProgress, TurnMonitor, TurnsBar,
                                     long_tail_rules)
 
@@ -144,7 +145,6 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
         policy = continuation = CachedPrompts(policy)  # windowed prompts: the shared prefix is not prefilled again
     env_id = env if isinstance(env, str) else ""
     if env_id:
-        from agentgym.registration import check_env_id
 
         env_id = check_env_id(env_id)
         factory = functools.partial(make_chat_env, gym.spec(env_id), r.env_kwargs, **ChatConfig.of(r.chat).kwargs())

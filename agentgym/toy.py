@@ -15,6 +15,7 @@ import numpy as np
 from agentgym.core import TextEnv
 from agentgym.tasks.space import TaskSpace
 from agentgym.tasks.spec import TaskSpec
+from agentgym.registration import register_env
 
 COUNTER_ID = "agentgym/Counter-v0"
 
@@ -92,7 +93,6 @@ class CounterEnv(TextEnv):
 
 
 def register_counter(**kwargs) -> str:
-    from agentgym.registration import register_env
 
     return register_env(COUNTER_ID, "agentgym.toy:CounterEnv", max_episode_steps=12,
                         description="toy: count to a target", **kwargs)

@@ -39,7 +39,7 @@ def main() -> None:
 
     cfg = load_config(args.preset, [])
     torch.set_num_threads(cfg.torch_threads or torch.get_num_threads())
-    tasks = select_train_tasks(cfg, get_task_space(cfg.env.id))[: args.tasks]
+    tasks = select_train_tasks(cfg.env, get_task_space(cfg.env.id), cfg.seed)[: args.tasks]
     sampling = SamplingParams(temperature=cfg.rollout.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                               seed=args.seed)
     trajs = collect(cfg.env.id, tasks, HFPolicy(args.model), args.group, seed=args.seed, sampling=sampling,

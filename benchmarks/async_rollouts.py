@@ -87,26 +87,29 @@ def run_one(out: Path, model_dir: Path, staleness: int, latency: float, iteratio
         f"run_dir={run_dir}", f"iterations={iterations}", "eval.every=0", "time_budget_s=null",
         "checkpoint_every=0", "log.plot=false", *overrides,
     ])
-    evaluate_now = training._evaluate_now
+    evaluate_now, heldout_result = training._evaluate_now, training.heldout_result
 
-    def plain_env_eval(cfg, engine, policy, eval_path, state, *args):  # held-out success without the latency
+    def plain_env_heldout(eval_cfg, env_cfg, *args):  # held-out success without the latency
+        env = dataclasses.replace(env_cfg, id="agentgym/Household-v0",
+                                  env_kwargs={k: v for k, v in env_cfg.env_kwargs.items() if k != "latency_s"})
+        return heldout_result(eval_cfg, env, *args)
+
+    def cached_eval(evaluate, log_cfg, run_dir, policy, state, *args):
         if state["iteration"] == 0 and model_dir in _BEFORE_RL:  # every run starts from the same weights and seed
             ev = copy.deepcopy(_BEFORE_RL[model_dir])
             state["evals"].append({"iteration": 0, **ev})
             return ev
-        env = dataclasses.replace(cfg.env, id="agentgym/Household-v0",
-                                  env_kwargs={k: v for k, v in cfg.env.env_kwargs.items() if k != "latency_s"})
-        ev = evaluate_now(dataclasses.replace(cfg, env=env), engine, policy, eval_path, state, *args)
+        ev = evaluate_now(evaluate, log_cfg, run_dir, policy, state, *args)
         if state["iteration"] == 0:
             _BEFORE_RL[model_dir] = copy.deepcopy(ev)
         return ev
 
     per_iter: list[dict] = []
-    training._evaluate_now = plain_env_eval
+    training._evaluate_now, training.heldout_result = cached_eval, plain_env_heldout
     try:
         summary = training.train(cfg, log=lambda s: None, on_iteration=per_iter.append)
     finally:
-        training._evaluate_now = evaluate_now
+        training._evaluate_now, training.heldout_result = evaluate_now, heldout_result
     seconds = [m["time"]["iteration_s"] for m in per_iter]
     a = [m.get("async", {}) for m in per_iter]
     hist: dict = {}

@@ -69,7 +69,7 @@ def train_tasks(cfg, n: int) -> list:
     from agentgym.registration import get_task_space
     from agentgym.trainers.task_selection import select_train_tasks
 
-    return select_train_tasks(cfg, get_task_space(cfg.env.id))[:n]
+    return select_train_tasks(cfg.env, get_task_space(cfg.env.id), cfg.seed)[:n]
 
 
 def builtin(policy, cfg, tasks, chat, seeds, group_size=1, batched=False):
@@ -148,9 +148,9 @@ def one_update(cfg, model: Path, trajectories):
     from agentgym.trainers.training import run_iteration
 
     torch.manual_seed(cfg.seed)
-    policy = make_policy(cfg, model)
-    heads = build_heads(cfg, policy)
-    optimizer, scheduler = make_optimizer(cfg, policy, heads)
+    policy = make_policy(cfg.policy, model)
+    heads = build_heads(cfg.estimator, policy)
+    optimizer, scheduler = make_optimizer(cfg.ppo, policy, heads)
     batches = TrajectoryBatches(lambda k: trajectories, cfg.seed, policy, session=None)
     metrics = run_iteration(cfg, 0, policy, optimizer, scheduler, batches, heads)
     return {n: p.detach().clone() for n, p in policy.model.named_parameters()}, metrics
@@ -310,7 +310,7 @@ def learning(args) -> None:
             with concurrent_pool(len(jobs)) as pool:
                 list(pool.map(lambda j: agent_program(urls[0], cfg, j[0], cfg.env.chat, j[1], j[2], None), jobs))
         trainer.join()
-        eval_path = write_eval_tasks(cfg, get_task_space(cfg.env.id), run_dir)
+        eval_path = write_eval_tasks(cfg.eval, cfg.env, get_task_space(cfg.env.id), run_dir)
         before = evaluate_policy(cfg.eval, cfg.env, HFPolicy(args.model), eval_path, seed, rollout=r, session=None)
         after = evaluate_policy(cfg.eval, cfg.env, HFPolicy(run_dir / "final_model"), eval_path, seed, rollout=r,
                                 session=None)

@@ -187,12 +187,14 @@ def smoke_warm_start(out_dir: Path) -> Path:
     """--smoke without a warm start: a tiny random household model (seconds), standing in for it."""
     from agentgym.policies.tiny import build_tiny_model
     from agentgym.trainers.config import load_config
+    from agentgym.trainers.run_setup import collect_env_texts
 
     folder = out_dir / "smoke_warm_start"
     if (folder / "config.json").is_file():
         return folder
     chat = load_config("household-tiny", []).env.chat
-    return build_tiny_model(folder, vocab_size=400, hidden=32, layers=1, heads=2, num_tasks=4, chat=chat)
+    texts = collect_env_texts("agentgym/Household-v0", num_tasks=4, chat=chat)
+    return build_tiny_model(folder, texts=texts, vocab_size=400, hidden=32, layers=1, heads=2)
 
 
 def prepare_warm_start(out: Path, threads: int) -> Path:

@@ -53,7 +53,8 @@ def main() -> None:
 
     cfg = load_config(args.preset, [])
     torch.set_num_threads(cfg.torch_threads or torch.get_num_threads())
-    manifest = write_eval_tasks(cfg, get_task_space(cfg.env.id), Path(tempfile.mkdtemp()))  # the run's held-out set
+    # the run's held-out set
+    manifest = write_eval_tasks(cfg.eval, cfg.env, get_task_space(cfg.env.id), Path(tempfile.mkdtemp()))
     tasks = load_split(manifest)
     sampling = SamplingParams(temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens, seed=0)
     request = EvalRequest(cfg.env.id, manifest, args.episodes, sampling=sampling, chat=cfg.env.chat,

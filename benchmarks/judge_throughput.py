@@ -29,6 +29,7 @@ from agentgym.policies.base import SamplingParams
 from agentgym.policies.hf import HFPolicy
 from agentgym.policies.scripted import OraclePolicy, RandomPolicy
 from agentgym.policies.tiny import build_tiny_model
+from agentgym.trainers.run_setup import collect_env_texts
 from agentgym.rewards import JudgeReward, RelativeJudge
 from agentgym.rollout import collect
 
@@ -54,7 +55,7 @@ def main() -> None:
     space = BriefingTaskSpace()
     tasks = space.split("train")[: args.tasks]
     model = args.model or build_tiny_model(tempfile.mkdtemp(prefix="judge_tiny_"), env_id="agentgym/Briefing-v0",
-                                           num_tasks=24)
+                                           texts=collect_env_texts("agentgym/Briefing-v0", num_tasks=24))
     policy = HFPolicy(model)
     judge = JudgeReward(policy, sampling=SamplingParams(temperature=0.0, max_new_tokens=args.new_tokens))
     batch = episodes(tasks, args.group, seed=0)

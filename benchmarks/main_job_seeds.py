@@ -52,9 +52,9 @@ def run_seed(seed: int, run_root: Path, overrides: list[str], threads: int | Non
     # The baseline: continue the warm start with SFT for the wall time RL took (expert data collection
     # included), on fresh expert trajectories of the whole training pool, at the RL learning rate.
     quiet_transformers()
-    policy = make_policy(cfg, run_dir / "sft_model")
+    policy = make_policy(cfg.policy, run_dir / "sft_model")
     t0 = time.perf_counter()
-    tasks = select_train_tasks(cfg, get_task_space(cfg.env.id))
+    tasks = select_train_tasks(cfg.env, get_task_space(cfg.env.id), cfg.seed)
     trajectories = oracle_trajectories(cfg.env.id, tasks, cfg.env.chat, cfg.env.env_kwargs, seed=seed + 1000,
                                        slip_prob=cfg.sft.slip_prob, search=cfg.sft.expert == "searching",
                                        dawdle_prob=cfg.sft.dawdle_prob)

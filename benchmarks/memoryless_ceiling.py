@@ -86,7 +86,7 @@ def main() -> None:
     from agentgym.trainers.task_selection import write_eval_tasks
 
     cfg = load_config(args.preset, [])
-    tasks = load_split(write_eval_tasks(cfg, get_task_space(cfg.env.id), Path(tempfile.mkdtemp())))
+    tasks = load_split(write_eval_tasks(cfg.eval, cfg.env, get_task_space(cfg.env.id), Path(tempfile.mkdtemp())))
     rows = [
         ("random search, no invalid action", 0.0, False),
         (f"random search, {args.invalid_rate:.0%} of turns invalid", args.invalid_rate, False),

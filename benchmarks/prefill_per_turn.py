@@ -59,8 +59,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     from agentgym.policies.tiny import build_tiny_model
+    from agentgym.trainers.run_setup import collect_env_texts
 
-    model_dir = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny", env_id=args.env, num_tasks=32, chat=CHAT)
+    model_dir = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny", env_id=args.env,
+                                 texts=collect_env_texts(args.env, num_tasks=32, chat=CHAT))
     with_reuse, cpu_reuse = played(model_dir, True, args)
     without, cpu_plain = played(model_dir, False, args)
     rows = [{"turn": k + 1, "prompts": len(a), "prefill_kv_reuse": statistics.mean(a),

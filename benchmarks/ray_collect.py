@@ -131,12 +131,13 @@ def make_ddp_batch(work: Path, groups: int) -> tuple[Path, Path]:
     from agentgym.policies.base import SamplingParams
     from agentgym.policies.hf import HFPolicy
     from agentgym.policies.tiny import build_tiny_model
+    from agentgym.trainers.run_setup import collect_env_texts
     from agentgym.registration import get_task_space
 
     torch.set_num_threads(1)
     chat = {"parser": "raw", "history": 0, "system_prompt": ""}
-    model = build_tiny_model(work / "model", env_id=ENV_ID, vocab_size=1000, hidden=256, layers=2, heads=8,
-                             num_tasks=16, chat=chat)
+    model = build_tiny_model(work / "model", env_id=ENV_ID, texts=collect_env_texts(ENV_ID, num_tasks=16, chat=chat),
+                             vocab_size=1000, hidden=256, layers=2, heads=8)
     tasks = get_task_space(ENV_ID).split("train")[:groups]
     trajs = agentgym.collect(ENV_ID, tasks, HFPolicy(model), 6, seed=0, chat=chat, env_kwargs={"max_episode_steps": 12},
                              sampling=SamplingParams(temperature=1.0, max_new_tokens=12, seed=0))
@@ -168,7 +169,7 @@ def ddp_worker(model: str, batch: str, out: str, threads: int, reps: int, groups
     trajs, advs = trajs[first * 6:(first + len(mine)) * 6], advs[first * 6:(first + len(mine)) * 6]
     policy = HFPolicy(model)
     dp.shard_model(policy)  # data_parallel=fsdp only
-    optimizer, scheduler = make_optimizer(cfg, policy, {})
+    optimizer, scheduler = make_optimizer(cfg.ppo, policy, {})
     times = []
     for r in range(reps + 1):
         samples = dp.global_samples(build_samples(trajs, advs))

@@ -296,7 +296,7 @@ def split_file(cfg, split: str, folder: Path) -> Path:
 
     other = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, split=split))
     folder.mkdir(parents=True, exist_ok=True)
-    return write_eval_tasks(other, get_task_space(cfg.env.id), folder)
+    return write_eval_tasks(other.eval, other.env, get_task_space(cfg.env.id), folder)
 
 
 def evaluate_on(cfg, policy, tasks_file: Path) -> dict:
@@ -343,8 +343,9 @@ def check_shared_warm(cfg, folder: Path) -> None:
     record = Path(folder) / "sft_model" / SETTINGS_FILE
     if not record.is_file():
         return  # not built yet (or interrupted): built here, where the other experiment will reuse it
-    start = {"tiny": settings_hash(tiny_settings(cfg))} if not cfg.policy.model else None
-    if start is None or json.loads(record.read_text()).get("hash") != settings_hash(sft_settings(cfg, start)):
+    start = None if cfg.policy.model else {"tiny": settings_hash(tiny_settings(cfg.env, cfg.tiny, cfg.sft, cfg.seed))}
+    if start is None or json.loads(record.read_text()).get("hash") != settings_hash(
+            sft_settings(cfg.env, cfg.policy, cfg.sft, cfg.seed, start)):
         raise SystemExit(f"{folder} holds a warm start built from other settings: give the same overrides as the "
                          "experiment that built it, or drop --warm-runs")
 
@@ -371,7 +372,7 @@ def run_rl(cfg, folder: Path, extra_eval: dict[str, Path], log: Callable[[str], 
                                                                                           for k in keep},
            "compute": rl_compute(folder), "credit": credit_curve(folder), "rl_seconds": summary["rl_seconds"]}
     if extra_eval:
-        policy = make_policy(cfg, folder / "final_model")
+        policy = make_policy(cfg.policy, folder / "final_model")
         for name, tasks_file in extra_eval.items():
             out[name] = evaluate_on(cfg, policy, tasks_file)
     return out

@@ -166,7 +166,7 @@ def run_job(args, key: str) -> dict:
     from agentgym.trainers.checkpoint import latest_checkpoint
     from agentgym.trainers.run_setup import make_policy
 
-    policy = make_policy(cfg, latest_checkpoint(folder) / "model")
+    policy = make_policy(cfg.policy, latest_checkpoint(folder) / "model")
     if kind != "tune":  # the RL run's held-out tasks and episode seeds: paired per task
         evals = {cfg.eval.split: rr.split_file(cfg, cfg.eval.split, folder), **evals}
     results = {name: rr.evaluate_on(cfg, policy, path) for name, path in evals.items()}
@@ -181,7 +181,7 @@ def validation_file(args, cfg, folder: Path) -> Path:
     from agentgym.tasks.splits import save_split
     from agentgym.trainers.task_selection import select_train_tasks
 
-    pool = select_train_tasks(cfg, get_task_space(cfg.env.id))
+    pool = select_train_tasks(cfg.env, get_task_space(cfg.env.id), cfg.seed)
     path = folder / "validation.jsonl"
     save_split(path, rr.validation_tasks(cfg, args.val_tasks, exclude=pool))
     return path
@@ -215,7 +215,7 @@ def fresh_demonstrations(cfg, seed: int, filter_success: bool) -> list:
     from agentgym.trainers.sft import oracle_trajectories
     from agentgym.trainers.task_selection import select_train_tasks
 
-    tasks = select_train_tasks(cfg, get_task_space(cfg.env.id))
+    tasks = select_train_tasks(cfg.env, get_task_space(cfg.env.id), cfg.seed)
     seen = set(np.random.default_rng([seed, 7]).permutation(len(tasks))[: cfg.sft.num_tasks].tolist())
     fresh = [t for i, t in enumerate(tasks) if i not in seen]
     if not fresh:
@@ -233,7 +233,7 @@ def run_sft_arm(cfg, folder: Path, arm: str, budget: dict, lr: float, seed: int,
     from agentgym.trainers.sft import sft_samples
 
     quiet_transformers()
-    policy = make_policy(cfg, cfg.policy.model)
+    policy = make_policy(cfg.policy, cfg.policy.model)
     demos = fresh_demonstrations(cfg, seed, filter_success=arm == "sft_filtered")
     samples = sft_samples(policy, demos)
     if not samples:
@@ -332,8 +332,8 @@ def run_rft_arm(cfg, folder: Path, steps_per_iteration: list[int], batch_size: i
     from agentgym.trainers.task_selection import select_train_tasks
 
     quiet_transformers()
-    policy = make_policy(cfg, cfg.policy.model)
-    tasks = select_train_tasks(cfg, get_task_space(cfg.env.id))
+    policy = make_policy(cfg.policy, cfg.policy.model)
+    tasks = select_train_tasks(cfg.env, get_task_space(cfg.env.id), cfg.seed)
     return run_rft(policy, cfg, tasks, folder, steps_per_iteration, batch_size, lr, seed, log)
 
 

@@ -38,7 +38,7 @@ def main() -> None:
 
     cfg = load_config(args.preset, [])
     torch.set_num_threads(cfg.torch_threads or torch.get_num_threads())
-    tasks = load_split(write_eval_tasks(cfg, get_task_space(cfg.env.id), Path(tempfile.mkdtemp())))
+    tasks = load_split(write_eval_tasks(cfg.eval, cfg.env, get_task_space(cfg.env.id), Path(tempfile.mkdtemp())))
     sampling = SamplingParams(temperature=cfg.rollout.temperature, max_new_tokens=cfg.rollout.max_new_tokens, seed=1)
     print(f"{len(tasks)} held-out tasks x {args.samples} sampled first replies")
     for model in args.models:

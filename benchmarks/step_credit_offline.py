@@ -26,6 +26,8 @@ def main() -> None:
     ap.add_argument("--set", default="estimator.invalid_penalty=0", help="the one override to compare")
     args = ap.parse_args()
 
+    from agentgym.registration import get_task_space
+    from agentgym.tasks.protocol import idle_commands
     from agentgym.trainers.config import load_config
     from agentgym.trainers.diagnostics import iteration_credit
     from agentgym.trainers.estimators import compute_advantages
@@ -43,7 +45,8 @@ def main() -> None:
         trajectories = [Trajectory.from_dict(json.loads(line)) for line in path.open()]
         cells = []
         for name, cfg in settings.items():
-            credit = iteration_credit(trajectories, compute_advantages(trajectories, cfg.estimator), cfg.estimator)
+            credit = iteration_credit(trajectories, compute_advantages(trajectories, cfg.estimator), cfg.estimator,
+                                      idle_commands(get_task_space(cfg.env.id)))
             row = [credit["adv_step"].get(k) for k in KINDS]
             means[name].append([np.nan if x is None else x for x in row])
             cells.append(f"{name}: " + " / ".join("-" if x is None else f"{x:+.3f}" for x in row))

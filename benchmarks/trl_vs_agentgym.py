@@ -122,9 +122,9 @@ def main() -> None:
         f"ppo.lr={args.lr}", "ppo.clip_eps=0.2", "ppo.kl_coef=0.0", "eval.every=0", "log.plot=false",
         "log.tensorboard=false", "torch_threads=1",
     ])
-    policy = make_policy(cfg, model_dir)
-    heads = build_heads(cfg, policy)
-    optimizer, scheduler = make_optimizer(cfg, policy, heads)
+    policy = make_policy(cfg.policy, model_dir)
+    heads = build_heads(cfg.estimator, policy)
+    optimizer, scheduler = make_optimizer(cfg.ppo, policy, heads)
     producer = BatchProducer(cfg, policy, FixedOrder(tasks))
     ours: list[dict] = []
 
@@ -235,6 +235,7 @@ def warm_start(env_id: str, work: Path, categories, args) -> Path:
 
     from agentgym.policies.hf import HFPolicy
     from agentgym.policies.tiny import build_tiny_model
+    from agentgym.trainers.run_setup import collect_env_texts
     from agentgym.trainers.config import load_config
     from agentgym.trainers.sft import run_sft
 
@@ -247,12 +248,13 @@ def warm_start(env_id: str, work: Path, categories, args) -> Path:
         print(f"warm start reused: {out}")
         return out
     t = time.perf_counter()
-    tiny_dir = args.model or build_tiny_model(work / "tiny", env_id=env_id, num_tasks=64, chat=CHAT, **TINY)
+    tiny_dir = args.model or build_tiny_model(work / "tiny", env_id=env_id,
+                                              texts=collect_env_texts(env_id, num_tasks=64, chat=CHAT), **TINY)
     cfg = load_config({"env": {"chat": dict(CHAT), "categories": categories}}, [
         f"env.id={env_id}", f"policy.model={tiny_dir}", "tiny.build=false", f"sft.num_tasks={args.sft_tasks}",
         *[f"{k}={v}" for k, v in SFT.items()], "seed=0", f"env.max_turns={args.max_turns}"])
     policy = HFPolicy(tiny_dir)
-    stats = run_sft(policy, cfg)
+    stats = run_sft(policy, cfg.sft, cfg.env, cfg.seed)
     print(f"warm start: SFT on {stats['trajectories']} expert episodes, final loss {stats['final_loss']:.3f}, "
           f"{time.perf_counter() - t:.0f}s")
     policy.save(out)

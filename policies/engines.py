@@ -11,13 +11,15 @@ A trainer holds two objects:
 
 Engines are found in a registry, as executors and envs are: `register_engine(name, builder)`,
 the builder a callable or an import string "module:function" loaded on first use, called as
-`builder(trainer_policy, model_path, cfg)` (cfg: the trainer's TrainConfig: its `policy`, `ray`
-and `seed` fields). docs/architecture.md shows a complete engine registered from outside.
+`builder(trainer_policy, model_path, settings)` (settings: `EngineSettings`, the config sections an
+engine reads and the run's seed; never the trainer's whole config). docs/architecture.md shows a
+complete engine registered from outside.
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
 
@@ -112,7 +114,18 @@ class FollowsTrainer:
         return sum(int(p._version) for p in self.trainer.trainable_parameters())
 
 
-EngineBuilder = Callable[[TrainablePolicy, str, Any], RolloutEngine]
+@dataclass(frozen=True)
+class EngineSettings:
+    """What an engine builder reads: the config's `policy:` section (engine, vllm, lora, ...), its
+    `ray:` section (replicas) and the run's seed. Sections are passed as they are (the trainer
+    layer owns their dataclasses), so a new field reaches every engine without a change here."""
+
+    policy: Any
+    seed: int = 0
+    ray: Any = None
+
+
+EngineBuilder = Callable[[TrainablePolicy, str, EngineSettings], RolloutEngine]
 _ENGINES: dict[str, EngineBuilder | str] = {}
 _TRAINER_MODEL: set[str] = set()  # engines that are the trainer's policy object itself
 _RAY_CLUSTER: set[str] = set()  # engines whose replicas are placed on the run's Ray cluster
@@ -120,7 +133,7 @@ _RAY_CLUSTER: set[str] = set()  # engines whose replicas are placed on the run's
 
 def register_engine(name: str, builder: EngineBuilder | str, *, trainer_model: bool = False,
                     needs_ray_cluster: bool = False) -> None:
-    """Make `policy.engine=name` build rollout engines with `builder(trainer_policy, model_path, cfg)`.
+    """Make `policy.engine=name` build rollout engines with `builder(trainer_policy, model_path, settings)`.
 
     trainer_model=True declares that the builder returns the trainer's policy itself (it generates
     with the very model it trains, as "hf" does): the config checks allow such an engine with
@@ -158,16 +171,17 @@ def check_engine(name: Any) -> None:
                           "(or register your own with agentgym.policies.engines.register_engine)")
 
 
-def make_engine(name: str, trainer_policy: TrainablePolicy, model_path: str | Path, cfg: Any) -> RolloutEngine:
+def make_engine(name: str, trainer_policy: TrainablePolicy, model_path: str | Path,
+                settings: EngineSettings) -> RolloutEngine:
     check_engine(name)
     builder = _ENGINES[name]
     if isinstance(builder, str):
         module, _, attr = builder.partition(":")
         builder = getattr(importlib.import_module(module), attr)
         _ENGINES[name] = builder
-    return builder(trainer_policy, str(model_path), cfg)
+    return builder(trainer_policy, str(model_path), settings)
 
 
-register_engine("hf", lambda trainer_policy, _path, _cfg: trainer_policy, trainer_model=True)  # the weights it trains
+register_engine("hf", lambda trainer_policy, _path, _settings: trainer_policy, trainer_model=True)  # what it trains
 register_engine("vllm", "agentgym.policies.vllm_engine:vllm_rollout_engine")
 register_engine("ray", "agentgym.policies.ray_policy:ray_rollout_engine", needs_ray_cluster=True)

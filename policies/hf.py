@@ -32,7 +32,7 @@ import torch
 
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
-from agentgym.policies.model_files import encode_chat_prompt, eos_ids, resolve_model
+from agentgym.policies.model_files import DTYPES, encode_chat_prompt, eos_ids, resolve_model
 
 DEFAULT_LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
 
@@ -43,8 +43,7 @@ def _resolve_dtype(dtype: Any, device: str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
     try:
-        return {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
-                "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}[str(dtype)]
+        return getattr(torch, DTYPES[str(dtype)])
     except KeyError:
         raise ConfigError(f"unknown dtype {dtype!r}; choose fp32, bf16 or fp16") from None
 

@@ -15,6 +15,10 @@ from agentgym.policies.base import Messages
 from agentgym.policies.model_catalog import check_named_model, closest_catalog_name, is_named_model, \
     resolve_named_model
 
+# every dtype a config may name, and the torch dtype (by name) it means; "auto" (None): bf16 on CUDA, fp32 elsewhere
+DTYPES = {"auto": None, "fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
+          "fp16": "float16", "float16": "float16"}
+
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # "gpt2", "Qwen/Qwen2.5-0.5B-Instruct"
 

@@ -43,7 +43,9 @@ from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
-from agentgym.policies.engines import FollowsTrainer
+from agentgym.policies.engines import EngineSettings, FollowsTrainer
+from agentgym.executors_ray import check_resources, connect
+from agentgym.policies.vllm_engine import VLLMPolicy, adapter_files, engine_kwargs_for
 
 
 class PolicyWorker:
@@ -55,11 +57,9 @@ class PolicyWorker:
         torch.set_num_threads(max(1, threads))
         self.engine = engine
         if engine == "vllm":
-            from agentgym.policies.vllm_engine import VLLMPolicy
-
             self.policy = VLLMPolicy(model_path, **policy_kwargs)
         else:
-            from agentgym.policies.hf import HFPolicy
+            from agentgym.policies.hf import HFPolicy  # lazy: needs torch
 
             self.policy = HFPolicy(model_path, **policy_kwargs)
         self.version = -1
@@ -111,7 +111,6 @@ class RayRolloutPolicy(FollowsTrainer):
                  **policy_kwargs: Any):
         """policy_kwargs go to each HF replica (e.g. lora=, to match the trainer's parameter
         names); vllm_kwargs to each vLLM replica (VLLMPolicy's arguments, e.g. kv_cache_gib)."""
-        from agentgym.executors_ray import check_resources, connect
 
         self.trainer = trainer_policy
         self.rc = rc
@@ -120,8 +119,6 @@ class RayRolloutPolicy(FollowsTrainer):
         check_resources(dataclasses.replace(rc, num_workers=0), with_policy=True)
         gpu = rc.policy_num_gpus > 0
         if self.engine == "vllm":
-            from agentgym.policies.vllm_engine import engine_kwargs_for
-
             kwargs = engine_kwargs_for(trainer_policy, vllm_kwargs or {})
         else:
             kwargs = {"device": "cuda" if gpu else "cpu", "dtype": getattr(trainer_policy, "dtype", None),
@@ -163,8 +160,6 @@ class RayRolloutPolicy(FollowsTrainer):
         model = self.trainer.model
         lora = getattr(self.trainer, "is_lora", False)
         if self.engine == "vllm" and lora:
-            from agentgym.policies.vllm_engine import adapter_files
-
             return {"adapter_files": adapter_files(model)}
         # vLLM reloads whole checkpoints (HF names), HF replicas take just what trains
         everything = self.engine == "vllm"
@@ -265,7 +260,7 @@ class RayRolloutPolicy(FollowsTrainer):
             self.trainer.close()
 
 
-def ray_rollout_engine(trainer_policy, model_path: str, cfg) -> RayRolloutPolicy:
+def ray_rollout_engine(trainer_policy, model_path: str, settings: EngineSettings) -> RayRolloutPolicy:
     """The registered builder of `policy.engine=ray` (ray.policy_engine: what each replica runs)."""
-    return RayRolloutPolicy(trainer_policy, model_path, cfg.ray, seed=cfg.seed, lora=cfg.policy.lora,
-                            vllm_kwargs=cfg.policy.vllm.policy_kwargs())
+    return RayRolloutPolicy(trainer_policy, model_path, settings.ray, seed=settings.seed, lora=settings.policy.lora,
+                            vllm_kwargs=settings.policy.vllm.policy_kwargs())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
+from agentgym.registration import get_task_space
 
 
 def _format(ctx: TurnContext, action: str) -> str:
@@ -82,7 +83,6 @@ class OraclePolicy:
         if key not in self._plans or (self.search and ctx.turn == 0):  # episode keys recur across rollouts
             space = self.task_space
             if space is None:
-                from agentgym.registration import get_task_space
 
                 space = get_task_space(ctx.task.env_id)
             if self.search:
@@ -126,6 +126,7 @@ class OraclePolicy:
         return out
 
     def _tagged(self, ctx: TurnContext, action: str, text: str) -> str:
+        # lazy: agentgym.rewards imports the policies package, which imports this module
         from agentgym.rewards.meta_reasoning import demonstration_tag, tagged_reply
 
         earlier, last = self._tagging.get(ctx.episode, ([], None)) if ctx.turn else ([], None)
@@ -135,7 +136,6 @@ class OraclePolicy:
         self._tagging[ctx.episode] = (earlier, action)
         space = self.task_space
         if space is None:
-            from agentgym.registration import get_task_space
 
             space = get_task_space(ctx.task.env_id)
         if not callable(getattr(space, "meta_tag", None)):

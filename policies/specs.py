@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentgym.errors import ConfigError, MissingExtraError
+from agentgym.policies.model_files import check_device
+from agentgym.policies import OraclePolicy, RandomPolicy
+from agentgym.registration import get_task_space
 
 POLICY_HELP = "random | oracle | hf:PATH (HF model folder, hub id, GGUF file or `agentgym models` name) | openai:URL:MODEL"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -65,7 +68,6 @@ def resolve_device(device: str) -> str:
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    from agentgym.policies.model_files import check_device
 
     check_device(device, what="--device")
     return device
@@ -75,26 +77,23 @@ def load_policy(spec: PolicySpec, env_id: str, *, seed: int = 0, device: str = "
                 hf_kwargs: dict | None = None):
     """Instantiate the policy a spec names; heavy backends are imported here, lazily.
     hf_kwargs: more HFPolicy arguments (a run's dtype and prompt budget)."""
-    from agentgym.policies import OraclePolicy, RandomPolicy
 
     if spec.kind == "random":
         return RandomPolicy(seed=seed)
     if spec.kind == "oracle":
         if task_space is None:
-            from agentgym.registration import get_task_space
-
             task_space = get_task_space(env_id)
         return OraclePolicy(task_space)
     if spec.kind == "hf":
         try:
-            from agentgym.policies.hf import HFPolicy
+            from agentgym.policies.hf import HFPolicy  # lazy: needs torch
         except ImportError as exc:
             raise MissingExtraError(f"hf: policies need torch and transformers: run "
                                     f"`pip install 'agentgym[train]'` ({exc})") from None
         return HFPolicy(spec.target, device=resolve_device(device), **(hf_kwargs or {}))
     if spec.kind == "openai":
         try:
-            from agentgym.policies.openai_compat import OpenAIPolicy
+            from agentgym.policies.openai_compat import OpenAIPolicy  # lazy: the openai extra
         except ImportError as exc:
             missing = getattr(exc, "name", "") or ""
             if missing.endswith("openai_compat"):

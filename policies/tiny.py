@@ -4,7 +4,8 @@ plus a small Llama/Qwen2-config causal LM with random weights, saved as a standa
 CPU runs and tests then load it with `AutoTokenizer/AutoModelForCausalLM.from_pretrained(path)`,
 the same code path as a hub model such as "Qwen/Qwen2.5-1.5B-Instruct". Nothing is downloaded.
 
-The text comes from oracle and random rollouts through `agentgym.collect`, so the tokenizer
+The text is the caller's: a trainer gathers it from oracle and random rollouts of the env
+(agentgym.trainers.run_setup.collect_env_texts; a policy does not play episodes), so the tokenizer
 has a token for nearly every word the agent will read or write (short sequences, easy copying).
 """
 
@@ -14,7 +15,8 @@ import json
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from agentgym import progress
+from agentgym.errors import ConfigError
+from agentgym.rewards.meta_reasoning import TAG_STRINGS
 
 ROLE_TOKENS = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assistant|>", "tool": "<|tool|>"}
 END_TOKEN = "<|end|>"
@@ -32,42 +34,6 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}"
 )
-
-
-def collect_env_texts(env_id: str, num_tasks: int = 64, seed: int = 0, chat: dict | None = None,
-                      split: str = "train", meta_tags: bool = False, session=progress.CURRENT) -> list[str]:
-    """Prompts and replies seen in oracle and random rollouts of `num_tasks` train tasks; with
-    `meta_tags` the oracle's replies carry the meta-reasoning tags a tagged warm start writes.
-    session: where the rollouts' bars draw (agentgym.progress)."""
-    from agentgym.policies.scripted import OraclePolicy, RandomPolicy
-    from agentgym.registration import get_task_space
-    from agentgym.rollout import collect
-    from agentgym.tasks.generation import fresh_tasks
-    from agentgym.tasks.space import TaskSpace
-
-    space = get_task_space(env_id)
-    tasks = space.split(split)[:num_tasks]
-    if not tasks and type(space).sample is not TaskSpace.sample:  # a generator and no split: fresh tasks
-        tasks = fresh_tasks(space, num_tasks, seed=seed)
-    if not tasks:
-        from agentgym.errors import ConfigError
-
-        raise ConfigError(f"{env_id} has no {split} tasks to learn a tokenizer from: give its TaskSpace a "
-                          f"{split!r} split, or pass policy.model=PATH_OR_HUB_ID instead of building a tiny model")
-    texts: list[str] = []
-    # the oracle only when the env has one (it shows the replies that solve tasks); random play always
-    has_oracle = type(space).solve is not TaskSpace.solve
-    for policy in ((OraclePolicy(space, tags=meta_tags),) if has_oracle else ()) + (RandomPolicy(seed),):
-        for traj in collect(env_id, tasks, policy, group_size=1, seed=seed, chat=chat, session=session):
-            for step in traj.steps:
-                texts.extend(m["content"] for m in (step.messages or []))
-                texts.append(step.text)
-            texts.append(traj.final_observation)
-    if meta_tags:  # every tag with its note, also those the plain oracle never writes (monitor, reflection)
-        from agentgym.rewards.meta_reasoning import TAGS, tagged_reply
-
-        texts.extend(tagged_reply(tag, "<action>look</action>") for tag in TAGS for _ in range(len(texts) // 100 + 1))
-    return texts
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 1500, added_tokens: Sequence[str] = ()):
@@ -124,8 +90,6 @@ def tiny_config(tokenizer, arch: str = "llama", hidden: int = 128, layers: int =
         return LlamaConfig(**kwargs)
     if arch == "qwen2":
         return Qwen2Config(**kwargs)
-    from agentgym.errors import ConfigError
-
     raise ConfigError(f"unknown tiny-model arch {arch!r}; choose llama or qwen2")
 
 
@@ -140,28 +104,23 @@ def build_tiny_model(
     intermediate: int | None = None,
     arch: str = "llama",
     seed: int = 0,
-    num_tasks: int = 64,
-    chat: dict | None = None,
     meta_tags: bool = False,
-    session=progress.CURRENT,
 ) -> Path:
     """Train the tokenizer, initialise the model with `seed`, save both under `out_dir`.
 
-    texts: the corpus; by default gathered from oracle and random rollouts of `env_id` (with
-    the ChatEnv options `chat`, so the prompts match what training will show). meta_tags: the
-    replies will carry RLVMR tags (sft.tags): the corpus shows them and each tag string
-    (`<explore>`, `</explore>`, ..., `<action>`) is one token."""
-    import torch
+    texts: the corpus, e.g. an env's prompts and replies from oracle and random rollouts
+    (agentgym.trainers.run_setup.collect_env_texts, with the ChatEnv options training will use);
+    env_id is recorded beside the model. meta_tags: the replies will carry RLVMR tags (sft.tags):
+    each tag string (`<explore>`, `</explore>`, ..., `<action>`) is one token."""
+    import torch  # torch and transformers: the train extra, loaded when a model is built
     from transformers import AutoModelForCausalLM, GenerationConfig
 
+    if texts is None:
+        raise ConfigError("build_tiny_model needs texts to train its tokenizer on: pass texts=... "
+                          "(agentgym.trainers.run_setup.collect_env_texts(env_id) gathers an env's)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if texts is None:
-        texts = collect_env_texts(env_id, num_tasks=num_tasks, seed=seed, chat=chat, meta_tags=meta_tags,
-                                  session=session)
-    added: tuple[str, ...] = ()
-    if meta_tags:
-        from agentgym.rewards.meta_reasoning import TAG_STRINGS as added
+    added: tuple[str, ...] = tuple(TAG_STRINGS) if meta_tags else ()
     # Role markers appear in every rendered prompt; include them so their neighbours merge well.
     tokenizer = train_tokenizer(list(texts) + list(ROLE_TOKENS.values()), vocab_size=vocab_size, added_tokens=added)
     config = tiny_config(tokenizer, arch=arch, hidden=hidden, layers=layers, heads=heads, intermediate=intermediate)

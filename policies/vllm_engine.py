@@ -45,12 +45,10 @@ from typing import Any, Iterable
 import numpy as np
 
 from agentgym.errors import ConfigError, require
-from agentgym.policies.model_files import encode_chat_prompt, eos_ids
+from agentgym.policies.model_files import DTYPES, encode_chat_prompt, eos_ids, resolve_model
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
-from agentgym.policies.engines import FollowsTrainer
+from agentgym.policies.engines import EngineSettings, FollowsTrainer
 
-DTYPES = {None: None, "auto": None, "fp32": "float32", "float32": "float32", "bf16": "bfloat16",
-          "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
 
 
 def _is_cuda_available() -> bool:
@@ -107,13 +105,11 @@ class VLLMPolicy:
         vllm.LLM unchanged."""
         from transformers import AutoTokenizer
 
-        from agentgym.policies.model_files import resolve_model
-
         model_path = resolve_model(str(model_path))  # a catalog name or GGUF file: its converted folder
         self.on_cuda = _is_cuda_available()
-        if dtype not in DTYPES:
+        if dtype is not None and dtype not in DTYPES:
             raise ConfigError(f"unknown dtype {dtype!r}; choose fp32, bf16 or fp16")
-        self.dtype = DTYPES[dtype] or ("bfloat16" if self.on_cuda else "float32")
+        self.dtype = DTYPES.get(dtype) or ("bfloat16" if self.on_cuda else "float32")
         adapter_dir = Path(model_path).expanduser()
         initial_adapter = None
         base_path = model_path
@@ -555,6 +551,7 @@ class VLLMRolloutPolicy(FollowsTrainer):
             self.engine = None
 
 
-def vllm_rollout_engine(trainer_policy, model_path: str, cfg) -> VLLMRolloutPolicy:
-    """The registered builder of `policy.engine=vllm`."""
-    return VLLMRolloutPolicy(trainer_policy, model_path, **{"seed": cfg.seed, **cfg.policy.vllm.policy_kwargs()})
+def vllm_rollout_engine(trainer_policy, model_path: str, settings: EngineSettings) -> VLLMRolloutPolicy:
+    """The registered builder of `policy.engine=vllm`: the `policy.vllm` section and the seed."""
+    return VLLMRolloutPolicy(trainer_policy, model_path,
+                             **{"seed": settings.seed, **settings.policy.vllm.policy_kwargs()})

@@ -40,6 +40,7 @@ from agentgym.tasks.pool import TaskPool
 from agentgym.tasks.generation import describe, difficulty_fn, mutate, parse
 from agentgym.tasks.validation import canonical, heldout_keys, reserved_rule, validate
 from agentgym.tasks.spec import TaskSpec
+from agentgym.policies.base import SamplingParams
 
 SOURCES = ("sample", "mutate", "easier", "harder", "llm")
 
@@ -291,8 +292,6 @@ class TaskGenerator:
 
     def _from_llm(self) -> TaskSpec | None:
         if not self._llm_queue:
-            from agentgym.policies.base import SamplingParams
-
             sampling = SamplingParams(temperature=self.config.llm_temperature,
                                       max_new_tokens=self.config.llm_max_new_tokens,
                                       seed=int(self.rng.integers(2**31)))

@@ -22,6 +22,7 @@ from typing import Iterable, Sequence
 
 from agentgym.errors import ConfigError
 from agentgym.tasks.spec import TaskSpec
+from agentgym.errors import SplitFileError
 
 ACTIVE, MASTERED, IMPOSSIBLE = "active", "mastered", "impossible"
 STATUSES = (ACTIVE, MASTERED, IMPOSSIBLE)
@@ -221,7 +222,6 @@ class TaskPool:
 
     @classmethod
     def load(cls, path: str | Path) -> "TaskPool":
-        from agentgym.errors import SplitFileError
 
         path = Path(path)
         try:

@@ -19,7 +19,8 @@ from agentgym.tasks.spec import TaskSpec
 #: may define to customise the functions in `agentgym.tasks.validation` / `agentgym.tasks.generation`.
 REQUIRED_METHODS = ("sample", "solve", "category", "read_split")
 OPTIONAL_HOOKS = ("mutate", "difficulty", "describe", "parse", "build_splits",  # generation
-                  "check_params", "reserved", "validate", "make_env")  # validation
+                  "check_params", "reserved", "validate", "make_env",  # validation
+                  "idle_commands")  # the trainer's credit diagnostics
 
 
 @runtime_checkable
@@ -58,6 +59,9 @@ class TaskSpaceProtocol(Protocol):
             default: the oracle's plan solves it in a fresh env, `validation.oracle_solves`).
         make_env(**kwargs): a bare env for validation (`validation.make_env`; default: the
             registered entry point of `env_id`).
+        idle_commands: tuple[str, ...]: prefixes of valid commands that change nothing in the
+            world (household's look / inventory / examine); the trainer's credit diagnostics count
+            such steps as idle (`idle_commands(space)`; default: none, every valid step is useful).
     """
 
     env_id: str
@@ -70,6 +74,11 @@ class TaskSpaceProtocol(Protocol):
     def category(self, spec: TaskSpec) -> str: ...
 
     def read_split(self, name: str) -> Sequence[TaskSpec]: ...
+
+
+def idle_commands(space) -> tuple[str, ...]:
+    """The space's `idle_commands` (lower-case command prefixes), or () when it declares none."""
+    return tuple(getattr(space, "idle_commands", None) or ())
 
 
 def default_hook(fn):

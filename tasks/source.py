@@ -31,6 +31,7 @@ from agentgym.tasks.generator import TaskGenerator
 from agentgym.tasks.pool import TaskPool, pool_from_tasks
 from agentgym.tasks.spec import TaskSpec
 from agentgym.tasks.splits import refuse_heldout
+from agentgym.tasks.validation import heldout_keys
 
 KINDS = ("split", "evolve")
 
@@ -161,7 +162,6 @@ def make_task_source(kind: str, task_space, train_tasks: Sequence[TaskSpec], cur
         raise ConfigError(f"unknown task source {kind!r}: choose one of {', '.join(KINDS)}")
     if curriculum not in CURRICULA:
         raise ConfigError(f"unknown curriculum {curriculum!r}: choose one of {', '.join(CURRICULA)}")
-    from agentgym.tasks.validation import heldout_keys
 
     heldout = set(heldout_keys(task_space) if heldout_ids is None else heldout_ids)
     train_tasks = list(train_tasks)

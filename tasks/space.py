@@ -54,6 +54,8 @@ class TaskSpace:
 
     #: Optional hook `difficulty(spec) -> float`, higher is harder (see `generation.difficulty_fn`).
     difficulty: Callable[[TaskSpec], float] | None = None
+    #: Optional: prefixes of valid commands that change nothing in the world (`protocol.idle_commands`).
+    idle_commands: tuple[str, ...] = ()
 
     # --- deprecated: defaults of optional hooks, and functions that moved to tasks/ ----------
     # A family still overrides a hook by defining the method; callers use the functions. These

@@ -61,8 +61,9 @@ from agentgym.policies.base import SamplingParams
 from agentgym import progress
 from agentgym.rollout import RolloutRequest, play
 from agentgym.turn_monitors import TurnsBar, long_tail_rules
-from agentgym.trainers.checks import rollouts_ahead
+from agentgym.trainers.checks import importance_cap, rollouts_ahead
 from agentgym.trainers.learner import score_sequences
+from agentgym.trainers.distributed import DataParallel
 
 
 # --- the batches ---------------------------------------------------------------------------------
@@ -171,8 +172,6 @@ class BatchProducer:
                  engine=None, dp=None, executor=None, session=progress.CURRENT):
         self.session = progress.resolve(session)
         if dp is None:
-            from agentgym.trainers.distributed import DataParallel
-
             dp = DataParallel()
         self.dp = dp
         self.executor = cfg.env.executor if executor is None else executor
@@ -293,7 +292,7 @@ class BatchProducer:
         with self._cond:
             self.version = iteration + 1
             self._cond.notify_all()
-        if not (self.background or rollouts_ahead(self.cfg)):
+        if not (self.background or rollouts_ahead(self.cfg.rollout, self.cfg.ppo)):
             return {}
         n_dropped = len({t.group_id for t in batch.dropped})
         self.dropped_groups_total += n_dropped
@@ -350,9 +349,7 @@ def staleness_metrics(trajectories, samples, iteration: int) -> dict:
 AsyncRollouts = BatchProducer  # old name (kept for one release)
 
 
-def off_policy_kwargs(cfg) -> dict:
+def off_policy_kwargs(ppo_cfg, rollout_cfg) -> dict:
     """Old helper: the truncation cap as ppo_clip_loss's keyword (trainers.checks.importance_cap)."""
-    from agentgym.trainers.checks import importance_cap
-
-    cap = importance_cap(cfg)
+    cap = importance_cap(ppo_cfg, rollout_cfg)
     return {} if cap is None else {"is_cap": cap}

@@ -264,15 +264,13 @@ def load_checkpoint(path: str | Path, policy, optimizer, scheduler, heads: dict,
     return state
 
 
-def check_resume(cfg) -> Path | None:
-    """What `--resume` checks before anything runs: the latest checkpoint (whole) and the
-    settings it was saved with. None when the run dir holds no earlier run (a fresh start)."""
-    from agentgym.trainers.run_setup import run_dir_for
-
-    run_dir = run_dir_for(cfg)
+def check_resume(run_dir: str | Path, settings: dict) -> Path | None:
+    """What `--resume` checks before anything runs: the latest checkpoint in run_dir (whole) and
+    the settings it was saved with, against `settings` (this run's config, `TrainConfig.to_dict()`).
+    None when the run dir holds no earlier run (a fresh start)."""
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is not None:
-        check_resume_config(run_dir, cfg)
+        check_resume_config(run_dir, settings)
     return checkpoint
 
 
@@ -281,7 +279,7 @@ SHAPE_SETTINGS = ("policy.model", "policy.lora", "tiny.build", "tiny.vocab_size"
                   "tiny.heads", "tiny.arch", "estimator.name", "sft.enabled")
 
 
-def check_resume_config(run_dir: str | Path, cfg) -> None:
+def check_resume_config(run_dir: str | Path, settings: dict) -> None:
     """Before a resume: the settings that shape the checkpoint's tensors are those it was saved
     with (the run dir's config.yaml), else one line naming the ones that changed."""
     import yaml
@@ -291,7 +289,7 @@ def check_resume_config(run_dir: str | Path, cfg) -> None:
         saved = yaml.safe_load(saved_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return  # nothing to compare with (the checkpoint's own checks still apply)
-    now = cfg.to_dict()
+    now = settings
 
     def get(d, dotted):
         for part in dotted.split("."):

@@ -17,6 +17,7 @@ from agentgym.errors import ConfigError
 from agentgym.executors import check_executor
 from agentgym.policies.engines import check_engine, engine_names, generates_with_trainer_model
 from agentgym.policies.engines import needs_ray_cluster as engine_needs_ray_cluster
+from agentgym.policies.model_files import DTYPES
 from agentgym.trainers.estimators import estimator_spec
 
 if TYPE_CHECKING:
@@ -33,9 +34,7 @@ def validate_config(cfg: TrainConfig) -> None:
         # the env's penalty lowers the reward the estimator sees, then the estimator's is subtracted again
         raise ConfigError("env.chat.invalid_penalty and estimator.invalid_penalty would both charge an invalid "
                           "action: set only estimator.invalid_penalty (the trainer's; the env's is for other trainers)")
-    from agentgym.policies.vllm_engine import DTYPES
-
-    if cfg.policy.vllm.dtype not in DTYPES:
+    if cfg.policy.vllm.dtype is not None and cfg.policy.vllm.dtype not in DTYPES:
         raise ConfigError(f"policy.vllm.dtype={cfg.policy.vllm.dtype!r} is unknown; choose fp32, bf16 or fp16")
     cfg.policy.vllm.policy_kwargs()  # engine_args naming one of our own settings
     check_tasks(cfg)
@@ -214,17 +213,17 @@ def check_world(cfg: TrainConfig, world_size: int) -> None:
     if estimator_spec(cfg.estimator.name).progress_head:
         raise ConfigError("estimator spa fits its progress head on the whole batch, which data-parallel ranks do not "
                           "share yet: train spa on one process")
-    if rollouts_ahead(cfg):
+    if rollouts_ahead(cfg.rollout, cfg.ppo):
         raise ConfigError("asynchronous rollouts and long-tail control (rollout.max_staleness, oversample_groups, "
                           "episode_time_limit_s) run in one process: train them without --nproc")
 
 
-def rollouts_ahead(cfg: TrainConfig) -> bool:
+def rollouts_ahead(rollout_cfg, ppo_cfg) -> bool:
     """Whether batches are made under asynchrony or long-tail control (trainers/batches.py);
     otherwise each batch is played right when the loop asks for it, on the trainer's policy."""
-    r = cfg.rollout
+    r = rollout_cfg
     return bool(r.max_staleness > 0 or r.oversample_groups > 0 or r.episode_time_limit_s is not None
-                or cfg.ppo.decoupled)
+                or ppo_cfg.decoupled)
 
 
 def check_async(cfg: TrainConfig) -> None:
@@ -256,10 +255,10 @@ def check_async(cfg: TrainConfig) -> None:
                           "samples: use ppo.decoupled=true (recomputed proximal logprobs) instead")
 
 
-def importance_cap(cfg: TrainConfig) -> float | None:
+def importance_cap(ppo_cfg, rollout_cfg) -> float | None:
     """The truncation cap of the off-policy correction: ppo.is_cap, or the default when batches
     may be stale; None for a synchronous run (plain PPO-clip)."""
-    cap = cfg.ppo.is_cap
-    if cap is None and cfg.rollout.max_staleness > 0:
+    cap = ppo_cfg.is_cap
+    if cap is None and rollout_cfg.max_staleness > 0:
         cap = DEFAULT_IS_CAP
     return None if cap is None else float(cap)

@@ -39,22 +39,22 @@ def _load(config: Optional[str], overrides: Optional[List[str]], run_dir: Option
                           "--env ENV_ID (e.g. --env agentgym/Household-v0)")
     else:
         cfg = load_config(config, extra)
-        _note_foreign_env_settings(config, cfg, log or _note)
+        _note_foreign_env_settings(config, cfg.env, log or _note)
     cfg.imports = list(dict.fromkeys([*cfg.imports, *(imports or [])]))
     import_modules(cfg.imports)
     return cfg
 
 
-def _note_foreign_env_settings(config: str, cfg, log) -> None:
+def _note_foreign_env_settings(config: str, env_cfg, log) -> None:
     """`household-tiny env.id=OTHER`: the preset's env settings (a step limit, say) still apply to
     OTHER; say so, and that --env leaves them out."""
     from agentgym.trainers.config import _read_yaml
 
     section = _read_yaml(config).get("env") or {}
-    if section.get("id") and section["id"] != cfg.env.id and section.get("env_kwargs") == cfg.env.env_kwargs \
-            and cfg.env.env_kwargs:
-        log(f"note: env.env_kwargs={cfg.env.env_kwargs} are {config}'s settings for {section['id']}, applied to "
-            f"{cfg.env.id}; `agentgym train {config} --env {cfg.env.id}` leaves them out")
+    if section.get("id") and section["id"] != env_cfg.id and section.get("env_kwargs") == env_cfg.env_kwargs \
+            and env_cfg.env_kwargs:
+        log(f"note: env.env_kwargs={env_cfg.env_kwargs} are {config}'s settings for {section['id']}, applied to "
+            f"{env_cfg.id}; `agentgym train {config} --env {env_cfg.id}` leaves them out")
 
 
 def _note(line: str) -> None:
@@ -70,13 +70,13 @@ def _split_config(config: Optional[str], overrides: Optional[List[str]]) -> tupl
     return config, overrides
 
 
-def check_before_building(cfg) -> None:
+def check_before_building(policy_cfg) -> None:
     """The device and the given model, in one line each, before any env, model or process starts."""
     from agentgym.policies.model_files import check_device, check_model_path
 
-    check_device(cfg.policy.device)
-    if cfg.policy.model:
-        check_model_path(cfg.policy.model, what="policy.model")
+    check_device(policy_cfg.device)
+    if policy_cfg.model:
+        check_model_path(policy_cfg.model, what="policy.model")
 
 
 def resume_hint(cfg, argv: list[str]) -> str:
@@ -140,11 +140,12 @@ def train_command(
     resume = resume is True
     config, overrides = _split_config(config, overrides)
     cfg = _load(config, overrides, run_dir, imports, env)
-    check_before_building(cfg)
+    check_before_building(cfg.policy)
     if resume and print_config is not True:
         from agentgym.trainers.checkpoint import check_resume
 
-        check_resume(cfg)  # a broken checkpoint or changed settings: one line before anything starts or is removed
+        # a broken checkpoint or changed settings: one line before anything starts or is removed
+        check_resume(run_dir_for(cfg), cfg.to_dict())
     if print_config is True:  # `is True`: called as a plain function, the default is typer's OptionInfo
         import yaml
 
@@ -235,9 +236,10 @@ def sft_command(
     from agentgym.trainers.run_setup import make_engine, make_policy, prepare_start_model, quiet_transformers
     from agentgym.trainers.run_setup import run_dir_for
     from agentgym.trainers.task_selection import write_eval_tasks
+    from agentgym.policies.engines import EngineSettings
 
     cfg = _load(config, list(overrides or []) + ["sft.enabled=true"], run_dir)
-    check_before_building(cfg)
+    check_before_building(cfg.policy)
     quiet_transformers()
     if cfg.torch_threads:
         import torch
@@ -247,9 +249,10 @@ def sft_command(
     out.mkdir(parents=True, exist_ok=True)
     with progress.session() as session:
         model_dir, info = prepare_start_model(cfg, out, log=session.log, session=session)
-        eval_path = write_eval_tasks(cfg, get_task_space(cfg.env.id), out)
-        policy = make_policy(cfg, model_dir)
-        engine = make_engine(cfg, policy, model_dir)  # policy.engine: generate as the trainer would
+        eval_path = write_eval_tasks(cfg.eval, cfg.env, get_task_space(cfg.env.id), out)
+        policy = make_policy(cfg.policy, model_dir)
+        # policy.engine: generate as the trainer would
+        engine = make_engine(EngineSettings(cfg.policy, cfg.seed, cfg.ray), policy, model_dir)
         try:
             ev = evaluate_policy(cfg.eval, cfg.env, engine, eval_path, cfg.seed,
                                  rollout=cfg.rollout, session=session)

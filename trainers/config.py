@@ -25,6 +25,7 @@ from agentgym.tasks.source import TasksConfig  # noqa: E402  (torch-free)
 from agentgym.executors_ray import RayConfig  # noqa: E402  (ray-free until used)
 from agentgym.trainers.estimators import EstimatorConfig  # noqa: E402  (numpy only)
 from agentgym.trainers.checks import validate_config  # noqa: E402  (torch-free)
+from agentgym.policies.model_files import DTYPES  # noqa: E402  (torch-free)
 
 
 @dataclass
@@ -335,7 +336,7 @@ def _build(cls, data: dict, prefix: str = ""):
         if key not in fields:
             raise ConfigError(unknown_key(prefix.rstrip("."), key, list(fields)) + getattr(cls, "unknown_key_hint", ""))
         ftype = fields[key].type
-        sub = _dataclass_of(ftype)
+        sub = _dataclass_of(fields[key])
         if sub is not None:
             if not isinstance(value, dict):
                 raise ConfigError(f"config field {prefix}{key} must be a mapping, got {value!r}")
@@ -368,11 +369,13 @@ def _coerce(value: Any, ftype: Any, name: str) -> Any:
     return value
 
 
-def _dataclass_of(ftype) -> type | None:
-    name = ftype if isinstance(ftype, str) else getattr(ftype, "__name__", "")
-    return {c.__name__: c for c in (PolicyConfig, TinyModelConfig, EnvConfig, RolloutConfig, PPOConfig, SFTConfig,
-                                     EvalConfig, LogConfig, TasksConfig, RayConfig, EstimatorConfig, ChatConfig,
-                                     VLLMConfig)}.get(name)
+def _dataclass_of(field: dataclasses.Field) -> type | None:
+    """The dataclass of a section field (its default is an instance of it), None for a plain value:
+    read from the dataclasses themselves, so a new section needs no list kept beside them."""
+    if field.default_factory is dataclasses.MISSING:
+        return None
+    default = field.default_factory()
+    return type(default) if dataclasses.is_dataclass(default) else None
 
 
 def unknown_key(section: str, key: str, known: list[str]) -> str:
@@ -561,7 +564,6 @@ def _short(value: Any) -> str:
 
 
 DEVICE_RE = __import__("re").compile(r"(cpu|mps|meta|(cuda|xpu)(:\d{1,3})?)")
-DTYPES = ("fp32", "float32", "bf16", "bfloat16", "fp16", "float16", "auto")
 LORA_TYPES = {"r": int, "lora_alpha": (int, float), "lora_dropout": (int, float), "target_modules": (str, list),
               "bias": str, "use_rslora": bool, "modules_to_save": (list, type(None))}
 

@@ -3,8 +3,9 @@
 Each step of a batch is one of three kinds:
 
     invalid   the env refused the action (`action_valid` false)
-    idle      a valid command that changes nothing in the world: household's look / inventory /
-              examine (IDLE_PREFIXES); an env without such commands simply has none
+    idle      a valid command that changes nothing in the world: one starting with a prefix the
+              env's task space declares (`idle_commands`; household: look / inventory /
+              examine); an env that declares none has no idle steps
     useful    every other valid step
 
 and `credit_diagnostics` reports, for a batch and the advantages it trained on:
@@ -27,13 +28,13 @@ from typing import Sequence
 
 import numpy as np
 
+from agentgym.trainers.records import advantage_parts
 from agentgym.trajectory import Trajectory
 
-IDLE_PREFIXES = ("look", "inventory", "examine ")  # household's commands that leave the world as it is
 KINDS = ("useful", "idle", "invalid")
 
 
-def step_kind(step, idle_prefixes: Sequence[str] = IDLE_PREFIXES) -> str:
+def step_kind(step, idle_prefixes: Sequence[str] = ()) -> str:
     """'invalid', 'idle' or 'useful' for one step (see the module docstring)."""
     if not step.action_valid:
         return "invalid"
@@ -41,7 +42,7 @@ def step_kind(step, idle_prefixes: Sequence[str] = IDLE_PREFIXES) -> str:
     return "idle" if action.startswith(tuple(idle_prefixes)) else "useful"
 
 
-def step_kinds(trajectories: Sequence[Trajectory], idle_prefixes: Sequence[str] = IDLE_PREFIXES) -> list[np.ndarray]:
+def step_kinds(trajectories: Sequence[Trajectory], idle_prefixes: Sequence[str] = ()) -> list[np.ndarray]:
     """Per trajectory, the kind of each step (an array of strings)."""
     return [np.array([step_kind(s, idle_prefixes) for s in t.steps], dtype=object) for t in trajectories]
 
@@ -63,7 +64,7 @@ def means_by_kind(values: Sequence[np.ndarray], kinds: Sequence[np.ndarray], liv
 
 def credit_diagnostics(trajectories: Sequence[Trajectory], advantages: Sequence[np.ndarray] | None = None,
                        parts: dict[str, Sequence[np.ndarray]] | None = None,
-                       idle_prefixes: Sequence[str] = IDLE_PREFIXES) -> dict:
+                       idle_prefixes: Sequence[str] = ()) -> dict:
     """Idle fraction, invalid rate and the mean advantage (and its parts) on useful, idle and
     invalid steps. `advantages[i][t]` is step t of trajectory i's advantage; `parts` maps a part
     name ("episode", "step") to arrays of the same shape (trainers/records.py:advantage_parts)."""
@@ -84,8 +85,8 @@ def credit_diagnostics(trajectories: Sequence[Trajectory], advantages: Sequence[
     return out
 
 
-def iteration_credit(trajectories: Sequence[Trajectory], advantages: Sequence[np.ndarray], est_cfg) -> dict:
-    """credit_diagnostics with the estimator's own parts: the trainer's per-iteration call."""
-    from agentgym.trainers.records import advantage_parts
-
-    return credit_diagnostics(trajectories, advantages, advantage_parts(trajectories, est_cfg))
+def iteration_credit(trajectories: Sequence[Trajectory], advantages: Sequence[np.ndarray], est_cfg,
+                     idle_prefixes: Sequence[str] = ()) -> dict:
+    """credit_diagnostics with the estimator's own parts: the trainer's per-iteration call, given
+    the env's idle commands (agentgym.tasks.protocol.idle_commands of its task space)."""
+    return credit_diagnostics(trajectories, advantages, advantage_parts(trajectories, est_cfg), idle_prefixes)

@@ -43,6 +43,8 @@ from agentgym.executors import needs_ray_cluster as executor_needs_ray_cluster
 from agentgym.policies.engines import needs_ray_cluster as engine_needs_ray_cluster
 
 from agentgym.trainers.checks import check_world  # noqa: F401  (the data-parallel limits live with the other rules)
+from agentgym.trainers import fsdp
+from agentgym import executors_ray  # executors_ray.check_resources: tests swap it for a fake cluster
 
 
 def world_from_env() -> tuple[int, int, int]:
@@ -77,17 +79,14 @@ class DataParallel:
     # FSDP: the model in shards; rollouts, scoring and evaluation on the gathered weights
     def shard_model(self, policy) -> None:
         if self.sharded:
-            from agentgym.trainers.fsdp import shard_model
-
-            shard_model(policy.model)
+            fsdp.shard_model(policy.model)
 
     def full_weights(self, policy):
         """A `with` block run on the full weights; every rank must enter it (no-op without FSDP)."""
         if not self.sharded:
             return nullcontext()
-        from agentgym.trainers.fsdp import full_weights
 
-        return full_weights(policy.model)
+        return fsdp.full_weights(policy.model)
 
     # rollouts
     def shard(self, tasks: list) -> tuple[list, int]:
@@ -145,12 +144,10 @@ class DataParallel:
         import torch
         import torch.distributed as dist
 
-        from agentgym.trainers.fsdp import filler_pass
-
         most = torch.tensor([micro_batches])
         dist.all_reduce(most, op=dist.ReduceOp.MAX)
         for _ in range(int(most[0]) - micro_batches):
-            filler_pass(policy, want_entropy, use_kl)
+            fsdp.filler_pass(policy, want_entropy, use_kl)
 
     def sync_gradients(self, params: list) -> None:
         """Sum the gradients over ranks (missing ones count as zeros): one flat all-reduce. Under
@@ -161,9 +158,7 @@ class DataParallel:
         import torch.distributed as dist
 
         if self.sharded:
-            from agentgym.trainers.fsdp import split_by_kind
-
-            params = split_by_kind(params)[1]
+            params = fsdp.split_by_kind(params)[1]
             if not params:
                 return
 
@@ -178,9 +173,7 @@ class DataParallel:
 
     def clip_grad_norm(self, params: list, max_norm: float):
         if self.sharded:
-            from agentgym.trainers.fsdp import clip_grad_norm
-
-            return clip_grad_norm(params, max_norm)
+            return fsdp.clip_grad_norm(params, max_norm)
         import torch
 
         return torch.nn.utils.clip_grad_norm_(params, max_norm)
@@ -219,6 +212,11 @@ class DataParallel:
 
             dist.barrier()
 
+    def on_main(self, fn: Callable[..., Any], *args: Any, otherwise: Any = None, **kwargs: Any) -> Any:
+        """fn(*args, **kwargs) on rank 0 (what one process writes: records, logs, the summary);
+        `otherwise` on the other ranks. The loop calls this instead of branching on the rank."""
+        return fn(*args, **kwargs) if self.is_main else otherwise
+
     def main_first(self, fn: Callable[[], Any]) -> Any:
         """Rank 0 runs fn (which writes files), then the others (which find them and reuse them)."""
         if not self.enabled:
@@ -242,7 +240,7 @@ class DataParallel:
 
     # checkpoints
     def _rng_state(self, policy) -> dict:
-        from agentgym.trainers.checkpoint import policy_sampling_state, rng_state
+        from agentgym.trainers.checkpoint import policy_sampling_state, rng_state  # lazy: needs torch
 
         return {"rng": rng_state(), **policy_sampling_state(policy)}
 
@@ -262,12 +260,10 @@ class DataParallel:
         dist.all_gather_object(states, self._rng_state(policy))
         model_state = shards = staging = None
         if self.sharded:
-            from agentgym.trainers.fsdp import full_state_dict, save_optimizer_shard
-
-            model_state = full_state_dict(policy.model)
+            model_state = fsdp.full_state_dict(policy.model)
             staging = Path(run_dir) / "checkpoints" / f".shards_iter_{iteration:06d}"
             staging.mkdir(parents=True, exist_ok=True)
-            save_optimizer_shard(optimizer, staging / f"optimizer_rank{self.rank}.pt")
+            fsdp.save_optimizer_shard(optimizer, staging / f"optimizer_rank{self.rank}.pt")
             self.barrier()
             shards = sorted(staging.glob("optimizer_rank*.pt"))
         if self.is_main:
@@ -282,9 +278,7 @@ class DataParallel:
     def save_policy(self, policy, out_dir) -> None:
         """Rank 0 saves the policy as an HF folder (FSDP: the weights gathered from every rank)."""
         if self.sharded:
-            from agentgym.trainers.fsdp import full_state_dict
-
-            state = full_state_dict(policy.model)
+            state = fsdp.full_state_dict(policy.model)
             if self.is_main:
                 policy.save(out_dir, state_dict=state)
             self.barrier()
@@ -298,7 +292,7 @@ class DataParallel:
         import torch
 
         path = Path(checkpoint) / "ranks.pt"
-        from agentgym.trainers.checkpoint import safe_load
+        from agentgym.trainers.checkpoint import safe_load  # lazy: needs torch
 
         saved = safe_load(path, "per-rank state") if path.is_file() else {"world_size": 1, "sharded": False}
         was = saved.get("sharded", False)
@@ -314,17 +308,15 @@ class DataParallel:
             return
         import torch
 
-        from agentgym.trainers.checkpoint import load_policy_sampling_state, set_rng_state
+        from agentgym.trainers.checkpoint import load_policy_sampling_state, set_rng_state  # lazy: needs torch
 
         if self.sharded:
-            from agentgym.trainers.fsdp import load_optimizer_shard
-
-            load_optimizer_shard(optimizer, Path(checkpoint) / f"optimizer_rank{self.rank}.pt")
+            fsdp.load_optimizer_shard(optimizer, Path(checkpoint) / f"optimizer_rank{self.rank}.pt")
         path = Path(checkpoint) / "ranks.pt"
         if not path.is_file():
             log(f"{checkpoint} has no per-rank RNG states (saved by one process): ranks continue from rank 0's")
             return
-        from agentgym.trainers.checkpoint import safe_load
+        from agentgym.trainers.checkpoint import safe_load  # lazy: needs torch
 
         blob = safe_load(path, "per-rank state")
         if blob["world_size"] != self.world_size:
@@ -362,23 +354,22 @@ def setup(cfg, log: Callable[[str], None] = print) -> DataParallel:
     return dp
 
 
-def ray_env_pool(cfg, dp: DataParallel, log: Callable[[str], None] = print):
-    """The run's env-worker pool (passed to collect as the executor) when env.executor declares
-    one (Ray's RayEnvPool), after checking the Ray cluster can hold the env workers and policy
-    replicas that the executor and the engine declare they place there; None otherwise."""
-    env_on_ray = executor_needs_ray_cluster(cfg.env.executor)
-    engine_on_ray = engine_needs_ray_cluster(cfg.policy.engine)
+def ray_env_pool(executor: str, engine: str, ray_cfg, dp: DataParallel, log: Callable[[str], None] = print):
+    """The run's env-worker pool (passed to collect as the executor) when `executor` (env.executor)
+    declares one (Ray's RayEnvPool), after checking the Ray cluster (the `ray:` section) can hold the
+    env workers and policy replicas that the executor and the engine (policy.engine) declare they
+    place there; None otherwise."""
+    env_on_ray = executor_needs_ray_cluster(executor)
+    engine_on_ray = engine_needs_ray_cluster(engine)
     if not (env_on_ray or engine_on_ray):
         return None
     import dataclasses
 
-    from agentgym.executors_ray import check_resources
-
-    rc = cfg.ray if env_on_ray else dataclasses.replace(cfg.ray, num_workers=0)
-    info = check_resources(rc, with_policy=engine_on_ray)
+    rc = ray_cfg if env_on_ray else dataclasses.replace(ray_cfg, num_workers=0)
+    info = executors_ray.check_resources(rc, with_policy=engine_on_ray)
     if dp.is_main:
         log(f"ray: {info['cpus']:g} CPUs in the cluster, {info['cpus_requested']:g} requested")
-    return make_run_pool(cfg.env.executor, cfg.ray)
+    return make_run_pool(executor, ray_cfg)
 
 
 def teardown(dp: DataParallel, env_pool=None, finished: bool = True) -> None:

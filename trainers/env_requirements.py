@@ -13,6 +13,10 @@ import importlib
 
 from agentgym.chat import ChatConfig
 from agentgym.errors import ConfigError
+from agentgym.tasks.space import TaskSpace
+from agentgym.registration import check_env_id, get_task_space
+from agentgym.trainers.config import TrainConfig, _read_yaml, load_config, parse_overrides
+from agentgym.tasks.validation import heldout_ids
 
 # feature -> (what it is, how to tell the task space has it)
 FEATURES = {
@@ -29,7 +33,6 @@ FEATURES = {
 
 
 def _overrides(space, name: str) -> bool:
-    from agentgym.tasks.space import TaskSpace
 
     method = getattr(type(space), name, None)
     return method is not None and method is not getattr(TaskSpace, name, None)
@@ -37,8 +40,6 @@ def _overrides(space, name: str) -> bool:
 
 def _has_heldout(space) -> bool:
     try:
-        from agentgym.tasks.validation import heldout_ids
-
         return bool(heldout_ids(space))
     except Exception:
         return False
@@ -54,16 +55,16 @@ def import_modules(names) -> None:
                               "and that its folder is on PYTHONPATH") from None
 
 
-def required_features(cfg) -> list[str]:
+def required_features(env_cfg, sft_cfg) -> list[str]:
     """What the config needs: the env's declared `requires` plus what its settings imply."""
-    need = list(getattr(cfg.env, "requires", None) or [])
-    if cfg.env.fresh_tasks:
+    need = list(env_cfg.requires or [])
+    if env_cfg.fresh_tasks:
         need.append("fresh_tasks")
-    if cfg.env.categories:
+    if env_cfg.categories:
         need.append("categories")
-    if cfg.sft.enabled:
-        need.append("searching_oracle" if cfg.sft.expert == "searching" else "oracle")
-        if cfg.sft.tags:
+    if sft_cfg.enabled:
+        need.append("searching_oracle" if sft_cfg.expert == "searching" else "oracle")
+        if sft_cfg.tags:
             need.append("meta_tags")
     unknown = sorted(set(need) - set(FEATURES))
     if unknown:
@@ -82,18 +83,18 @@ SWITCH_OFF = {
 }
 
 
-def check_env_features(cfg, space) -> None:
+def check_env_features(env_cfg, sft_cfg, space) -> None:
     """One error listing every missing feature (not one per run attempt), with the overrides that
     switch them all off at once, env.requires included, and the generic alternative."""
-    missing = [f for f in required_features(cfg) if not FEATURES[f][1](space)]
+    missing = [f for f in required_features(env_cfg, sft_cfg) if not FEATURES[f][1](space)]
     if missing:
         what = "; ".join(f"{f}: {FEATURES[f][0]}" for f in missing)
         fixes = [o for f in missing for o in SWITCH_OFF[f]]
-        if set(missing) & set(getattr(cfg.env, "requires", None) or []):
+        if set(missing) & set(env_cfg.requires or []):
             fixes.insert(0, "env.requires=[]")
-        raise ConfigError(f"{cfg.env.id} lacks what this config needs -- {what}. Implement them on its TaskSpace, "
+        raise ConfigError(f"{env_cfg.id} lacks what this config needs -- {what}. Implement them on its TaskSpace, "
                           f"or add these overrides: {' '.join(fixes)}, or train it with the generic preset, fitted "
-                          f"to what the env provides: agentgym train --env {cfg.env.id}")
+                          f"to what the env provides: agentgym train --env {env_cfg.id}")
 
 
 # What a preset says about its own env (its step limit, task categories, demonstrator): left out
@@ -118,8 +119,6 @@ def config_for_env(env_id: str, source: str = "generic", overrides: list[str] | 
     then every feature the env's task space lacks is switched off, unless an override asks for
     it (then check_env_features names what is missing). Each change is one logged line."""
     import agentgym  # noqa: F401  registers the built-in envs
-    from agentgym.registration import check_env_id, get_task_space
-    from agentgym.trainers.config import TrainConfig, _read_yaml, load_config, parse_overrides
 
     env_id = check_env_id(env_id)
     data = _read_yaml(source)
@@ -146,7 +145,7 @@ def config_for_env(env_id: str, source: str = "generic", overrides: list[str] | 
     space = get_task_space(env_id)
     for note in fit_to_env(cfg, space, user):
         log(f"--env {env_id}: {note}")
-    check_env_features(cfg, space)  # what an override asked for and the env lacks: one line, now
+    check_env_features(cfg.env, cfg.sft, space)  # what an override asked for and the env lacks: one line, now
     return cfg
 
 

@@ -78,7 +78,7 @@ def filler_pass(policy, want_entropy: bool, use_kl: bool) -> None:
     for a rank that has run out of micro-batches while others have not."""
     import torch
 
-    from agentgym.trainers.ppo import reference_logprobs, token_logprobs
+    from agentgym.trainers.ppo import reference_logprobs, token_logprobs  # lazy: needs torch
 
     ids = torch.full((1, 2), policy.tokenizer.pad_token_id or 0, dtype=torch.long, device=policy.device)
     mask = torch.ones_like(ids)
@@ -148,7 +148,7 @@ def load_optimizer_shard(optimizer, path: Path) -> None:
     import torch
     from torch.distributed.tensor import DTensor
 
-    from agentgym.trainers.checkpoint import safe_load
+    from agentgym.trainers.checkpoint import safe_load  # lazy: needs torch
 
     blob = safe_load(path, "optimizer shard")
     params = [p for g in optimizer.param_groups for p in g["params"]]

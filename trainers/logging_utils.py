@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from agentgym.errors import MissingExtraError
-from agentgym.evaluation.report import pyplot_agg
+from agentgym.figures import pyplot_agg, save_figure
 
 METRICS_FILE = "metrics.jsonl"
 _RESERVED = ("step", "time")
@@ -339,7 +339,4 @@ def plot_learning_curves(
         axes.flat[0].legend(fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=110)
-    plt.close(fig)
-    return out_png
+    return save_figure(fig, out_png)

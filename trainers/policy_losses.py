@@ -34,25 +34,12 @@ from typing import Any, Callable
 import torch
 
 from agentgym.errors import ConfigError
-from agentgym.trainers.ppo import LossStats, clip_range, ppo_clip_loss
+from agentgym.trainers.ppo import AGGREGATIONS, LossStats, aggregate, clip_range, finish_loss, ppo_clip_loss
+from agentgym.trainers.estimators import estimator_spec
+from agentgym.trainers.estimators.options import resolve_options
 
-AGGREGATIONS = ("token-mean", "seq-mean", "token-sum")
 
 PolicyLoss = Callable[..., tuple[torch.Tensor, LossStats]]
-
-
-def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str, denom: float | None = None) -> torch.Tensor:
-    """token-mean: sum / number of model tokens (DAPO's token-level loss); seq-mean: mean over rows of
-    each row's token mean (GRPO's and GSPO's 1/G sum_i 1/|y_i| sum_t); token-sum: sum / a constant
-    that does not depend on the lengths (Dr. GRPO). `denom` replaces the per-call normalizer."""
-    if how == "token-mean":
-        return (per_token * mask).sum() / (denom if denom is not None else mask.sum().clamp(min=1.0))
-    if how == "seq-mean":
-        per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
-        return per_seq.sum() / (denom if denom is not None else max(per_token.shape[0], 1))
-    if how == "token-sum":
-        return (per_token * mask).sum() / (denom if denom is not None else max(per_token.numel(), 1))
-    raise ConfigError(f"unknown loss aggregation {how!r}: use one of {', '.join(AGGREGATIONS)}")
 
 
 def loss_denominator(how: str, num_tokens: float, num_samples: int, norm_tokens: int) -> float:
@@ -84,24 +71,8 @@ def _refuse_off_policy(name: str, is_cap, prox_logp) -> None:
 def _finish(pg, logp, old_logp, ratio, mask, clip_lo, clip_hi, how, denom, ref_logp, kl_coef, entropy,
             entropy_coef) -> tuple[torch.Tensor, LossStats]:
     """pg per token -> the aggregated loss with ppo_clip_loss's KL and entropy terms, and its stats."""
-    loss = aggregate(pg, mask, how, denom)
-    kl_value = torch.zeros(())
-    if ref_logp is not None and kl_coef > 0:
-        d = (ref_logp - logp) * mask
-        kl_value = aggregate(torch.exp(d) - d - 1.0, mask, how, denom)
-        loss = loss + kl_coef * kl_value
-    entropy_value = torch.zeros(())
-    if entropy is not None and entropy_coef > 0:
-        entropy_value = aggregate(entropy, mask, how, denom)
-        loss = loss - entropy_coef * entropy_value
-    with torch.no_grad():
-        n = mask.sum().clamp(min=1.0)
-        clip_frac = (((ratio < clip_lo) | (ratio > clip_hi)).float() * mask).sum() / n
-        approx_kl = (-(logp - old_logp) * mask).sum() / n
-        ratio_max = (ratio * mask).max() if mask.any() else torch.ones(())
-    stats = LossStats(float(aggregate(pg.detach(), mask, how, denom)), float(kl_value.detach()), float(clip_frac),
-                      float(approx_kl), float(ratio_max), float(entropy_value.detach()))
-    return loss, stats
+    return finish_loss(pg, logp, logp - old_logp, ratio, mask, clip_lo, clip_hi, how, denom, ref_logp, kl_coef,
+                       entropy, entropy_coef)
 
 
 def clipped_surrogate(logp, old_logp, adv, mask, clip_lo, clip_hi, how="token-mean", denom=None, ref_logp=None,
@@ -216,8 +187,6 @@ def update_loss(estimator: Any, ppo: Any, clip: tuple[float, float]) -> UpdateLo
     (DAPO, GSPO, CISPO) replaces `clip` with [1 - clip_low, 1 + clip_high]."""
     if estimator is None:
         return UpdateLoss(ppo_clip_loss, ppo.loss_agg, clip, 0, False)
-    from agentgym.trainers.estimators import estimator_spec
-    from agentgym.trainers.estimators.options import resolve_options
 
     spec = estimator_spec(estimator.name)
     options = resolve_options(spec, getattr(estimator, "options", None))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from agentgym.errors import ConfigError
 from agentgym.trainers.last_layer import final_hidden_at
 
 
@@ -139,15 +140,22 @@ def reference_logprobs(policy, input_ids: torch.Tensor, attention_mask: torch.Te
     return token_logprobs(policy.reference_forward, input_ids, attention_mask)[0]
 
 
+AGGREGATIONS = ("token-mean", "seq-mean", "token-sum")
+
+
 def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str, denom: float | None = None) -> torch.Tensor:
-    """Mean over model tokens; `denom` = token count of the whole minibatch under gradient
-    accumulation, so that micro-batches add up to the minibatch mean."""
+    """token-mean: sum / number of model tokens (DAPO's token-level loss); seq-mean: mean over rows of
+    each row's token mean (GRPO's and GSPO's 1/G sum_i 1/|y_i| sum_t); token-sum: sum / a constant
+    that does not depend on the lengths (Dr. GRPO). `denom` replaces the per-call normalizer: the
+    whole minibatch's under gradient accumulation, so that micro-batches add up to its mean."""
     if how == "token-mean":
         return (per_token * mask).sum() / (denom if denom is not None else mask.sum().clamp(min=1.0))
     if how == "seq-mean":
         per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
         return per_seq.sum() / (denom if denom is not None else max(per_token.shape[0], 1))
-    raise ValueError(f"unknown loss aggregation {how!r}")
+    if how == "token-sum":
+        return (per_token * mask).sum() / (denom if denom is not None else max(per_token.numel(), 1))
+    raise ConfigError(f"unknown loss aggregation {how!r}: use one of {', '.join(AGGREGATIONS)}")
 
 
 @dataclass
@@ -203,6 +211,15 @@ def ppo_clip_loss(logp, old_logp, adv, mask, clip_lo, clip_hi, how="token-mean",
         behaviour_w, truncated_w, over = importance_weights(prox_logp * mask, old_logp * mask, is_cap)
         pg = -truncated_w.detach() * torch.minimum(ratio * adv, torch.clamp(ratio, clip_lo, clip_hi) * adv)
         weights = _weight_stats(behaviour_w, over, mask)
+    return finish_loss(pg, logp, log_ratio, ratio, mask, clip_lo, clip_hi, how, denom, ref_logp, kl_coef, entropy,
+                       entropy_coef, weights)
+
+
+def finish_loss(pg, logp, log_ratio, ratio, mask, clip_lo, clip_hi, how, denom, ref_logp, kl_coef, entropy,
+                entropy_coef, weights: dict | None = None) -> tuple[torch.Tensor, LossStats]:
+    """The tail every policy loss shares: the per-token loss `pg` aggregated, plus the KL penalty
+    to the reference and minus the entropy bonus, and the stats of the update (clip fraction,
+    approximate KL from `log_ratio`, the largest ratio, the importance `weights` when any)."""
     loss = aggregate(pg, mask, how, denom)
     kl_value = torch.zeros(())
     if ref_logp is not None and kl_coef > 0:
@@ -220,7 +237,7 @@ def ppo_clip_loss(logp, old_logp, adv, mask, clip_lo, clip_hi, how="token-mean",
         approx_kl = (-log_ratio * mask).sum() / n
         ratio_max = (ratio * mask).max() if mask.any() else torch.ones(())
     stats = LossStats(float(aggregate(pg.detach(), mask, how, denom)), float(kl_value.detach()), float(clip_frac),
-                      float(approx_kl), float(ratio_max), float(entropy_value.detach()), **weights)
+                      float(approx_kl), float(ratio_max), float(entropy_value.detach()), **(weights or {}))
     return loss, stats
 
 

@@ -26,6 +26,11 @@ from typing import Callable, Sequence
 import numpy as np
 
 from agentgym.trajectory import Trajectory, save_trajectories
+from agentgym.trainers.estimators import estimator_spec
+from agentgym.trainers.estimators.common import FlatBatch
+from agentgym.evaluation.report import write_report
+from agentgym.registration import get_task_space
+from agentgym.tasks.spec import TaskSpec
 
 TRAJECTORY_DIR = "trajectories"
 EVAL_DIR = "evals"
@@ -46,8 +51,6 @@ def should_save(every: int, iteration: int) -> bool:
 
 def advantage_parts(trajectories: Sequence[Trajectory], est_cfg) -> dict[str, list[np.ndarray]]:
     """The episode and step parts of the advantage for estimators that are built from them."""
-    from agentgym.trainers.estimators import estimator_spec
-    from agentgym.trainers.estimators.common import FlatBatch
 
     spec = estimator_spec(est_cfg.name)
     if spec.parts is None:
@@ -60,8 +63,6 @@ def _category(space, traj: Trajectory) -> str | None:
     if space is None or not traj.task:
         return None
     try:
-        from agentgym.tasks.spec import TaskSpec
-
         return str(space.category(TaskSpec.from_dict(traj.task)))
     except Exception:  # an env without categories, or a task dict it cannot read
         return None
@@ -70,8 +71,6 @@ def _category(space, traj: Trajectory) -> str | None:
 def _task_space(trajectories: Sequence[Trajectory]):
     env_id = next((t.env_id for t in trajectories if t.env_id), "")
     try:
-        from agentgym.registration import get_task_space
-
         return get_task_space(env_id) if env_id else None
     except Exception:
         return None
@@ -113,32 +112,29 @@ def token_decoder(policy) -> Callable[[int], str] | None:
     return decode
 
 
-def save_iteration(cfg, iteration: int, trajectories: Sequence[Trajectory], advantages: Sequence,
-                   est_cfg, policy=None) -> Path | None:
-    """The trainer's hook after the advantages of iteration `iteration` (0-based) are known."""
-    every = getattr(cfg.log, "save_trajectories_every", 0)
-    if not should_save(every, iteration + 1):
+def save_iteration(log_cfg, run_dir: Path, iteration: int, trajectories: Sequence[Trajectory], advantages: Sequence,
+                   est_cfg, policy=None, drop_abs_adv_below: float = 0.0) -> Path | None:
+    """The trainer's hook after the advantages of iteration `iteration` (0-based) are known; the
+    samples below drop_abs_adv_below (ppo.drop_abs_adv_below) are marked as not trained on."""
+    if not should_save(log_cfg.save_trajectories_every, iteration + 1):
         return None
-    from agentgym.trainers.run_setup import run_dir_for
 
     copies = [Trajectory.from_dict(t.to_dict()) for t in trajectories]  # the trainer's own stay untouched
     annotate(copies, iteration=iteration + 1, advantages=advantages, est_cfg=est_cfg,
              decode=token_decoder(policy) if policy is not None else None,
-             drop_abs_adv_below=cfg.ppo.drop_abs_adv_below)
-    path = train_path(run_dir_for(cfg), iteration + 1)
+             drop_abs_adv_below=drop_abs_adv_below)
+    path = train_path(Path(run_dir), iteration + 1)
     save_trajectories(path, copies)
     return path
 
 
-def save_evaluation(cfg, result, iteration: int | None, policy=None) -> Path | None:
+def save_evaluation(log_cfg, run_dir: Path, result, iteration: int | None, policy=None) -> Path | None:
     """The trainer's hook after a held-out evaluation (iteration 0 = before RL)."""
-    if iteration is None or getattr(cfg.log, "save_trajectories_every", 0) <= 0:
+    if iteration is None or log_cfg.save_trajectories_every <= 0:
         return None
-    from agentgym.trainers.run_setup import run_dir_for
-    from agentgym.evaluation.report import write_report
 
     annotate(result.trajectories, iteration=iteration, decode=token_decoder(policy) if policy is not None else None)
-    out = eval_dir(run_dir_for(cfg), iteration)
+    out = eval_dir(Path(run_dir), iteration)
     write_report(result, out, plot=False, title=f"held-out evaluation at iteration {iteration}",
                  save_trajectories=True)
     return out

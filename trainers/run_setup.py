@@ -15,27 +15,39 @@ import torch
 
 from agentgym import progress
 from agentgym.errors import ConfigError
-from agentgym.trainers.config import TrainConfig
+from agentgym.policies.engines import EngineSettings
+from agentgym.policies.engines import make_engine as build_engine
+from agentgym.policies.model_files import check_device, check_model_path
+from agentgym.policies.scripted import OraclePolicy, RandomPolicy
+from agentgym.policies import specs  # specs.load_policy: tests swap it for a scripted judge
+from agentgym.registration import get_task_space
+from agentgym.rewards.meta_reasoning import TAGS, tagged_reply
+from agentgym.rollout import collect
+from agentgym.tasks.generation import fresh_tasks
+from agentgym.tasks.space import TaskSpace
+from agentgym.trainers.config import EnvConfig, PolicyConfig, PPOConfig, SFTConfig, TinyModelConfig, TrainConfig
+from agentgym.trainers.estimators import EstimatorConfig
+from agentgym.trainers.heads import build_heads as heads_for
+from agentgym.trainers.logging_utils import METRICS_FILE
+from agentgym.trainers.sft import run_sft
 
 
 def run_dir_for(cfg: TrainConfig) -> Path:
     return Path(cfg.run_dir) if cfg.run_dir else Path("runs") / cfg.name
 
 
-def make_policy(cfg: TrainConfig, model_path: str | Path):
+def make_policy(policy_cfg: PolicyConfig, model_path: str | Path):
     """The policy the trainer updates (an HFPolicy); what generates its rollouts is `make_engine`."""
-    from agentgym.policies.hf import HFPolicy
+    from agentgym.policies.hf import HFPolicy  # torch and transformers: loaded when a model is
 
-    return HFPolicy(model_path, device=cfg.policy.device, dtype=cfg.policy.dtype, lora=cfg.policy.lora,
-                    reference=cfg.policy.reference, max_prompt_tokens=cfg.policy.max_prompt_tokens)
+    return HFPolicy(model_path, device=policy_cfg.device, dtype=policy_cfg.dtype, lora=policy_cfg.lora,
+                    reference=policy_cfg.reference, max_prompt_tokens=policy_cfg.max_prompt_tokens)
 
 
-def make_engine(cfg: TrainConfig, policy, model_path: str | Path):
+def make_engine(settings: EngineSettings, policy, model_path: str | Path):
     """policy.engine's rollout engine over the trainer's policy (agentgym.policies.engines): the
     policy itself for "hf", a vLLM engine or Ray replicas that sync from it after each update."""
-    from agentgym.policies.engines import make_engine as build
-
-    return build(cfg.policy.engine, policy, model_path, cfg)
+    return build_engine(settings.policy.engine, policy, model_path, settings)
 
 
 def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], None] = print,
@@ -50,8 +62,6 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
     settings it was built from match this config (a hash in its folder); otherwise it is rebuilt
     and the log says which settings changed. session: where the bars of the tiny model's rollouts
     and of SFT draw (agentgym.progress; by default the calling command's session)."""
-    from agentgym.errors import ConfigError
-    from agentgym.policies.model_files import check_device, check_model_path
 
     check_device(cfg.policy.device)
     info: dict = {}
@@ -65,14 +75,16 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
                  else str(model)}
     elif cfg.tiny.build:
         model = run_dir / "tiny_model"
-        settings = tiny_settings(cfg)
+        settings = tiny_settings(cfg.env, cfg.tiny, cfg.sft, cfg.seed)
         if not _reusable(model, settings, "tiny model", log):
-            from agentgym.policies.tiny import build_tiny_model
+            from agentgym.policies.tiny import build_tiny_model  # torch and transformers: when one is built
 
             t0 = time.perf_counter()
-            build_tiny_model(model, env_id=cfg.env.id, vocab_size=cfg.tiny.vocab_size, hidden=cfg.tiny.hidden,
-                             layers=cfg.tiny.layers, heads=cfg.tiny.heads, arch=cfg.tiny.arch, seed=cfg.seed,
-                             num_tasks=cfg.tiny.num_tasks, chat=cfg.env.chat, meta_tags=tagged(cfg), session=session)
+            texts = collect_env_texts(cfg.env.id, num_tasks=cfg.tiny.num_tasks, seed=cfg.seed, chat=cfg.env.chat,
+                                      meta_tags=tagged(cfg.sft), session=session)
+            build_tiny_model(model, env_id=cfg.env.id, texts=texts, vocab_size=cfg.tiny.vocab_size,
+                             hidden=cfg.tiny.hidden, layers=cfg.tiny.layers, heads=cfg.tiny.heads, arch=cfg.tiny.arch,
+                             seed=cfg.seed, meta_tags=tagged(cfg.sft))
             _write_record(model, settings)
             info["build_seconds"] = time.perf_counter() - t0
             log(f"built a tiny model (random weights, tokenizer from {cfg.env.id}'s text) in {model} "
@@ -86,13 +98,11 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
     if cfg.policy.model and Path(cfg.policy.model).expanduser().resolve() == sft_dir.resolve():
         raise ConfigError(f"policy.model={cfg.policy.model} is where this run writes its SFT warm start: copy it "
                           "elsewhere, or set sft.enabled=false to start RL from it")
-    settings = sft_settings(cfg, start)
+    settings = sft_settings(cfg.env, cfg.policy, cfg.sft, cfg.seed, start)
     if not _reusable(sft_dir, settings, "SFT warm start", log):
-        from agentgym.trainers.sft import run_sft
-
         t0 = time.perf_counter()
-        policy = make_policy(cfg, model)
-        stats = run_sft(policy, cfg, log=log, session=session)
+        policy = make_policy(cfg.policy, model)
+        stats = run_sft(policy, cfg.sft, cfg.env, cfg.seed, log=log, session=session)
         policy.save(sft_dir)
         _write_record(sft_dir, settings)
         info["sft"] = stats
@@ -101,32 +111,58 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
     return sft_dir, info
 
 
+def collect_env_texts(env_id: str, num_tasks: int = 64, seed: int = 0, chat: dict | None = None,
+                      split: str = "train", meta_tags: bool = False, session=progress.CURRENT) -> list[str]:
+    """Prompts and replies seen in oracle and random rollouts of `num_tasks` train tasks; with
+    `meta_tags` the oracle's replies carry the meta-reasoning tags a tagged warm start writes.
+    session: where the rollouts' bars draw (agentgym.progress)."""
+    space = get_task_space(env_id)
+    tasks = space.split(split)[:num_tasks]
+    if not tasks and type(space).sample is not TaskSpace.sample:  # a generator and no split: fresh tasks
+        tasks = fresh_tasks(space, num_tasks, seed=seed)
+    if not tasks:
+        raise ConfigError(f"{env_id} has no {split} tasks to learn a tokenizer from: give its TaskSpace a "
+                          f"{split!r} split, or pass policy.model=PATH_OR_HUB_ID instead of building a tiny model")
+    texts: list[str] = []
+    # the oracle only when the env has one (it shows the replies that solve tasks); random play always
+    has_oracle = type(space).solve is not TaskSpace.solve
+    for policy in ((OraclePolicy(space, tags=meta_tags),) if has_oracle else ()) + (RandomPolicy(seed),):
+        for traj in collect(env_id, tasks, policy, group_size=1, seed=seed, chat=chat, session=session):
+            for step in traj.steps:
+                texts.extend(m["content"] for m in (step.messages or []))
+                texts.append(step.text)
+            texts.append(traj.final_observation)
+    if meta_tags:  # every tag with its note, also those the plain oracle never writes (monitor, reflection)
+        texts.extend(tagged_reply(tag, "<action>look</action>") for tag in TAGS for _ in range(len(texts) // 100 + 1))
+    return texts
+
+
 # --- reuse of built models: a settings record in each built folder ----------------------------
 SETTINGS_FILE = "agentgym_settings.json"  # in a built tiny / SFT model folder: what it was built from
 
 
-def tagged(cfg: TrainConfig) -> bool:
+def tagged(sft_cfg: SFTConfig) -> bool:
     """The warm start learns tagged replies (sft.tags): the tiny model's tokenizer must hold the tags."""
-    return bool(cfg.sft.enabled and cfg.sft.tags)
+    return bool(sft_cfg.enabled and sft_cfg.tags)
 
 
-def tiny_settings(cfg: TrainConfig) -> dict:
+def tiny_settings(env_cfg: EnvConfig, tiny_cfg: TinyModelConfig, sft_cfg: SFTConfig, seed: int) -> dict:
     """Everything a tiny model's tokenizer and weights depend on (build_tiny_model's arguments)."""
-    return {"env.id": cfg.env.id, "seed": cfg.seed, "env.chat": dataclasses.asdict(cfg.env.chat),
-            **{f"tiny.{k}": v for k, v in dataclasses.asdict(cfg.tiny).items() if k != "build"},
-            **({"meta_tags": True} if tagged(cfg) else {})}  # absent when off: older tiny models stay reusable
+    return {"env.id": env_cfg.id, "seed": seed, "env.chat": dataclasses.asdict(env_cfg.chat),
+            **{f"tiny.{k}": v for k, v in dataclasses.asdict(tiny_cfg).items() if k != "build"},
+            **({"meta_tags": True} if tagged(sft_cfg) else {})}  # absent when off: older tiny models stay reusable
 
 
-def sft_settings(cfg: TrainConfig, start: dict) -> dict:
+def sft_settings(env_cfg: EnvConfig, policy_cfg: PolicyConfig, sft_cfg: SFTConfig, seed: int, start: dict) -> dict:
     """Everything the SFT warm start depends on: its start model, the demonstrations (env, tasks,
     chat layout, expert) and the optimisation."""
-    env = cfg.env
-    return {"start": start, "seed": cfg.seed, "env.id": env.id, "env.chat": dataclasses.asdict(env.chat),
+    env = env_cfg
+    return {"start": start, "seed": seed, "env.id": env.id, "env.chat": dataclasses.asdict(env.chat),
             "env.env_kwargs": env.env_kwargs, "env.categories": env.categories, "env.task_filter": env.task_filter,
             "env.fresh_tasks": env.fresh_tasks, "env.tasks_file": env.tasks_file, "env.max_tasks": env.max_tasks,
-            "env.max_turns": env.max_turns, "policy.lora": cfg.policy.lora, "policy.dtype": cfg.policy.dtype,
-            "policy.max_prompt_tokens": cfg.policy.max_prompt_tokens,
-            **{f"sft.{k}": v for k, v in dataclasses.asdict(cfg.sft).items() if k != "enabled"
+            "env.max_turns": env.max_turns, "policy.lora": policy_cfg.lora, "policy.dtype": policy_cfg.dtype,
+            "policy.max_prompt_tokens": policy_cfg.max_prompt_tokens,
+            **{f"sft.{k}": v for k, v in dataclasses.asdict(sft_cfg).items() if k != "enabled"
                # a setting added later at its old behaviour leaves warm starts built before it reusable
                and not (k == "filter_success" and v is True) and not (k == "tags" and v is False)}}
 
@@ -167,22 +203,20 @@ def _write_record(folder: Path, settings: dict) -> None:
                                                    indent=2, default=str))
 
 
-def make_optimizer(cfg: TrainConfig, policy, heads: dict):
-    groups = [{"params": policy.trainable_parameters(), "lr": cfg.ppo.lr, "weight_decay": cfg.ppo.weight_decay}]
+def make_optimizer(ppo_cfg: PPOConfig, policy, heads: dict):
+    groups = [{"params": policy.trainable_parameters(), "lr": ppo_cfg.lr, "weight_decay": ppo_cfg.weight_decay}]
     for head in heads.values():
         if head is not None:
-            groups.append({"params": list(head.parameters()), "lr": cfg.ppo.value_lr, "weight_decay": 0.0})
+            groups.append({"params": list(head.parameters()), "lr": ppo_cfg.value_lr, "weight_decay": 0.0})
     optimizer = torch.optim.AdamW(groups)
-    warmup = max(cfg.ppo.warmup_steps, 0)
+    warmup = max(ppo_cfg.warmup_steps, 0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)))
     return optimizer, scheduler
 
 
-def build_heads(cfg: TrainConfig, policy) -> dict:
-    """The value / progress heads cfg.estimator declares (trainers/heads.py)."""
-    from agentgym.trainers.heads import build_heads as heads_for
-
-    return heads_for(cfg.estimator.name, policy.hidden_size(), policy.device)
+def build_heads(est_cfg: EstimatorConfig, policy) -> dict:
+    """The value / progress heads the estimator declares (trainers/heads.py)."""
+    return heads_for(est_cfg.name, policy.hidden_size(), policy.device)
 
 
 def clear_previous_run(run_dir: Path) -> list[str]:
@@ -190,9 +224,6 @@ def clear_previous_run(run_dir: Path) -> list[str]:
     curves are not appended to this run's and a later --resume cannot pick up its checkpoints. The
     tiny model and SFT warm start stay: they are reused when present (prepare_start_model). Only a
     folder an earlier run wrote its config.yaml into is touched. Returns what was removed."""
-    import shutil
-    from agentgym.trainers.logging_utils import METRICS_FILE
-
     if not (run_dir / "config.yaml").is_file():
         return []
     removed = []
@@ -225,11 +256,9 @@ def load_judge(reward_spec: Any) -> Any:
     name = judge.get("policy") if isinstance(judge, dict) else None
     if name is None:
         return None
-    from agentgym.policies.specs import load_policy, parse_policy_spec
-
     if not isinstance(name, str):
         raise ConfigError(f"env.reward.judge.policy={name!r} must be a string: hf:PATH or openai:URL:MODEL")
-    spec = parse_policy_spec(name)
+    spec = specs.parse_policy_spec(name)
     if not spec.is_llm:
         raise ConfigError(f"env.reward.judge.policy={name!r} cannot judge: use a model, hf:PATH or openai:URL:MODEL")
-    return load_policy(spec, env_id="")
+    return specs.load_policy(spec, env_id="")

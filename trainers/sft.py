@@ -17,7 +17,15 @@ import numpy as np
 import torch
 
 from agentgym import progress
+from agentgym.trainers.config import EnvConfig, SFTConfig
 from agentgym.trainers.samples import Sample, collate, sft_sample
+from agentgym.policies.scripted import OraclePolicy
+from agentgym.registration import get_task_space
+from agentgym.rollout import collect
+from agentgym.continuation import TokenContinuation
+from agentgym.trainers.ppo import token_logprobs
+from agentgym.trainers.task_selection import select_train_tasks
+from agentgym.chat import ChatConfig
 
 
 def oracle_trajectories(env_id: str, tasks: list, chat: dict | None, env_kwargs: dict | None, seed: int = 0,
@@ -28,9 +36,6 @@ def oracle_trajectories(env_id: str, tasks: list, chat: dict | None, env_kwargs:
     those that reached the goal, otherwise failed ones too (what an unfiltered log of it holds).
     `tags`: its replies open with the meta-reasoning tag its rule picks (OraclePolicy(tags=True)).
     session: where the rollout's bar draws (agentgym.progress)."""
-    from agentgym.policies.scripted import OraclePolicy
-    from agentgym.registration import get_task_space
-    from agentgym.rollout import collect
 
     oracle = OraclePolicy(get_task_space(env_id), slip_prob=slip_prob, seed=seed, search=search,
                           dawdle_prob=dawdle_prob, tags=tags)
@@ -60,7 +65,6 @@ def sft_episode_samples(policy, trajectories) -> list[Sample]:
     episode costs one pass over its final length instead of twelve over growing prompts.
     Where the template rewrites earlier turns, or the conversation outgrows the prompt budget, the
     episode goes on in a new sample (the per-step layout)."""
-    from agentgym.continuation import TokenContinuation
 
     continuation = TokenContinuation(policy, on_mismatch="per-turn")
     budget = getattr(policy, "max_prompt_tokens", None)
@@ -94,7 +98,6 @@ def sft_episode_samples(policy, trajectories) -> list[Sample]:
 
 
 def sft_loss(model, batch) -> torch.Tensor:
-    from agentgym.trainers.ppo import token_logprobs
 
     logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"])
     mask = batch["loss_mask"]
@@ -156,25 +159,23 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
             "first_loss": losses[0] if losses else float("nan"), "seconds": time.perf_counter() - t0}
 
 
-def run_sft(policy, cfg, log: Callable[[str], None] | None = None, session=progress.CURRENT) -> dict:
-    """SFT `policy` in place on oracle trajectories of the config's training tasks (bars in `session`)."""
+def run_sft(policy, sft_cfg: SFTConfig, env_cfg: EnvConfig, seed: int, log: Callable[[str], None] | None = None,
+            session=progress.CURRENT) -> dict:
+    """SFT `policy` in place on oracle trajectories of env_cfg's training tasks (bars in `session`)."""
     session = progress.resolve(session)
-    from agentgym.registration import get_task_space
-    from agentgym.trainers.task_selection import select_train_tasks
 
-    space = get_task_space(cfg.env.id)
-    tasks = select_train_tasks(cfg, space)
-    rng = np.random.default_rng([cfg.seed, 7])
-    pick = rng.permutation(len(tasks))[: cfg.sft.num_tasks]
-    trajs = oracle_trajectories(cfg.env.id, [tasks[int(i)] for i in pick], cfg.env.chat, cfg.env.env_kwargs,
-                                seed=cfg.seed, executor=cfg.env.executor, slip_prob=cfg.sft.slip_prob,
-                                search=cfg.sft.expert == "searching", dawdle_prob=cfg.sft.dawdle_prob,
-                                filter_success=cfg.sft.filter_success, tags=cfg.sft.tags, session=session)
-    from agentgym.chat import ChatConfig
+    space = get_task_space(env_cfg.id)
+    tasks = select_train_tasks(env_cfg, space, seed)
+    rng = np.random.default_rng([seed, 7])
+    pick = rng.permutation(len(tasks))[: sft_cfg.num_tasks]
+    trajs = oracle_trajectories(env_cfg.id, [tasks[int(i)] for i in pick], env_cfg.chat, env_cfg.env_kwargs,
+                                seed=seed, executor=env_cfg.executor, slip_prob=sft_cfg.slip_prob,
+                                search=sft_cfg.expert == "searching", dawdle_prob=sft_cfg.dawdle_prob,
+                                filter_success=sft_cfg.filter_success, tags=sft_cfg.tags, session=session)
 
-    full = ChatConfig.of(cfg.env.chat).history == "full"
+    full = ChatConfig.of(env_cfg.chat).history == "full"
     samples = sft_episode_samples(policy, trajs) if full else sft_samples(policy, trajs)
-    stats = train_sft(policy, samples, cfg.sft.epochs, cfg.sft.lr, cfg.sft.batch_size, seed=cfg.seed,
-                      weight_decay=cfg.sft.weight_decay, max_steps=cfg.sft.max_steps, log=log, session=session)
+    stats = train_sft(policy, samples, sft_cfg.epochs, sft_cfg.lr, sft_cfg.batch_size, seed=seed,
+                      weight_decay=sft_cfg.weight_decay, max_steps=sft_cfg.max_steps, log=log, session=session)
     stats["trajectories"] = len(trajs)
     return stats

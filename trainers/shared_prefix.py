@@ -31,6 +31,7 @@ from typing import Sequence
 import torch
 
 from agentgym.trainers.samples import TokenSequence
+from agentgym.trainers.ppo import head_is_linear
 
 
 @dataclass
@@ -232,7 +233,6 @@ def shared_prefix_logprobs(model, sequences: Sequence[TokenSequence], pad_id: in
 def supports_shared_prefix(model) -> bool:
     """Models whose forward takes a DynamicCache with gradients (Hugging Face causal LMs with a
     plain linear head); anything else runs the plain forward."""
-    from agentgym.trainers.ppo import head_is_linear
 
     return head_is_linear(model) and not getattr(model.config, "is_encoder_decoder", False)
 

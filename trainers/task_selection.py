@@ -6,28 +6,31 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentgym.errors import ConfigError
-from agentgym.trainers.config import TrainConfig
+from agentgym.trainers.config import EnvConfig, EvalConfig
+from agentgym.tasks.generation import fresh_tasks
+from agentgym.tasks.validation import heldout_keys, reserved_rule
+from agentgym.tasks.splits import load_split, refuse_heldout
+from agentgym.tasks.splits import save_split
 
 
-def select_train_tasks(cfg: TrainConfig, space) -> list:
-    from agentgym.tasks.generation import fresh_tasks
-    from agentgym.tasks.validation import heldout_keys, reserved_rule
-    from agentgym.tasks.splits import load_split, refuse_heldout
+def select_train_tasks(env_cfg: EnvConfig, space, seed: int) -> list:
+    """The training tasks env_cfg names: fresh tasks (drawn with `seed`), a task file or the split,
+    filtered by env.task_filter / env.categories, held-out ids refused."""
 
-    if cfg.env.fresh_tasks:
+    if env_cfg.fresh_tasks:
         def keep(spec) -> bool:
-            return bool(filter_tasks([spec], cfg.env.task_filter, cfg.env.categories, space))
+            return bool(filter_tasks([spec], env_cfg.task_filter, env_cfg.categories, space))
 
-        tasks = fresh_tasks(space, int(cfg.env.fresh_tasks), seed=cfg.seed, keep=keep)
+        tasks = fresh_tasks(space, int(env_cfg.fresh_tasks), seed=seed, keep=keep)
     else:
-        tasks = load_split(cfg.env.tasks_file) if cfg.env.tasks_file else space.split(cfg.env.split)
-        tasks = filter_tasks(tasks, cfg.env.task_filter, cfg.env.categories, space)
+        tasks = load_split(env_cfg.tasks_file) if env_cfg.tasks_file else space.split(env_cfg.split)
+        tasks = filter_tasks(tasks, env_cfg.task_filter, env_cfg.categories, space)
     refuse_heldout(tasks, heldout_keys(space), what="training", reserved=reserved_rule(space))
-    if cfg.env.max_tasks:
-        tasks = tasks[: cfg.env.max_tasks]
+    if env_cfg.max_tasks:
+        tasks = tasks[: env_cfg.max_tasks]
     if not tasks:
-        raise ConfigError(f"no training tasks left after env.task_filter={cfg.env.task_filter} and "
-                          f"env.categories={cfg.env.categories}: loosen the filter")
+        raise ConfigError(f"no training tasks left after env.task_filter={env_cfg.task_filter} and "
+                          f"env.categories={env_cfg.categories}: loosen the filter")
     return tasks
 
 
@@ -50,14 +53,13 @@ def filter_tasks(tasks: list, task_filter: dict, categories: list | None = None,
     return [t for t in tasks if ok(t)]
 
 
-def write_eval_tasks(cfg: TrainConfig, space, run_dir: Path) -> Path:
+def write_eval_tasks(eval_cfg: EvalConfig, env_cfg: EnvConfig, space, run_dir: Path) -> Path:
     """The held-out tasks of this run (same filter as training), as a manifest for evaluate()."""
-    from agentgym.tasks.splits import save_split
 
-    tasks = filter_tasks(space.split(cfg.eval.split), cfg.env.task_filter, cfg.env.categories, space)
-    tasks = tasks[: cfg.eval.num_tasks]
+    tasks = filter_tasks(space.split(eval_cfg.split), env_cfg.task_filter, env_cfg.categories, space)
+    tasks = tasks[: eval_cfg.num_tasks]
     if not tasks:
-        raise ConfigError(f"no {cfg.eval.split} tasks match env.task_filter={cfg.env.task_filter}")
-    path = run_dir / f"eval_{cfg.eval.split}.jsonl"
+        raise ConfigError(f"no {eval_cfg.split} tasks match env.task_filter={env_cfg.task_filter}")
+    path = run_dir / f"eval_{eval_cfg.split}.jsonl"
     save_split(path, tasks)
     return path

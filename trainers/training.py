@@ -40,12 +40,15 @@ from agentgym.policies.base import SamplingParams
 from agentgym.registration import check_env_id, get_task_space
 from agentgym.rewards.hook import env_reward_kwargs, reward_hook
 from agentgym.tasks.source import make_task_source_from_config
+from agentgym.tasks.protocol import idle_commands
 from agentgym.tasks.splits import load_split
 from agentgym.trainers import distributed
 from agentgym.trainers.batches import BatchProducer
 from agentgym.trainers.checkpoint import check_resume, load_checkpoint, save_checkpoint
 from agentgym.trainers.checks import importance_cap
-from agentgym.trainers.config import EnvConfig, EvalConfig, PPOConfig, RolloutConfig, TrainConfig, save_config
+from agentgym.policies.engines import EngineSettings
+from agentgym.trainers.config import (EnvConfig, EvalConfig, LogConfig, PPOConfig, RolloutConfig, SFTConfig,
+                                      TrainConfig, save_config)
 from agentgym.trainers.estimators import EstimatorConfig, compute_advantages, estimator_spec
 from agentgym.trainers.diagnostics import iteration_credit
 from agentgym.trainers.disk import disk_full_error, is_disk_full
@@ -53,7 +56,7 @@ from agentgym.trainers.env_requirements import check_env_features, import_module
 from agentgym.trainers.heads import fit_spa_progress, per_step_arrays, step_values  # noqa: F401  (old path)
 from agentgym.trainers.learner import (TrainingDiverged, check_finite, equal_minibatches,  # noqa: F401  (old paths)
                                        ppo_update, score_sequences)
-from agentgym.trainers.logging_utils import MetricsLogger
+from agentgym.trainers.logging_utils import MetricsLogger, plot_learning_curves
 from agentgym.trainers.ppo import clip_range
 from agentgym.trainers.records import save_evaluation, save_iteration
 from agentgym.trainers.run_setup import (build_heads, clear_previous_run, load_judge, make_engine, make_optimizer,
@@ -126,8 +129,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     for a in advantages:
         check_finite("advantages", a, iteration)
     all_trajectories, all_advantages = dp.gather(trajectories, advantages)  # every rank's, for the source and logs
-    if dp.is_main:
-        save_iteration(cfg, iteration, all_trajectories, all_advantages, cfg.estimator, policy)
+    dp.on_main(save_iteration, cfg.log, run_dir_for(cfg), iteration, all_trajectories, all_advantages, cfg.estimator,
+               policy, cfg.ppo.drop_abs_adv_below)
     producer.source.update(all_trajectories, all_advantages)
     returns = [a + v for a, v in zip(advantages, values)] if values is not None else None
     samples = make_samples(sequences, advantages, drop_abs_adv_below=cfg.ppo.drop_abs_adv_below, returns=returns,
@@ -136,7 +139,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     t1, c1 = time.perf_counter(), time.process_time()
     clip = update_clip(cfg.ppo, cfg.estimator.name)
     update = ppo_update(cfg.ppo, clip, policy, optimizer, scheduler, samples, rng, iteration, heads.get("value"),
-                        importance_cap(cfg), dp, estimator=cfg.estimator, session=producer.session) if samples else {}
+                        importance_cap(cfg.ppo, cfg.rollout), dp, estimator=cfg.estimator,
+                        session=producer.session) if samples else {}
     t_update, c_update = time.perf_counter() - t1, time.process_time() - c1
     all_adv = np.concatenate([a for a in all_advantages if len(a)] or [np.zeros(1)])
     train_tokens = sum(len(s) for s in samples) * cfg.ppo.epochs
@@ -156,7 +160,9 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
         metrics["rollout"]["prefix_cache_hit_rate"] = hit_rate()  # vLLM: prompt tokens its prefix cache served
     if async_metrics := producer.finish(iteration, policy, batch, samples):  # publishes the new weights
         metrics["async"] = async_metrics
-    metrics["credit"] = iteration_credit(all_trajectories, all_advantages, cfg.estimator)  # idle/invalid steps' credit
+    # idle / invalid steps' credit; idle as the env's task space declares it
+    metrics["credit"] = iteration_credit(all_trajectories, all_advantages, cfg.estimator,
+                                         idle_commands(get_task_space(cfg.env.id)))
     metrics["time"]["train_tokens_per_s"] = train_tokens / max(t_update, 1e-9)
     metrics["time"]["rollout_tokens_per_s"] = metrics["rollout"]["response_tokens"] / max(t_rollout, 1e-9)
     return metrics
@@ -189,40 +195,43 @@ def evaluate_policy(eval_cfg: EvalConfig, env_cfg: EnvConfig, engine, eval_path:
     return eval_summary(heldout_result(eval_cfg, env_cfg, engine, eval_path, seed, rollout, session))
 
 
-def _evaluate_now(cfg: TrainConfig, engine, policy, eval_path, state: dict, dp, session) -> dict | None:
-    """Every rank enters (FSDP gathers the weights); rank 0 evaluates and records it in `state`."""
-    with dp.full_weights(policy):
-        if not dp.is_main:
-            return None
-        result = heldout_result(cfg.eval, cfg.env, engine, eval_path, cfg.seed, cfg.rollout, session)
-        save_evaluation(cfg, result, state["iteration"], policy)  # for `agentgym view` (log.save_trajectories_every)
+def _evaluate_now(evaluate: Callable[[], object], log_cfg: LogConfig, run_dir: Path, policy, state: dict,
+                  dp) -> dict | None:
+    """Every rank enters (FSDP gathers the weights); rank 0 runs `evaluate` (heldout_result with the
+    run's settings) and records it in `state` and for `agentgym view` (log.save_trajectories_every)."""
+    def on_main() -> dict:
+        result = evaluate()
+        save_evaluation(log_cfg, run_dir, result, state["iteration"], policy)
         ev = eval_summary(result)
         state["evals"].append({"iteration": state["iteration"], **ev})
         return ev
 
+    with dp.full_weights(policy):
+        return dp.on_main(on_main)
+
 
 # --- the run ----------------------------------------------------------------------------------
-def _open_run_dir(cfg: TrainConfig, resume: bool, dp, log) -> tuple[Path, Path | None]:
-    run_dir = run_dir_for(cfg)
-    checkpoint = check_resume(cfg) if resume else None  # whole, and saved with these shape settings
+def _open_run_dir(run_dir: Path, settings: dict, resume: bool, dp, log) -> Path | None:
+    """The checkpoint to resume from (checked against `settings`, the config as a dict), or None for
+    a fresh start, which clears a previous run's outputs from run_dir."""
+    checkpoint = check_resume(run_dir, settings) if resume else None  # whole, and saved with these shape settings
     dp.check_checkpoint(checkpoint)
     if resume and checkpoint is None:
         log(f"no checkpoint in {run_dir}: starting from scratch")
     run_dir.mkdir(parents=True, exist_ok=True)
-    if dp.is_main and checkpoint is None and (removed := clear_previous_run(run_dir)):
+    if checkpoint is None and (removed := dp.on_main(clear_previous_run, run_dir)):
         log(f"fresh run in {run_dir}: removed the previous run's {', '.join(removed)} (pass --resume to continue it)")
-    if dp.is_main:
-        save_config(cfg, run_dir / "config.yaml")
-    return run_dir, checkpoint
+    return checkpoint
 
 
-def _tasks(cfg: TrainConfig, run_dir: Path, dp, log):
+def _tasks(env_cfg: EnvConfig, sft_cfg: SFTConfig, tasks_cfg, eval_cfg: EvalConfig, seed: int, run_dir: Path, dp,
+           log):
     """The training task source and the held-out tasks file (rank 0 writes it)."""
-    space = get_task_space(cfg.env.id)
-    check_env_features(cfg, space)
-    source = make_task_source_from_config(cfg.tasks, space, select_train_tasks(cfg, space), seed=cfg.seed)
-    eval_path = write_eval_tasks(cfg, space, run_dir) if dp.is_main else None
-    if dp.is_main and (too_small := power_warning(len(load_split(eval_path)), cfg.eval.episodes_per_task)):
+    space = get_task_space(env_cfg.id)
+    check_env_features(env_cfg, sft_cfg, space)
+    source = make_task_source_from_config(tasks_cfg, space, select_train_tasks(env_cfg, space, seed), seed=seed)
+    eval_path = dp.on_main(write_eval_tasks, eval_cfg, env_cfg, space, run_dir)
+    if eval_path is not None and (too_small := power_warning(len(load_split(eval_path)), eval_cfg.episodes_per_task)):
         log(f"WARNING: the held-out set is small: {too_small} (eval.num_tasks, eval.episodes_per_task)")
     return source, eval_path
 
@@ -242,20 +251,27 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     reward = reward_hook(cfg.env.reward, load_judge(cfg.env.reward))  # or a reward over the env's: rubric, judge, ...
     dp = distributed.setup(cfg, log)  # torchrun ranks: checked here, before any work
     log = distributed.main_log(dp, log)
-    env_pool = distributed.ray_env_pool(cfg, dp, log)  # env.executor=ray: the run's env workers
-    run_dir, checkpoint = _open_run_dir(cfg, resume, dp, log)
+    env_pool = distributed.ray_env_pool(cfg.env.executor, cfg.policy.engine, cfg.ray, dp, log)  # env.executor=ray
+    run_dir = run_dir_for(cfg)
+    checkpoint = _open_run_dir(run_dir, cfg.to_dict(), resume, dp, log)
+    dp.on_main(save_config, cfg, run_dir / "config.yaml")
     torch.manual_seed(cfg.seed)
-    source, eval_path = _tasks(cfg, run_dir, dp, log)
+    source, eval_path = _tasks(cfg.env, cfg.sft, cfg.tasks, cfg.eval, cfg.seed, run_dir, dp, log)
 
     start_model, setup_info = dp.main_first(lambda: prepare_start_model(cfg, run_dir, log, session=session))
-    policy = make_policy(cfg, start_model)
-    heads = build_heads(cfg, policy)
+    policy = make_policy(cfg.policy, start_model)
+    heads = build_heads(cfg.estimator, policy)
     if checkpoint is not None:
         policy.load_weights(checkpoint / "model")  # before FSDP shards them
     dp.broadcast_parameters(policy, heads)
     dp.shard_model(policy)  # data_parallel=fsdp: from here each rank holds a shard (trainers/fsdp.py)
-    engine = make_engine(cfg, policy, start_model)  # syncs from `policy` whenever its weights changed
-    optimizer, scheduler = make_optimizer(cfg, policy, heads)
+    # syncs from `policy` whenever its weights changed
+    engine = make_engine(EngineSettings(cfg.policy, cfg.seed, cfg.ray), policy, start_model)
+    optimizer, scheduler = make_optimizer(cfg.ppo, policy, heads)
+
+    def evaluate():  # held-out success of the engine now, as the run's rollouts play and decode
+        return heldout_result(cfg.eval, cfg.env, engine, eval_path, cfg.seed, cfg.rollout, session)
+
     state = {"iteration": 0, "evals": [], "setup": setup_info}
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, policy, optimizer, scheduler, heads, weights=False)
@@ -263,13 +279,13 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         if "task_source" in state:
             source.load_state_dict(state["task_source"])
         log(f"resumed from {checkpoint} at iteration {state['iteration']}")
-    logger = MetricsLogger(run_dir, tensorboard="auto" if cfg.log.tensorboard else False,
-                           wandb="auto" if cfg.log.wandb else False, config=cfg.to_dict(),
-                           resume_from_step=state["iteration"] if checkpoint is not None else None
-                           ) if dp.is_main else distributed.NullLogger()
+    logger = dp.on_main(MetricsLogger, run_dir, tensorboard="auto" if cfg.log.tensorboard else False,
+                        wandb="auto" if cfg.log.wandb else False, config=cfg.to_dict(),
+                        resume_from_step=state["iteration"] if checkpoint is not None else None,
+                        otherwise=distributed.NullLogger())
     producer, finished = None, False
     try:
-        if not state["evals"] and (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp, session)) is not None:
+        if not state["evals"] and (ev := _evaluate_now(evaluate, cfg.log, run_dir, policy, state, dp)) is not None:
             logger.log({"eval": ev}, step=0)
             log(f"held-out success before RL: {ev['success_rate']:.3f}")
         producer = BatchProducer(cfg, policy, source, start_iteration=state["iteration"], engine=engine, dp=dp,
@@ -286,7 +302,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             state["task_source"] = producer.source.state_dict()
             state["iteration"] += 1
             if cfg.eval.every and state["iteration"] % cfg.eval.every == 0 and state["iteration"] < cfg.iterations:
-                if (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp, session)) is not None:
+                if (ev := _evaluate_now(evaluate, cfg.log, run_dir, policy, state, dp)) is not None:
                     metrics["eval"] = ev
             logger.log(metrics, step=state["iteration"])
             if on_iteration is not None:
@@ -294,8 +310,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             if cfg.checkpoint_every and state["iteration"] % cfg.checkpoint_every == 0:
                 dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         # rank 0 holds the evaluations; every rank must enter full_weights together
-        if dp.agree(dp.is_main and state["evals"][-1]["iteration"] != state["iteration"]):
-            if (ev := _evaluate_now(cfg, engine, policy, eval_path, state, dp, session)) is not None:
+        if dp.agree(dp.on_main(lambda: state["evals"][-1]["iteration"] != state["iteration"], otherwise=False)):
+            if (ev := _evaluate_now(evaluate, cfg.log, run_dir, policy, state, dp)) is not None:
                 logger.log({"eval": ev}, step=state["iteration"])
         dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         dp.save_policy(policy, run_dir / "final_model")
@@ -310,21 +326,22 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         logger.close()
         engine.close()  # the vLLM engine, Ray replicas
         distributed.teardown(dp, env_pool, finished)
-    if not dp.is_main:
-        return {"run_dir": str(run_dir), "iterations": state["iteration"], "rank": dp.rank}
-    return _summarize(cfg, run_dir, state, started, log)
+    return dp.on_main(_summarize, cfg.eval, cfg.log, cfg.iterations, cfg.seed, run_dir, state, started, log,
+                      otherwise={"run_dir": str(run_dir), "iterations": state["iteration"], "rank": dp.rank})
 
 
-def _summarize(cfg: TrainConfig, run_dir: Path, state: dict, started: float, log) -> dict:
+def _summarize(eval_cfg: EvalConfig, log_cfg: LogConfig, iterations: int, seed: int, run_dir: Path, state: dict,
+               started: float, log) -> dict:
+    """summary.json: the held-out success before and after RL with the paired interval of the gain."""
     first, last = state["evals"][0], state["evals"][-1]
-    gain = paired_gain(first.get("per_task_success", {}), last.get("per_task_success", {}), seed=cfg.seed)
+    gain = paired_gain(first.get("per_task_success", {}), last.get("per_task_success", {}), seed=seed)
     summary = {
         "run_dir": str(run_dir),
         "iterations": state["iteration"],
-        "iterations_configured": cfg.iterations,
+        "iterations_configured": iterations,
         "stopped_early": state.get("stopped_early"),  # None, or why RL stopped before cfg.iterations
         "heldout_tasks": len(last.get("per_task_success", {})),
-        "episodes_per_task": cfg.eval.episodes_per_task,
+        "episodes_per_task": eval_cfg.episodes_per_task,
         # the final evaluation, never the best one seen: the best of several noisy evals is biased upward
         "heldout_success_before": first["success_rate"],
         "heldout_success_after": last["success_rate"],
@@ -336,10 +353,8 @@ def _summarize(cfg: TrainConfig, run_dir: Path, state: dict, started: float, log
         "setup": state.get("setup", {}),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
-    if cfg.log.plot:
+    if log_cfg.plot:
         try:
-            from agentgym.trainers.logging_utils import plot_learning_curves
-
             plot_learning_curves(run_dir, keys=[k for k in ("rollout/success_rate", "eval/success_rate",
                                                             "train/pg_loss", "adv/abs_mean")])
         except Exception as exc:  # a plot must never fail a finished run

@@ -118,7 +118,7 @@ def _history(value: str | None) -> int | str | None:
 def _summary_table(result, title: str):
     from rich.table import Table
 
-    from agentgym.evaluation.evaluate import METRIC_NAMES
+    from agentgym.evaluation.evaluate import METRIC_NAMES  # lazy: `agentgym --help` stays fast
     from agentgym.evaluation.report import LABELS
 
     conf = int(round(100 * result.overall.success_rate.confidence))
@@ -220,7 +220,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         import agentgym  # noqa: F401  registers the built-in envs
-        from agentgym import progress
+        from agentgym import progress  # lazy: `agentgym --help` stays fast
         from agentgym.policies.base import SamplingParams
         from agentgym.policies.engines import generates_with_trainer_model
         from agentgym.registration import check_env_id
@@ -350,6 +350,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.markdown import Markdown
 
+        # lazy: `agentgym --help` stays fast
         from agentgym.evaluation.report import comparability_warnings, compare, load_report
 
         results = [load_report(p) for p in reports]

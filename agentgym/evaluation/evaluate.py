@@ -31,6 +31,10 @@ from agentgym.tasks.spec import TaskSpec
 from agentgym.evaluation.stats import Estimate, bootstrap_mean, bootstrap_ratio, mean_pass_at_k, pass_at_k, wilson_interval
 from agentgym.trajectory import Trajectory, save_trajectories
 from agentgym.turn_monitors import OnTurn, TurnsBar
+from agentgym.registration import get_task_space
+from agentgym.tasks.splits import load_split
+from agentgym.registration import check_env_id, get_task_space
+from agentgym.rollout import RolloutRequest, _turn_limit, play
 
 UNCATEGORIZED = "all"
 #: Upper bound on episodes played in one `collect` call: bounds memory (one env per episode)
@@ -244,8 +248,6 @@ def _bare(env_id: str) -> str:
 
 def resolve_tasks(env_id: str, split: str | Path, limit: int | None = None, task_space=None) -> tuple[str, list[TaskSpec]]:
     """(label, tasks) for a split name of the env's task space or a JSONL manifest path."""
-    from agentgym.registration import get_task_space
-    from agentgym.tasks.splits import load_split
 
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be a positive number of tasks, got {limit}")
@@ -336,7 +338,6 @@ class EvalRequest:
     def resolve(self) -> tuple[str, Any, str, list[TaskSpec]]:
         """(checked env id, task space, split label, tasks): what `run_eval` plays, without playing it
         (the CLI calls it to fail on a bad env or split before loading a model)."""
-        from agentgym.registration import check_env_id, get_task_space
 
         env_id = check_env_id(self.env)
         space = self.task_space if self.task_space is not None else get_task_space(env_id)
@@ -394,7 +395,6 @@ def run_eval(request: EvalRequest, policy: Policy, *, on_progress: Callable[[int
     save every trajectory (including infra errors) as JSONL; policy_name: the policy's name in the
     result (default: its class name); session: where the bar draws (agentgym.progress; by default
     the calling command's session)."""
-    from agentgym.rollout import RolloutRequest, _turn_limit, play
 
     r = request
     env_id, space, label, tasks = r.resolve()

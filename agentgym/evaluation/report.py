@@ -14,20 +14,12 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from agentgym.errors import AgentGymError, MissingExtraError
+from agentgym.figures import pyplot_agg, save_figure
 from agentgym.evaluation.evaluate import METRIC_NAMES, EvalResult, GroupMetrics
 from agentgym.evaluation.stats import Estimate, newcombe_difference
+from agentgym.trajectory import save_trajectories as write_trajectories
 
 
-def pyplot_agg():
-    """matplotlib's pyplot on the Agg backend (no display needed), imported on first use."""
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise MissingExtraError(f"plots need matplotlib: run `pip install 'agentgym[train]'` ({exc})") from exc
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 LABELS = {
@@ -187,12 +179,7 @@ def plot_result(result: EvalResult, out_png: str | Path, title: str | None = Non
     for ax in (left, right):
         ax.grid(alpha=0.3, axis="x")
     fig.suptitle(title or f"{result.policy} on {result.env_id} ({result.split})", fontsize=11)
-    fig.tight_layout()
-    out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=110)
-    plt.close(fig)
-    return out_png
+    return save_figure(fig, out_png)
 
 
 # --- files ----------------------------------------------------------------------------------
@@ -208,10 +195,8 @@ def write_report(result: EvalResult, out_dir: str | Path, *, plot: bool = True, 
     if plot:
         paths["plot"] = plot_result(result, out / "report.png", title)
     if save_trajectories and result.trajectories:
-        from agentgym.trajectory import save_trajectories as save
-
         paths["trajectories"] = out / "trajectories.jsonl"
-        save(paths["trajectories"], result.trajectories)
+        write_trajectories(paths["trajectories"], result.trajectories)
     return paths
 
 
@@ -353,12 +338,7 @@ def plot_comparison(results: Mapping[str, EvalResult] | Sequence[EvalResult], ou
     # Legend above the axes: bars at 1.0 would hide under it inside.
     ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=min(len(runs), 4), frameon=False)
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=110)
-    plt.close(fig)
-    return out_png
+    return save_figure(fig, out_png)
 
 
 def compare(results: Mapping[str, EvalResult] | Sequence[EvalResult], out_dir: str | Path | None = None,

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
                                            "too (by default only this machine's clients may)"),
     ):
         """Serve an environment with OpenEnv's server (WebSocket /ws, /health, /schema, task routes)."""
-        from agentgym.errors import ConfigError
+        from agentgym.errors import ConfigError  # lazy: `agentgym --help` stays fast
         from agentgym.registration import check_env_id
 
         env_id = check_env_id(env)  # an unknown id fails here, before openenv is even imported
@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--env-kwargs is not valid JSON: {exc}") from None
         if not isinstance(kwargs, dict):
             raise ConfigError("--env-kwargs must be a JSON object")
-        from agentgym.integrations.openenv_server import check_bind, serve
+        from agentgym.integrations.openenv_server import check_bind, serve  # lazy: `agentgym --help` stays fast
 
         check_bind(host, port, allow_remote)  # before the env server is built: one line with the real cause
 

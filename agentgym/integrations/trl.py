@@ -118,7 +118,7 @@ class AgentGymRollout:
     def __init__(self, env_id: str, *, env_kwargs: dict | None = None, chat: dict | None = None,
                  max_turns: int = 8, max_new_tokens: int = 32, seed: int = 0, executor: str = "inprocess",
                  num_workers: int = 2):
-        from agentgym.registration import check_env_id
+        from agentgym.registration import check_env_id  # lazy: `agentgym --help` stays fast
 
         self.env_id = check_env_id(env_id)
         self.env_kwargs = dict(env_kwargs or {})
@@ -141,7 +141,7 @@ class AgentGymRollout:
         require("datasets", "trl")
         from datasets import Dataset
 
-        from agentgym.registration import get_task_space
+        from agentgym.registration import get_task_space  # lazy: `agentgym --help` stays fast
         from agentgym.rollout import make_chat_env
 
         if tasks is None:
@@ -163,7 +163,7 @@ class AgentGymRollout:
 
     # --- the hook -------------------------------------------------------------------------------
     def _policy_for(self, trainer):
-        from agentgym.policies.hf import HFPolicy
+        from agentgym.policies.hf import HFPolicy  # lazy: `agentgym --help` stays fast
 
         model = trainer.accelerator.unwrap_model(trainer.model)
         if self._policy is None or self._policy.model is not model:
@@ -177,7 +177,7 @@ class AgentGymRollout:
         raise ConfigError("a prompt names no agentgym task: build the train dataset with AgentGymRollout.dataset()")
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
-        from agentgym.policies.base import SamplingParams
+        from agentgym.policies.base import SamplingParams  # lazy: `agentgym --help` stays fast
         from agentgym.rollout import collect
 
         tasks = [self._task_of(p) for p in prompts]

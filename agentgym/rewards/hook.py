@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 from agentgym.errors import ConfigError
 from agentgym.rewards.meta_reasoning import MetaReasoningConfig, apply_meta_rewards, redundant_step_rate
 from agentgym.trajectory import Trajectory
+from agentgym.rewards import apply_reward, make_reward
 
 Hook = Callable[[Sequence[Trajectory]], dict]
 
@@ -54,7 +55,6 @@ def reward_hook(spec: Any, judge_policy: Any = None) -> Hook | None:
             return {**counts, "redundant_step_rate": redundant_step_rate(trajectories)}
 
         return meta
-    from agentgym.rewards import apply_reward, make_reward
 
     reward = make_reward(spec, judge_policy)
     how, weight = spec.get("combine", "replace"), _weight(spec.get("weight", 0.5))

@@ -20,7 +20,7 @@ def view_command(
     anchor groups, evaluation reports side by side, learning curves. Serves http://127.0.0.1:8765/."""
     from rich.console import Console
 
-    from agentgym.viewer.app import make_server
+    from agentgym.viewer.app import make_server  # lazy: `agentgym --help` stays fast
 
     server, sock, url = make_server(paths, host=host, port=port, allow_remote=allow_remote)
     Console().print(f"agentgym view: {url}  (Ctrl-C to stop)", highlight=False, markup=False)

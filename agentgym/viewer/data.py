@@ -133,7 +133,7 @@ class Source:
         path = self.metrics_path()
         if path is None:
             return []
-        from agentgym.trainers.logging_utils import read_metrics
+        from agentgym.trainers.logging_utils import read_metrics  # lazy: `agentgym --help` stays fast
 
         return clean(read_metrics(path))
 
@@ -311,7 +311,7 @@ def _meta_tags(record: Any, steps: list) -> list[dict]:
     for t, s in enumerate(steps):
         text = s.get("text")
         if isinstance(text, str) and _META_OPEN.search(text):
-            from agentgym.rewards.meta_reasoning import parse_tags
+            from agentgym.rewards.meta_reasoning import parse_tags  # lazy: `agentgym --help` stays fast
 
             parsed = parse_tags(text)
             out[t] = {"meta_tag": parsed.tag, "meta_ok": parsed.well_formed,
@@ -351,10 +351,10 @@ def _fill_categories(episodes: list[dict]) -> None:
         try:
             if env_id not in spaces:
                 import agentgym  # noqa: F401  registers the built-in envs
-                from agentgym.registration import get_task_space
+                from agentgym.registration import get_task_space  # lazy: `agentgym --help` stays fast
 
                 spaces[env_id] = get_task_space(env_id)
-            from agentgym.tasks.spec import TaskSpec
+            from agentgym.tasks.spec import TaskSpec  # lazy: `agentgym --help` stays fast
 
             meta["category"] = str(spaces[env_id].category(TaskSpec.from_dict(task)))
         except Exception:  # an env this install does not know, or one without categories

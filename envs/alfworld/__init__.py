@@ -7,11 +7,11 @@ __all__ = ["ALFWorldEnv", "ALFWorldTaskSpace"]
 def __getattr__(name: str):
     # Lazy: importing the package must not need the extra.
     if name == "ALFWorldEnv":
-        from agentgym.envs.alfworld.env import ALFWorldEnv
+        from agentgym.envs.alfworld.env import ALFWorldEnv  # lazy: a submodule, the package imports light
 
         return ALFWorldEnv
     if name == "ALFWorldTaskSpace":
-        from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace
+        from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace  # lazy: a submodule, the package imports light
 
         return ALFWorldTaskSpace
     raise AttributeError(name)

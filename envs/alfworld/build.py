@@ -18,6 +18,7 @@ from agentgym.envs.alfworld import games
 from agentgym.envs.alfworld.tasks import SPLIT_DIR, ALFWorldTaskSpace
 from agentgym.tasks.splits import save_split
 from agentgym.tasks.validation import canonical
+from agentgym.envs.alfworld.env import ALFWorldEnv
 
 
 class _ResumableSpace(ALFWorldTaskSpace):
@@ -47,7 +48,6 @@ class _ResumableSpace(ALFWorldTaskSpace):
 
 def verify() -> dict:
     """The oracle (each game's walkthrough) played through ALFWorldEnv on every shipped game."""
-    from agentgym.envs.alfworld.env import ALFWorldEnv
 
     env, space = ALFWorldEnv(), ALFWorldTaskSpace()
     out: dict = {}

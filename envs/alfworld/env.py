@@ -29,6 +29,7 @@ from agentgym.envs.alfworld.progress import goal_progress
 from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace, OfficialTaskSpace
 from agentgym.errors import require
 from agentgym.tasks.spec import TaskSpec
+from agentgym.envs.alfworld.engine import Engine
 
 _BANNER = re.compile(r"^\s*-= Welcome to TextWorld, ALFRED! =-\s*")
 _TASK = re.compile(r"Your task is to: (.*)$", re.S)
@@ -69,7 +70,6 @@ class ALFWorldEnv(TextEnv):
 
     # --- episode ----------------------------------------------------------------------------
     def _load(self, task: TaskSpec):
-        from agentgym.envs.alfworld.engine import Engine
 
         folder = self.task_space.game_dir(task)
         path = folder / games.GAME_FILE

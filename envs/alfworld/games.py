@@ -29,6 +29,8 @@ from agentgym.envs.alfworld import scenes
 from agentgym.envs.alfworld.engine import cache_dir  # the engine keeps its translations there too
 from agentgym.errors import ConfigError, require
 from agentgym.tasks.spec import canonical_json
+from agentgym.envs.alfworld.engine import UnreachableGoal
+from agentgym.envs.alfworld.engine import Engine
 
 MAX_INSTANCES = 3  # alfworld.gen.constants.MAX_NUM_OF_OBJ_INSTANCES
 MAX_GOAL_INSTANCES = 4  # alfworld.gen.constants.PICKUP_REPEAT_MAX
@@ -232,7 +234,6 @@ def check_game(game: dict, plan_problem: str | None = None) -> list[str]:
     reads an object of another type (receptacle capacity, `full`, is commented out), so the plan
     is the same, and the planner's search is 10-100x faster (6.6 s -> 0.06 s on a pick_two
     bedroom). The replay in the full game is what makes the walkthrough trustworthy either way."""
-    from agentgym.envs.alfworld.engine import UnreachableGoal
 
     engine, planner = _checkers()
     try:
@@ -262,8 +263,6 @@ _CHECKERS: list = []
 def _checkers():
     """Two engines per process (the game, the planner's problem), reused for every check."""
     if not _CHECKERS:
-        from agentgym.envs.alfworld.engine import Engine
-
         _CHECKERS.extend((Engine(fast=True), Engine(fast=True)))
     return _CHECKERS
 

@@ -12,6 +12,8 @@ household's. benchmarks/alfworld_parity.py replays the household oracle in both 
 from __future__ import annotations
 
 from agentgym.envs.alfworld import games, scenes
+from agentgym.envs.household.world import CLEAN, COOL, HOT, get_layout
+from agentgym.registration import get_task_space
 
 TASK_TYPE = {
     "pick_and_place": "pick_and_place_simple",
@@ -53,7 +55,6 @@ def _ids(names: list[str], types: list[str], receptacle: bool) -> list[str]:
 
 def household_game(spec) -> tuple[dict, dict]:
     """(game.tw-pddl data, traj_data) of a household task."""
-    from agentgym.envs.household.world import CLEAN, COOL, HOT, get_layout
 
     c = scenes.constants()
     layout = get_layout(spec)
@@ -117,8 +118,6 @@ def export_household(tasks, folder, split: str = "valid_seen") -> list[str]:
     `game` parameter of their ALFWorld TaskSpecs), in the order of `tasks`."""
     import json
     from pathlib import Path
-
-    from agentgym.registration import get_task_space
 
     if split not in ("train", "valid_seen", "valid_unseen"):
         raise ValueError(f"split must be train, valid_seen or valid_unseen, got {split!r}")

@@ -34,6 +34,7 @@ from agentgym.errors import ConfigError
 from agentgym.tasks.space import TaskSpace, check_schema
 from agentgym.tasks.validation import canonical
 from agentgym.tasks.spec import TaskSpec
+from agentgym.envs.alfworld.engine import Engine
 
 ENV_ID = "agentgym/ALFWorld-v0"
 SPLIT_DIR = Path(__file__).parent / "splits"
@@ -298,7 +299,6 @@ class OfficialTaskSpace(TaskSpace):
         data = games.load_game(path)
         if data.get("walkthrough"):
             return list(data["walkthrough"])
-        from agentgym.envs.alfworld.engine import Engine
 
         try:
             engine = Engine(data)

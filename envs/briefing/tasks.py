@@ -20,6 +20,7 @@ from agentgym.rewards.guards import final_answer
 from agentgym.rewards.rubric import Criterion
 from agentgym.tasks.space import TaskSpace, check_schema
 from agentgym.tasks.spec import TaskSpec
+from agentgym.tasks.splits import save_split
 
 ENV_ID = "agentgym/Briefing-v0"
 TEMPLATES: dict[str, Template] = {t.name: t for t in TRAIN_TEMPLATES + UNSEEN_TEMPLATES}
@@ -108,7 +109,6 @@ class BriefingTaskSpace(TaskSpace):
 
 def write_splits(space: BriefingTaskSpace | None = None) -> None:
     """Regenerate the shipped manifests: `python -m agentgym.envs.briefing.tasks`."""
-    from agentgym.tasks.splits import save_split
 
     space = space or BriefingTaskSpace()
     for name, tasks in space.build_splits().items():

@@ -7,11 +7,11 @@ __all__ = ["HouseholdEnv", "HouseholdTaskSpace"]
 def __getattr__(name: str):
     # Lazy, so that `python -m agentgym.envs.household.tasks` does not import tasks twice.
     if name == "HouseholdEnv":
-        from agentgym.envs.household.env import HouseholdEnv
+        from agentgym.envs.household.env import HouseholdEnv  # lazy: a submodule, the package imports light
 
         return HouseholdEnv
     if name == "HouseholdTaskSpace":
-        from agentgym.envs.household.tasks import HouseholdTaskSpace
+        from agentgym.envs.household.tasks import HouseholdTaskSpace  # lazy: a submodule, the package imports light
 
         return HouseholdTaskSpace
     raise AttributeError(name)

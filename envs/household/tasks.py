@@ -29,6 +29,7 @@ from agentgym.tasks.generation import parse_json
 from agentgym.tasks.validation import make_env
 from agentgym.tasks.spec import TaskSpec
 from agentgym.tasks.splits import save_split
+from agentgym.envs.household.world import DEFAULTS
 
 ENV_ID = "agentgym/Household-v0"
 LEVELS = ("easy", "medium", "hard")
@@ -99,6 +100,8 @@ class HouseholdTaskSpace(TaskSpace):
     (0-12), closed_fraction (0-1, share of containers that start closed), goal_visible (the goal
     object starts in an open place). Example instructions: "put a clean apple in fridge.",
     "look at book under the desklamp.", "put two cellphone on sofa."."""
+
+    idle_commands = IDLE_COMMANDS  # look / inventory / examine: the credit diagnostics' idle steps
 
     env_id = ENV_ID
     split_dir = Path(__file__).parent / "splits"
@@ -230,7 +233,6 @@ class HouseholdTaskSpace(TaskSpace):
 
     def check_params(self, params: dict) -> dict:
         """Every knob filled in and typed (closed_fraction a float), unknown keys refused."""
-        from agentgym.envs.household.world import DEFAULTS
 
         allowed = {"task_type", "room", "object", "receptacle", "lamp", *DEFAULTS}
         unknown = sorted(set(params) - allowed)

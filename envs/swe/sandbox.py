@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgym.errors import AgentGymError
+from agentgym.errors import ConfigError
 
 BACKENDS = ("bwrap", "docker", "local")
 
@@ -127,8 +128,6 @@ BACKEND_CLASSES = {
 
 def make_sandbox(backend: str, workspace: str | Path, limits: Limits | None = None, **kwargs) -> Sandbox:
     if backend not in BACKEND_CLASSES:
-        from agentgym.errors import ConfigError
-
         raise ConfigError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     import importlib
 

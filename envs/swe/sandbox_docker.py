@@ -13,6 +13,7 @@ import time
 
 from agentgym.envs.swe.sandbox import CommandResult, Limits, Sandbox, SandboxUnavailable
 from agentgym.envs.swe.sandbox_bwrap import SUPPORT_DIR
+from agentgym.errors import require
 
 DEFAULT_IMAGE = "python:3.11-slim"
 AGENT_UID = 1000
@@ -26,7 +27,6 @@ class DockerSandbox(Sandbox):
     def __init__(self, workspace, limits: Limits | None = None, image: str = DEFAULT_IMAGE, client=None,
                  suite=None):
         super().__init__(workspace, limits, suite)  # not mounted: docker grades fail closed
-        from agentgym.errors import require
 
         docker = require("docker", "swe")
         try:

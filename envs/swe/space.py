@@ -12,6 +12,8 @@ from agentgym.envs.swe.tools import format_call
 from agentgym.tasks.space import TaskSpace, check_schema
 from agentgym.tasks.generation import parse_json
 from agentgym.tasks.spec import TaskSpec
+from agentgym.envs.swe.taskgen import all_test_ids, candidate_mutations, make_task
+from agentgym.envs.swe.taskgen import build_all
 
 
 class SWETaskSpace(TaskSpace):
@@ -29,7 +31,6 @@ class SWETaskSpace(TaskSpace):
     def sample(self, rng: np.random.Generator, repo: str | None = None, operator: str | None = None,
                max_tries: int = 40) -> TaskSpec:
         """A fresh validated task (runs the project's tests on the host: trusted code only)."""
-        from agentgym.envs.swe.taskgen import all_test_ids, candidate_mutations, make_task
 
         repos = [repo] if repo else list(TRAIN_REPOS)
         for _ in range(max_tries):
@@ -45,7 +46,6 @@ class SWETaskSpace(TaskSpace):
 
     def mutate(self, spec: TaskSpec, rng: np.random.Generator, max_tries: int = 40) -> TaskSpec:
         """A nearby task: another validated bug in the same file of the same project."""
-        from agentgym.envs.swe.taskgen import all_test_ids, candidate_mutations, make_task
 
         p = spec.params
         candidates = [m for m in candidate_mutations(p["repo"]) if m.file == p["file"] and m.line != p["line"]]
@@ -71,7 +71,6 @@ class SWETaskSpace(TaskSpace):
         return f"{p['operator']}/{where}"
 
     def build_splits(self) -> dict[str, list[TaskSpec]]:
-        from agentgym.envs.swe.taskgen import build_all
 
         return build_all()
 

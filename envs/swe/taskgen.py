@@ -34,6 +34,7 @@ from agentgym.envs.swe.repos import (
 from agentgym.envs.swe.testing import PYTEST_ARGS, TestReport
 from agentgym.envs.swe.workspace import fresh_copy, remove_workspace
 from agentgym.tasks.spec import TaskSpec
+from agentgym.tasks.splits import save_split
 
 ENV_ID = "agentgym/SWE-v0"
 SUPPORT_DIR = Path(__file__).parent / "data" / "sandbox"
@@ -194,7 +195,6 @@ def build_all(per_train_repo: int = 22, per_unseen_repo: int = 12, seed: int = 0
 
 
 def main(argv: list[str] | None = None) -> None:
-    from agentgym.tasks.splits import save_split
 
     parser = argparse.ArgumentParser(description="Regenerate the SWE task splits")
     parser.add_argument("--out", default=str(Path(__file__).parent / "splits"))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import re
 import shutil
 import tarfile
 import tempfile
 from pathlib import Path
+
+from agentgym.owned_tmp import owned_tmp_dir, process_start_time, sweep_dead_owners
 
 # Files the sandbox tooling may leave behind; never part of the agent's work.
 IGNORED_NAMES = {"__pycache__", ".pytest_cache"}
@@ -21,25 +22,15 @@ class PathError(ValueError):
 
 
 PREFIX = "agentgym-swe-"
-_OWNER_RE = re.compile(r"^agentgym-swe-(\d+)\.(\d+)-")
-
-
-def _start_time(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def temp_root(dest_parent: Path | None = None) -> Path:
     """A new temporary folder named after its owner process (pid and start time), so that
     `sweep_stale` can remove it once that process is gone, even after a SIGKILL: the process's
     reaper does so as soon as it dies (`start_reaper`), any later process's sweep otherwise."""
-    pid = os.getpid()
     parent = Path(dest_parent or tempfile.gettempdir())
     start_reaper(parent)
-    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{pid}.{_start_time(pid) or 0}-", dir=parent))
+    return owned_tmp_dir(PREFIX, parent=parent)
 
 
 # The reaper: a small process that waits for its parent's death (EOF on a pipe only the parent
@@ -100,7 +91,7 @@ def start_reaper(parent: Path) -> None:
         old = _reaper["proc"]
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _REAPER, str(pid), str(_start_time(pid) or 0),
+                [sys.executable, "-I", "-S", "-c", _REAPER, str(pid), str(process_start_time(pid) or 0),
                  *sorted(_reaper["parents"])],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 close_fds=True, start_new_session=True)
@@ -122,22 +113,7 @@ _reaper_lock = __import__("threading").Lock()
 def sweep_stale(parent: Path | None = None) -> int:
     """Remove the `agentgym-swe-*` folders whose owner process has exited (killed workers,
     crashed rollouts). Folders of live processes, and of other naming, are left alone."""
-    parent = Path(parent or tempfile.gettempdir())
-    removed = 0
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        return 0
-    for name in names:
-        m = _OWNER_RE.match(name)
-        if not m:
-            continue
-        pid, start = int(m.group(1)), int(m.group(2))
-        if _start_time(pid) == start:
-            continue  # its owner is alive
-        shutil.rmtree(parent / name, ignore_errors=True)
-        removed += 1
-    return removed
+    return sweep_dead_owners(PREFIX, parent)
 
 
 _last_sweep = 0.0

@@ -10,6 +10,7 @@ import numpy as np
 from agentgym.errors import ConfigError
 from agentgym.tasks.space import TaskSpace, check_schema
 from agentgym.tasks.spec import TaskSpec
+from agentgym.tasks.splits import save_split
 
 SPLIT_ROOT = Path(__file__).parent / "splits"
 HELDOUT_SEED_BASE = 1_000_000  # train seeds stay below, held-out seeds above: disjoint games
@@ -155,7 +156,6 @@ class TextWorldTaskSpace(TaskSpace):
 
 
 def write_all_splits() -> None:
-    from agentgym.tasks.splits import save_split
 
     for challenge in ENV_IDS:
         space = TextWorldTaskSpace(challenge)

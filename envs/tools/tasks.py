@@ -19,6 +19,7 @@ from agentgym.envs.tools.templates import TRAIN_TEMPLATES, Template
 from agentgym.envs.tools.templates_unseen import UNSEEN_TEMPLATES
 from agentgym.tasks.space import TaskSpace, check_schema
 from agentgym.tasks.spec import TaskSpec
+from agentgym.tasks.splits import save_split
 
 ENV_ID = "agentgym/ToolUse-v0"
 TEMPLATES: dict[str, Template] = {t.name: t for t in TRAIN_TEMPLATES + UNSEEN_TEMPLATES}
@@ -134,7 +135,6 @@ class ToolUseTaskSpace(TaskSpace):
 
 def write_splits(space: ToolUseTaskSpace | None = None) -> None:
     """Regenerate the shipped manifests: `python -m agentgym.envs.tools.tasks`."""
-    from agentgym.tasks.splits import save_split
 
     space = space or ToolUseTaskSpace()
     for name, tasks in space.build_splits().items():

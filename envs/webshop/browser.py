@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import shutil
-import tempfile
 import threading
 import uuid
 
@@ -30,6 +28,7 @@ from agentgym.envs.webshop.pages import Shop, normalize_text, state_from_url
 from agentgym.envs.webshop.server import ShopServer
 from agentgym.envs.webshop.text_backend import View
 from agentgym.errors import AgentGymError, require
+from agentgym.owned_tmp import owned_tmp_dir, sweep_dead_owners
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -88,37 +87,16 @@ def chromium_path() -> str:
 
 # --- temporary folders named after their owner process ------------------------------------------
 TMP_PREFIX = "agentgym-web-"
-_TMP_OWNER = re.compile(r"^agentgym-web-(\d+)\.(\d+)-")
-
-
-def _start_time(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def owned_tmp(kind: str) -> str:
     """A new temporary folder named after this process (pid and start time) and `kind`."""
-    pid = os.getpid()
-    return tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{pid}.{_start_time(pid) or 0}-{kind}-")
+    return str(owned_tmp_dir(TMP_PREFIX, f"{kind}-"))
 
 
 def sweep_stale_tmp(parent: str | None = None) -> int:
     """Remove the agentgym-web-* folders whose owner process is gone (a killed rollout)."""
-    parent = parent or tempfile.gettempdir()
-    removed = 0
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        return 0
-    for name in names:
-        m = _TMP_OWNER.match(name)
-        if m and _start_time(int(m.group(1))) != int(m.group(2)):
-            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-            removed += 1
-    return removed
+    return sweep_dead_owners(TMP_PREFIX, parent)
 
 
 def _start_driver(sync_api, tmp: str):

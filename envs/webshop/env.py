@@ -46,7 +46,7 @@ class WebShopEnv(TextEnv):
         if backend == "text":
             self.backend = TextBackend()
         elif backend == "browser":
-            from agentgym.envs.webshop.browser import BrowserBackend
+            from agentgym.envs.webshop.browser import BrowserBackend  # lazy: the browser backend needs playwright
 
             self.backend = BrowserBackend(**backend_kwargs)
         else:

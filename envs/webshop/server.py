@@ -17,6 +17,10 @@ import time
 
 from agentgym.envs.webshop.pages import Link, Page, SearchBox, Shop, state_from_url, state_to_path
 from agentgym.errors import require
+from agentgym.envs.webshop.catalog import default_catalog
+from agentgym.envs.webshop.goal import Goal
+from agentgym.envs.webshop.search import default_engine
+from agentgym.envs.webshop.tasks import WebShopTaskSpace
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 STYLE = "body{font-family:sans-serif;max-width:60em;margin:1em auto}div.l{margin:.3em 0}a{margin-right:.6em}"
@@ -129,10 +133,6 @@ class ShopServer:
 
 
 def main() -> None:  # pragma: no cover - manual browsing
-    from agentgym.envs.webshop.catalog import default_catalog
-    from agentgym.envs.webshop.goal import Goal
-    from agentgym.envs.webshop.search import default_engine
-    from agentgym.envs.webshop.tasks import WebShopTaskSpace
 
     task = WebShopTaskSpace().split("train")[0]
     server = ShopServer()

@@ -37,7 +37,7 @@ PREFIXES = {
 def layer_of(module: str) -> str | None:
     if module != "agentgym" and not module.startswith("agentgym."):
         return None
-    if module.rsplit(".", 1)[-1] in ("cli", "serve_cli"):
+    if module.rsplit(".", 1)[-1].endswith("cli"):  # cli, serve_cli, tasks_cli
         return "apps"
     best = max((p for p in PREFIXES if module == p or module.startswith(p + ".")), key=len)
     return PREFIXES[best]
@@ -120,7 +120,7 @@ def test_taskspec_is_the_bottom_layer_and_the_policy_contract_imports_it():
 
 
 @pytest.mark.parametrize("module,layer", [("agentgym.errors", "errors"), ("agentgym.tasks.spec", "task spec"), ("agentgym.policies.base", "policy contract"),
-                                          ("agentgym.tasks.cli", "apps"), ("agentgym.rollout", "core"),
+                                          ("agentgym.tasks_cli", "apps"), ("agentgym.rollout", "core"),
                                           ("agentgym.evaluation.cli", "apps"), ("agentgym.viewer.data", "apps")])
 def test_layer_names(module, layer):
     assert layer_of(module) == layer

@@ -5,7 +5,7 @@ import typer
 from typer.testing import CliRunner
 
 from agentgym.errors import ConfigError, SplitFileError, UnknownEnvError
-from agentgym.tasks.cli import register
+from agentgym.tasks_cli import register
 from agentgym.tasks.pool import TaskPool
 
 app = typer.Typer()
@@ -62,7 +62,7 @@ def test_the_agentgym_app_has_the_tasks_group_and_nothing_imports_torch():
     import subprocess
     import sys
 
-    code = ("import sys, agentgym.tasks.source, agentgym.tasks.cli, agentgym.tasks.generator; "
+    code = ("import sys, agentgym.tasks.source, agentgym.tasks_cli, agentgym.tasks.generator; "
             "from typer.testing import CliRunner; from agentgym.cli import app; "
             "r = CliRunner().invoke(app, ['tasks', '--help']); "
             "assert r.exit_code == 0 and 'evolve' in r.output, r.output; "

@@ -57,7 +57,7 @@ def test_tasks_file_with_retyped_heldout_task_is_refused(tmp_path):
     cfg = TrainConfig()
     cfg.env = dataclasses.replace(cfg.env, id="agentgym/Household-v0", tasks_file=str(path), fresh_tasks=0)
     with pytest.raises(HeldoutTaskError):
-        select_train_tasks(cfg, space)
+        select_train_tasks(cfg.env, space, cfg.seed)
 
 
 def test_refuse_heldout_catches_tasks_relabelled_with_another_env_id():

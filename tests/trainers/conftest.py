@@ -91,10 +91,11 @@ def toy_env_id(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, toy_env_id):
     from agentgym.policies.tiny import build_tiny_model
+    from agentgym.trainers.run_setup import collect_env_texts
 
     out = tmp_path_factory.mktemp("tiny_model")
-    return build_tiny_model(out, env_id=toy_env_id, vocab_size=400, hidden=64, layers=2, heads=4, num_tasks=18,
-                            chat=SHORT_CHAT)
+    texts = collect_env_texts(toy_env_id, num_tasks=18, chat=SHORT_CHAT)
+    return build_tiny_model(out, env_id=toy_env_id, texts=texts, vocab_size=400, hidden=64, layers=2, heads=4)
 
 
 @pytest.fixture(scope="session")

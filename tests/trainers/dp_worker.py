@@ -41,12 +41,12 @@ trajs = trajs[first * group_size:(first + len(mine)) * group_size]
 advs = advs[first * group_size:(first + len(mine)) * group_size]
 torch.manual_seed(0)  # the same fresh LoRA adapter in every run
 policy = HFPolicy(model, lora={"r": 4} if "--lora" in flags else None, device=device)
-heads = build_heads(cfg, policy)  # a value head with --value-head
+heads = build_heads(cfg.estimator, policy)  # a value head with --value-head
 dp.broadcast_parameters(policy, heads)
 dp.shard_model(policy)
 returns = [a + 0.5 for a in advs] if heads else None  # made-up value targets
 samples = dp.global_samples(build_samples(trajs, advs, returns=returns))
-optimizer, scheduler = make_optimizer(cfg, policy, heads)
+optimizer, scheduler = make_optimizer(cfg.ppo, policy, heads)
 stats = ppo_update(cfg.ppo, update_clip(cfg.ppo, cfg.estimator.name), policy, optimizer, scheduler, samples,
                    np.random.default_rng(0), 0, heads.get("value"), dp=dp)
 held = sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in policy.model.parameters())

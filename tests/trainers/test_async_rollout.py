@@ -98,7 +98,7 @@ def _setup(cfg, model_dir):
     from agentgym.trainers.task_selection import select_train_tasks
 
     space = get_task_space(cfg.env.id)
-    source = make_task_source_from_config(cfg.tasks, space, select_train_tasks(cfg, space), seed=cfg.seed)
+    source = make_task_source_from_config(cfg.tasks, space, select_train_tasks(cfg.env, space, cfg.seed), seed=cfg.seed)
     return HFPolicy(model_dir), source
 
 

@@ -164,10 +164,10 @@ def test_an_intact_checkpoint_still_resumes_and_changed_settings_are_refused(run
     from agentgym.trainers.checkpoint import check_resume
 
     run_dir, cfg = run
-    assert check_resume(cfg) == latest_checkpoint(run_dir) and latest_checkpoint(run_dir).is_dir()
+    assert check_resume(run_dir, cfg.to_dict()) == latest_checkpoint(run_dir) and latest_checkpoint(run_dir).is_dir()
     cfg.policy.lora = {"r": 4}
     with pytest.raises(CheckpointError) as err:
-        check_resume(cfg)
+        check_resume(run_dir, cfg.to_dict())
     _one_line(err.value, "policy.lora")
 
 

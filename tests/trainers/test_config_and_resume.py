@@ -73,7 +73,7 @@ def test_heldout_tasks_in_a_task_file_are_refused(tmp_path, toy_env_id, toy_conf
     save_split(tmp_path / "tasks.jsonl", space.split("train")[:2] + space.split("heldout")[:1])
     cfg = toy_config(tmp_path, tiny_model_dir, f"env.tasks_file={tmp_path}/tasks.jsonl")
     with pytest.raises(HeldoutTaskError, match="held-out"):
-        select_train_tasks(cfg, space)
+        select_train_tasks(cfg.env, space, cfg.seed)
     assert issubclass(HeldoutTaskError, AgentGymError)
 
 
@@ -134,7 +134,7 @@ def test_fresh_training_tasks_follow_the_category_filter_and_exclude_task_files(
 
     space = get_task_space("agentgym/Household-v0")
     cfg = load_config(None, ["tiny.build=true", "env.fresh_tasks=50", "env.categories=[look_at_obj_in_light/easy]"])
-    tasks = select_train_tasks(cfg, space)
+    tasks = select_train_tasks(cfg.env, space, cfg.seed)
     assert len(tasks) == 50 and {space.category(t) for t in tasks} == {"look_at_obj_in_light/easy"}
     assert not {t.task_id for t in tasks} & space.heldout_ids()
     with pytest.raises(ConfigError, match="set only one"):

@@ -70,7 +70,7 @@ def _sections(cls, prefix=""):
     """The dotted names of TrainConfig's sections: every field that is itself a dataclass."""
     yield prefix.rstrip(".")
     for f in dataclasses.fields(cls):
-        sub = config._dataclass_of(f.type)
+        sub = config._dataclass_of(f)
         if sub is not None:
             yield from _sections(sub, f"{prefix}{f.name}.")
 

@@ -109,7 +109,7 @@ def test_valid_values_are_still_accepted():
 def _fields(cls=TrainConfig, prefix=""):
     out = []
     for f in dataclasses.fields(cls):
-        sub = _dataclass_of(f.type)
+        sub = _dataclass_of(f)
         out += _fields(sub, f"{prefix}{f.name}.") if sub is not None else [f"{prefix}{f.name}"]
     return out
 

@@ -26,8 +26,8 @@ class CountingEngine:
 
     made: list["CountingEngine"] = []
 
-    def __init__(self, trainer_policy, model_path: str, cfg):
-        self.policy, self.model_path, self.seed = trainer_policy, model_path, cfg.seed
+    def __init__(self, trainer_policy, model_path: str, settings):
+        self.policy, self.model_path, self.seed = trainer_policy, model_path, settings.seed
         self.prompts = self.syncs = 0
         self.closed = False
         CountingEngine.made.append(self)
@@ -120,7 +120,7 @@ def test_an_engine_that_is_the_trainer_policy_is_allowed_where_hf_is(toy_config,
     from agentgym.errors import ConfigError
     from agentgym.policies import engines
 
-    register_engine("own", lambda trainer_policy, _path, _cfg: trainer_policy, trainer_model=True)
+    register_engine("own", lambda trainer_policy, _path, _settings: trainer_policy, trainer_model=True)
     try:
         assert engines.generates_with_trainer_model("own") and engines.generates_with_trainer_model("hf")
         assert not engines.generates_with_trainer_model("counting")
@@ -156,15 +156,19 @@ def test_ray_cluster_needs_are_declared_not_named(toy_config, tmp_path, tiny_mod
     try:
         assert executors.needs_ray_cluster("ray") and engines.needs_ray_cluster("ray")
         assert not executors.needs_ray_cluster("counting") and not engines.needs_ray_cluster("counting")
+        def pool_of(cfg):
+            return distributed.ray_env_pool(cfg.env.executor, cfg.policy.engine, cfg.ray, distributed.DataParallel(),
+                                            log=lambda _: None)
+
         cfg = toy_config(tmp_path, tiny_model_dir, "env.executor=on-cluster", "policy.engine=replicas", "ray.num_workers=3")
-        pool = distributed.ray_env_pool(cfg, distributed.DataParallel(), log=lambda _: None)
+        pool = pool_of(cfg)
         assert isinstance(pool, Pool) and pool.rc is cfg.ray and checked == [(3, True)]
         checked.clear()
         cfg = toy_config(tmp_path, tiny_model_dir, "env.executor=counting", "policy.engine=replicas")
-        assert distributed.ray_env_pool(cfg, distributed.DataParallel(), log=lambda _: None) is None
+        assert pool_of(cfg) is None
         assert checked == [(0, True)]  # the replicas alone are placed on the cluster
         cfg = toy_config(tmp_path, tiny_model_dir, "env.executor=counting", "policy.engine=counting")
-        assert distributed.ray_env_pool(cfg, distributed.DataParallel(), log=lambda _: None) is None
+        assert pool_of(cfg) is None
         assert checked == [(0, True)]  # nothing on Ray: no cluster asked for
         with pytest.raises(ConfigError, match="ray.policy_engine=vllm sets what Ray policy replicas run: add "
                                               "policy.engine=ray or policy.engine=replicas"):
@@ -174,3 +178,21 @@ def test_ray_cluster_needs_are_declared_not_named(toy_config, tmp_path, tiny_mod
         register_engine("replicas", "x:y")
         executors._EXECUTORS.pop("on-cluster", None)
         engines._ENGINES.pop("replicas", None)
+
+
+def test_a_reward_kind_registered_from_outside_rewrites_the_trainers_outcomes():
+    """One call, `register_reward(kind, factory)`, and `env.reward: {kind: ...}` in a config scores
+    the trainer's episodes with it (agentgym.rewards.hook.reward_hook, the trainer's hook)."""
+    from agentgym.rewards import FunctionReward, REWARD_KINDS, register_reward
+    from agentgym.rewards.hook import reward_hook
+    from agentgym.trajectory import Step, Trajectory
+
+    register_reward("short_episodes", lambda spec, judge: FunctionReward(lambda t: float(len(t.steps) <= 1)))
+    try:
+        short = Trajectory(task_id="t", group_id="g", steps=[Step(observation="", anchor="s", action="a")], score=0.0)
+        long = Trajectory(task_id="t", group_id="g", steps=[Step(observation="", anchor="s", action="a")] * 3, score=1.0,
+                          success=True)
+        stats = reward_hook({"kind": "short_episodes"})([short, long])
+        assert (short.score, long.score) == (1.0, 0.0) and stats
+    finally:
+        REWARD_KINDS.pop("short_episodes", None)

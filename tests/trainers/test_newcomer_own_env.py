@@ -126,12 +126,13 @@ def test_the_fix_a_feature_error_names_works():
     space = get_task_space(GUESS_ID)
     cfg = load_config("household-tiny", [f"env.id={GUESS_ID}"])
     with pytest.raises(ConfigError) as err:
-        check_env_features(cfg, space)
+        check_env_features(cfg.env, cfg.sft, space)
     message = str(err.value)
     assert f"agentgym train --env {GUESS_ID}" in message
     fixes = re.search(r"add these overrides: (.*?), or train", message).group(1).split()
     assert "env.requires=[]" in fixes and "sft.dawdle_prob=0" in fixes
-    check_env_features(load_config("household-tiny", [f"env.id={GUESS_ID}", *fixes]), space)
+    fixed = load_config("household-tiny", [f"env.id={GUESS_ID}", *fixes])
+    check_env_features(fixed.env, fixed.sft, space)
 
 
 def test_an_env_without_heldout_tasks_names_the_fix():

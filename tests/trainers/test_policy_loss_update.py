@@ -39,7 +39,7 @@ def _update(policy, cfg, samples, estimator, steps=3):
 
     for s, (logp, _) in zip(samples, score_sequences(policy, samples, 8, want_hidden=False)):
         s.old_logprobs = [0.0] + logp.tolist()
-    optimizer, scheduler = make_optimizer(cfg, policy, {})
+    optimizer, scheduler = make_optimizer(cfg.ppo, policy, {})
     stats = None
     for i in range(steps):
         stats = ppo_update(cfg.ppo, update_clip(cfg.ppo, cfg.estimator.name), policy, optimizer, scheduler, samples,

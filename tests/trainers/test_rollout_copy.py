@@ -87,7 +87,7 @@ def test_the_producer_asks_the_policy_for_its_copy_and_syncs_it(toy_config, tmp_
 
     cfg = toy_config(tmp_path, tiny_model_dir, "rollout.max_staleness=1", "iterations=3")
     space = get_task_space(cfg.env.id)
-    source = make_task_source_from_config(cfg.tasks, space, select_train_tasks(cfg, space), seed=cfg.seed)
+    source = make_task_source_from_config(cfg.tasks, space, select_train_tasks(cfg.env, space, cfg.seed), seed=cfg.seed)
     trainer = _Trainer(tiny_policy_factory())
     producer = BatchProducer(cfg, trainer, source)
     try:

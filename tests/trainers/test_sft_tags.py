@@ -96,8 +96,8 @@ def test_sft_tags_option_and_its_refusals(tmp_path):
             return []
 
     with pytest.raises(ConfigError, match="sft.tags=false"):
-        check_env_features(load_config("household-tiny", TAGGED + ["env.requires=[]", "env.categories=[]",
-                                                                   "env.fresh_tasks=0"]), NoTags())
+        cfg = load_config("household-tiny", TAGGED + ["env.requires=[]", "env.categories=[]", "env.fresh_tasks=0"])
+        check_env_features(cfg.env, cfg.sft, NoTags())
     with pytest.raises(ValueError, match="meta_tag"):
         OraclePolicy(NoTags(), search=True, tags=True)
 
@@ -107,9 +107,15 @@ def test_sft_tags_changes_the_warm_start_settings_only_when_on():
     from agentgym.trainers.run_setup import settings_hash, sft_settings, tiny_settings
 
     plain, tagged = load_config("household-tiny"), load_config("household-tiny", TAGGED)
-    assert "sft.tags" not in sft_settings(plain, {}) and "meta_tags" not in tiny_settings(plain)
-    assert settings_hash(tiny_settings(plain)) != settings_hash(tiny_settings(tagged))
-    assert sft_settings(tagged, {})["sft.tags"] is True
+    def tiny(c):
+        return tiny_settings(c.env, c.tiny, c.sft, c.seed)
+
+    def sft(c):
+        return sft_settings(c.env, c.policy, c.sft, c.seed, {})
+
+    assert "sft.tags" not in sft(plain) and "meta_tags" not in tiny(plain)
+    assert settings_hash(tiny(plain)) != settings_hash(tiny(tagged))
+    assert sft(tagged)["sft.tags"] is True
 
 
 @pytest.mark.slow
@@ -119,11 +125,13 @@ def test_tagged_warm_start_tokenizes_tags_whole_and_writes_replies_that_parse(tm
     from agentgym.policies.base import SamplingParams
     from agentgym.policies.hf import HFPolicy
     from agentgym.policies.tiny import build_tiny_model
+    from agentgym.trainers.run_setup import collect_env_texts
     from agentgym.trainers.sft import sft_samples, train_sft
 
     torch.set_num_threads(1)
-    path = build_tiny_model(tmp_path / "tiny", env_id=HOUSEHOLD, vocab_size=600, hidden=64, layers=2, heads=4,
-                            num_tasks=8, chat=CHAT, meta_tags=True)
+    texts = collect_env_texts(HOUSEHOLD, num_tasks=8, chat=CHAT, meta_tags=True)
+    path = build_tiny_model(tmp_path / "tiny", env_id=HOUSEHOLD, texts=texts, vocab_size=600, hidden=64, layers=2,
+                            heads=4, meta_tags=True)
     policy = HFPolicy(path)
     for tag in TAG_STRINGS:
         assert len(policy.tokenizer(tag, add_special_tokens=False)["input_ids"]) == 1, tag

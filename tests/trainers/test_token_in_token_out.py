@@ -221,10 +221,12 @@ def test_vllm_engine_trains_exactly_what_it_sampled(toy_env_id, tmp_path):
     from agentgym.policies.hf import HFPolicy
     from agentgym.policies.tiny import build_tiny_model
     from agentgym.policies.vllm_engine import VLLMRolloutPolicy
+    from agentgym.trainers.run_setup import collect_env_texts
 
     # vLLM's CPU attention needs a head size of 32 or more: 64 units over 2 heads
-    model_dir = build_tiny_model(tmp_path / "model", env_id=toy_env_id, vocab_size=400, hidden=64, layers=2, heads=2,
-                                 num_tasks=18, chat={"history": 1, "system_prompt": "Act."})
+    texts = collect_env_texts(toy_env_id, num_tasks=18, chat={"history": 1, "system_prompt": "Act."})
+    model_dir = build_tiny_model(tmp_path / "model", env_id=toy_env_id, texts=texts, vocab_size=400, hidden=64,
+                                 layers=2, heads=2)
     trainer = HFPolicy(model_dir)
     engine = VLLMRolloutPolicy(trainer, model_dir, dtype="fp32", max_model_len=1024, kv_cache_gib=0.2, seed=0)
     try:

@@ -39,7 +39,7 @@ def _update(policy, samples, cfg, steps=3):
 
     for s, (logp, _) in zip(samples, score_sequences(policy, samples, 8, want_hidden=False)):
         s.old_logprobs = [0.0] + logp.tolist()  # on-policy behaviour logprobs
-    optimizer, scheduler = make_optimizer(cfg, policy, {})
+    optimizer, scheduler = make_optimizer(cfg.ppo, policy, {})
     stats = None
     for i in range(steps):
         stats = ppo_update(cfg.ppo, update_clip(cfg.ppo, cfg.estimator.name), policy, optimizer, scheduler, samples,
@@ -203,14 +203,14 @@ def test_every_estimator_runs_an_iteration(estimator, tiny_policy_factory, toy_c
     cfg = toy_config(tmp_path, tiny_model_dir, f"estimator.name={estimator}", "estimator.invalid_penalty=0.1",
                      "rollout.max_new_tokens=4")
     policy = tiny_policy_factory()
-    heads = build_heads(cfg, policy)
+    heads = build_heads(cfg.estimator, policy)
     assert ("value" in heads) == (estimator == "ppo") and ("progress" in heads) == (estimator == "spa")
     before = {k: [p.detach().clone() for p in h.parameters()] for k, h in heads.items()}
-    optimizer, scheduler = make_optimizer(cfg, policy, heads)
+    optimizer, scheduler = make_optimizer(cfg.ppo, policy, heads)
     from agentgym.tasks.source import make_task_source
 
     space = get_task_space(cfg.env.id)
-    source = make_task_source("split", space, select_train_tasks(cfg, space), seed=0)
+    source = make_task_source("split", space, select_train_tasks(cfg.env, space, cfg.seed), seed=0)
     from agentgym.trainers.batches import BatchProducer
 
     m = run_iteration(cfg, 0, policy, optimizer, scheduler, BatchProducer(cfg, policy, source), heads)

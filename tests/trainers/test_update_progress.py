@@ -44,7 +44,7 @@ def test_batches_made_ahead_in_a_thread_show_their_collect_bar(toy_config, tmp_p
 
     cfg = toy_config(tmp_path, tiny_model_dir, "rollout.max_staleness=1", "iterations=1")
     space = get_task_space(cfg.env.id)
-    source = make_task_source_from_config(cfg.tasks, space, select_train_tasks(cfg, space), seed=cfg.seed)
+    source = make_task_source_from_config(cfg.tasks, space, select_train_tasks(cfg.env, space, cfg.seed), seed=cfg.seed)
     out = io.StringIO()
     with progress.session(stream=out, mode="plain"):
         producer = BatchProducer(cfg, HFPolicy(tiny_model_dir), source)

@@ -68,17 +68,17 @@ def test_trainer_hooks_write_into_the_run_dir(run, tmp_path):
     adv = compute_advantages(trajs, est)
     cfg = TrainConfig(run_dir=str(tmp_path))
     cfg.log.save_trajectories_every = 2
-    assert save_iteration(cfg, 2, trajs, adv, est) is None  # iteration 3: not kept
-    path = save_iteration(cfg, 3, trajs, adv, est)  # iteration 4
+    assert save_iteration(cfg.log, cfg.run_dir, 2, trajs, adv, est) is None  # iteration 3: not kept
+    path = save_iteration(cfg.log, cfg.run_dir, 3, trajs, adv, est)  # iteration 4
     assert path == train_path(tmp_path, 4)
     saved = load_trajectories(path)
     assert saved[0].metadata["iteration"] == 4 and saved[0].metadata["estimator"] == "grpo"
     assert saved[0].metadata["advantage"]["episode"] == saved[0].metadata["advantage"]["total"]
     assert "advantage" not in trajs[0].metadata or trajs[0].metadata["estimator"] == "gigpo"  # originals untouched
-    out = save_evaluation(cfg, compute_metrics(trajs[:4], env_id="agentgym/Household-v0"), iteration=4)
+    out = save_evaluation(cfg.log, cfg.run_dir, compute_metrics(trajs[:4], env_id="agentgym/Household-v0"), iteration=4)
     assert (out / "report.json").is_file() and len(load_trajectories(out / "trajectories.jsonl")) == 4
     cfg.log.save_trajectories_every = 0
-    assert save_evaluation(cfg, compute_metrics(trajs[:4]), iteration=6) is None
+    assert save_evaluation(cfg.log, cfg.run_dir, compute_metrics(trajs[:4]), iteration=6) is None
 
 
 def test_anchor_groups_are_gigpos(run):

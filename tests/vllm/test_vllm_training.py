@@ -55,8 +55,8 @@ def _train(run_dir, engine: str, monkeypatch):
 
     made = []
     real_make_engine = training.make_engine
-    monkeypatch.setattr(training, "make_engine", lambda cfg, policy, path: made.append(real_make_engine(cfg, policy, path))
-                        or made[-1])
+    monkeypatch.setattr(training, "make_engine",
+                        lambda settings, policy, path: made.append(real_make_engine(settings, policy, path)) or made[-1])
     overrides = ["policy.engine=vllm", "policy.vllm.max_model_len=512", "policy.vllm.kv_cache_gib=0.1"]
     metrics = []
     training.train(_config(run_dir, *(overrides if engine == "vllm" else [])), log=lambda _: None,

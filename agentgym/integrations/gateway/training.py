@@ -133,6 +133,7 @@ def train_through_gateway(cfg, gateway_cfg: GatewayConfig, episodes_per_iter: in
     <run_dir>/final_model. on_ready(url) once the gateway serves."""
     import torch
 
+    from agentgym.policies.engines import EngineSettings
     from agentgym.trainers.distributed import DataParallel
     from agentgym.trainers.logging_utils import MetricsLogger
     from agentgym.trainers.run_setup import (build_heads, make_engine, make_optimizer, make_policy,
@@ -149,11 +150,12 @@ def train_through_gateway(cfg, gateway_cfg: GatewayConfig, episodes_per_iter: in
     run_dir = run_dir_for(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     start_model, _ = prepare_start_model(cfg, run_dir, log, session=session)
-    policy = make_policy(cfg, start_model)
-    heads = build_heads(cfg, policy)
-    optimizer, scheduler = make_optimizer(cfg, policy, heads)
+    policy = make_policy(cfg.policy, start_model)
+    heads = build_heads(cfg.estimator, policy)
+    optimizer, scheduler = make_optimizer(cfg.ppo, policy, heads)
     copy = policy.rollout_copy(0) if serve_during_update else None
-    engine = copy if copy is not None else make_engine(cfg, policy, start_model)
+    engines = EngineSettings(cfg.policy, cfg.seed, cfg.ray)
+    engine = copy if copy is not None else make_engine(engines, policy, start_model)
     context = getattr(getattr(policy.model, "config", None), "max_position_embeddings", None)
     recorder = Recorder(engine, model_names=(model_name,), context_len=context,
                         default_max_tokens=cfg.rollout.max_new_tokens)
