@@ -27,7 +27,7 @@ import numpy as np
 
 from agentgym.errors import ConfigError
 from agentgym.tasks.curricula import CURRICULA, Curriculum, make_curriculum
-from agentgym.tasks.generator import TaskGenerator
+from agentgym.tasks.generator import GeneratorConfig, TaskGenerator
 from agentgym.tasks.pool import TaskPool, pool_from_tasks
 from agentgym.tasks.spec import TaskSpec
 from agentgym.tasks.splits import refuse_heldout
@@ -129,6 +129,9 @@ class TaskSource:
         out = {k: v for k, v in self.last.items() if isinstance(v, (int, float))}
         summary = self.pool.summary()
         out.update({f"pool_{k}": v for k, v in summary.items() if k != "trials"})
+        if self.generator is not None:  # task counts: admitted / rejected (by reason) / retired, so far
+            out.update({f"gen_{k.replace('/', '_')}": int(v) for k, v in self.generator.stats.items()
+                        if not k.startswith("proposed/")})
         return out
 
     def state_dict(self) -> dict:
@@ -174,6 +177,7 @@ def make_task_source(kind: str, task_space, train_tasks: Sequence[TaskSpec], cur
         return TaskSource(kind, task_space, cur, task_pool, seed, heldout, candidates=train_tasks)
     if new_per_round < 0 or min_active < 1 or seed_tasks < 0:
         raise ConfigError("tasks.new_per_round and tasks.seed_tasks must be >= 0 and tasks.min_active >= 1")
+    require_evolvable(task_space, generator or {}, difficulty)
     task_pool = TaskPool(**(pool or {}))
     gen = TaskGenerator(task_space, task_pool, seed=seed, heldout_ids=heldout, llm=llm, difficulty=difficulty,
                         **(generator or {}))
@@ -183,6 +187,27 @@ def make_task_source(kind: str, task_space, train_tasks: Sequence[TaskSpec], cur
         gen.seed_from([train_tasks[int(i)] for i in picks])
     return TaskSource(kind, task_space, cur, task_pool, seed, heldout, generator=gen,
                       new_per_round=new_per_round, min_active=min_active)
+
+
+def require_evolvable(task_space, generator: Mapping, difficulty=None) -> None:
+    """One line, before anything is built, when the evolving source is asked for what the env's
+    task space cannot do: variants of its tasks (a `mutate` hook) for the mutate / easier / harder
+    proposals, or a difficulty scale when the config weights easier / harder explicitly (with the
+    default weights those fall back to plain variants)."""
+    from agentgym.tasks.generation import difficulty_fn
+    from agentgym.tasks.protocol import family_hook
+
+    asked = dict(generator.get("weights") or {})
+    weights = asked or GeneratorConfig().weights  # given weights replace the defaults, as in GeneratorConfig
+    variants = [k for k in ("mutate", "easier", "harder") if float(weights.get(k, 0)) > 0]
+    if variants and family_hook(task_space, "mutate") is None:
+        raise ConfigError(f"{task_space.env_id}'s task space cannot mutate its tasks, which the evolving task source's "
+                          f"{'/'.join(variants)} proposals need: set tasks.source=split, or tasks.generator.weights "
+                          "to {sample: 1}")
+    graded = [k for k in ("easier", "harder") if float(asked.get(k, 0)) > 0]
+    if graded and difficulty is None and difficulty_fn(task_space) is None:
+        raise ConfigError(f"{task_space.env_id}'s task space has no difficulty(spec) to grade "
+                          f"{'/'.join(graded)} variants: set their tasks.generator.weights to 0")
 
 
 @dataclass

@@ -39,6 +39,9 @@ from agentgym.envs.alfworld.engine import Engine
 ENV_ID = "agentgym/ALFWorld-v0"
 SPLIT_DIR = Path(__file__).parent / "splits"
 OFFICIAL_SPLITS = {"train": "train", "valid_seen": "heldout", "valid_unseen": "heldout_unseen"}
+# Sub-goals a task type adds to "find it, put it there" (a second object, an appliance, a lamp).
+TYPE_STEPS = {"pick_and_place_simple": 0, "look_at_obj_in_light": 1, "pick_clean_then_place_in_recep": 2,
+              "pick_heat_then_place_in_recep": 2, "pick_cool_then_place_in_recep": 2, "pick_two_obj_and_place": 3}
 
 
 class ALFWorldTaskSpace(TaskSpace):
@@ -102,13 +105,20 @@ class ALFWorldTaskSpace(TaskSpace):
 
     def mutate(self, spec: TaskSpec, rng: np.random.Generator) -> TaskSpec:
         """Another placement of the same goal, the same goal in another floor plan of the same
-        side of the seen / unseen split, or another object or target in the same room."""
+        side of the seen / unseen split, another object or target in the same room, or another
+        task type in the same room."""
         r = random.Random(int(rng.integers(2**63)))
         p = dict(spec.params)
         unseen = self.reserved(spec)
-        kind = r.choice(("seed", "floorplan", "object", "target"))
+        kind = r.choice(("seed", "floorplan", "object", "target", "task_type"))
         if kind == "seed":
             return TaskSpec(self.env_id, p, seed=r.randrange(2**31))
+        if kind == "task_type":  # same room, another type (objects and targets follow the new type's rules)
+            other = r.choice([t for t in scenes.TASK_TYPES if t != p["task_type"]])
+            try:
+                return self._sample(r, task_type=other, unseen=unseen, floorplan=p["floorplan"])
+            except ValueError:  # the room allows no goal of that type
+                return TaskSpec(self.env_id, p, seed=r.randrange(2**31))
         keep = {k: p[k] for k in ("floorplan", "object", "target") if k != kind}
         if kind == "floorplan":
             keep.pop("target")  # the same object in another room; targets differ between rooms
@@ -138,6 +148,13 @@ class ALFWorldTaskSpace(TaskSpace):
 
     def category(self, spec: TaskSpec) -> str:
         return f"{spec.params['task_type']}/{scenes.room_type(spec.params['floorplan'])}"
+
+    def difficulty(self, spec: TaskSpec) -> float:
+        """Higher is harder, for the task generator's easier / harder variants: the receptacles
+        to search (6-54 in ALFWorld's rooms) and the steps the task type adds after finding the
+        object (TYPE_STEPS)."""
+        p = spec.params
+        return len(scenes.floorplan(int(p["floorplan"])).receptacles) / 10 + TYPE_STEPS[p["task_type"]]
 
     # --- splits -----------------------------------------------------------------------------
     def build_splits(self, per_type: dict[str, int] | None = None, log=None) -> dict[str, list[TaskSpec]]:

@@ -11,6 +11,7 @@ from agentgym.tasks.source import (TasksConfig, make_task_source, make_task_sour
                                     zero_variance_fraction)
 from agentgym.toy import COUNTER_ID
 from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
+from agentgym.tasks.space import TaskSpace
 from agentgym.tasks.validation import heldout_ids
 
 HOUSEHOLD = "agentgym/Household-v0"
@@ -131,3 +132,50 @@ def test_source_from_the_trainer_config_section(counter_space):
     with pytest.raises(ConfigError, match="unknown task generator option"):
         make_task_source_from_config({"source": "evolve", "generator": {"wieghts": {}}}, counter_space,
                                      counter_space.split("train"), seed=0)
+
+
+class _NoVariants(TaskSpace):
+    """A task space that can sample and solve but neither mutate nor grade difficulty."""
+
+    env_id = COUNTER_ID
+
+    def sample(self, rng, **_):
+        from agentgym.tasks.spec import TaskSpec
+
+        return TaskSpec(COUNTER_ID, {"target": int(rng.integers(1, 5))})
+
+    def solve(self, spec):
+        return ["inc"] * spec.params["target"]
+
+    def category(self, spec):
+        return "all"
+
+
+def test_evolving_a_space_that_cannot_mutate_or_grade_is_one_line():
+    space = _NoVariants()
+    with pytest.raises(ConfigError, match="cannot mutate its tasks.*tasks.source=split") as err:
+        make_task_source("evolve", space, [], heldout_ids=set())
+    assert "\n" not in str(err.value)
+    # only plain draws: fine without mutate
+    make_task_source("evolve", space, [], heldout_ids=set(), seed_tasks=0, new_per_round=0,
+                     generator={"weights": {"sample": 1.0}})
+
+
+def test_asking_for_graded_variants_needs_a_difficulty(counter_space):
+    assert not callable(getattr(counter_space, "difficulty", None))  # the counter has none
+    with pytest.raises(ConfigError, match="no difficulty.*easier") as err:
+        make_task_source("evolve", counter_space, counter_space.split("train"),
+                         generator={"weights": {"mutate": 1.0, "easier": 1.0}})
+    assert "\n" not in str(err.value)
+    # the default weights fall back to plain variants, as before
+    make_task_source("evolve", counter_space, counter_space.split("train"), seed_tasks=2, min_active=2)
+
+
+def test_the_generators_task_counts_are_in_the_metrics(counter_space):
+    source = make_task_source("evolve", counter_space, counter_space.split("train"), seed=0, seed_tasks=6,
+                              new_per_round=3, min_active=8)
+    play(source, 4, seed=0)
+    metrics = source.metrics()
+    admitted = sum(v for k, v in metrics.items() if k.startswith("gen_admitted_"))
+    assert metrics["gen_admitted_split"] == 6 and admitted == metrics["pool_tasks"] == len(source.pool)
+    assert all(isinstance(v, int) for k, v in metrics.items() if k.startswith("gen_"))
