@@ -1,0 +1,130 @@
+"""ALFWorld's table, as papers report it: success per task type (Pick, Look, Clean, Heat, Cool,
+Pick2, All) on ALFWorld-v0's `heldout` and `heldout_unseen` games at 50 steps, with 95% Wilson
+intervals, for any policies side by side (random, the oracle, a warm start, a trained model).
+
+    python benchmarks/alfworld_table.py --policy random --policy oracle --out docs/alfworld_table.json
+    python benchmarks/alfworld_table.py --policy hf:runs/alfworld-tiny/sft_model \
+        --policy hf:runs/alfworld-tiny/final_model --out docs/alfworld_table.json
+    # the same table on the official games (`alfworld-download`; valid_seen / valid_unseen):
+    python benchmarks/alfworld_table.py --data-path $ALFWORLD_DATA/json_2.1.1 --policy random \
+        --out runs/alfworld_table_official.json
+
+An hf: model is played with the chat layout, token budget and decoding (admissible-only or free)
+of the run that trained it (its config.yaml, as `agentgym eval` does). Each (policy, split) lands
+in --out as soon as it is measured, so an interrupted table resumes; --redo measures again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+ENV_ID = "agentgym/ALFWorld-v0"
+# ALFWorld's column names for its task types, in the papers' order.
+COLUMNS = {"pick_and_place_simple": "Pick", "look_at_obj_in_light": "Look", "pick_clean_then_place_in_recep": "Clean",
+           "pick_heat_then_place_in_recep": "Heat", "pick_cool_then_place_in_recep": "Cool",
+           "pick_two_obj_and_place": "Pick2"}
+
+
+def task_type(task: dict) -> str:
+    """A game's ALFWorld task type: its params (generated games) or its folder name (official
+    games: train/pick_heat_then_place_in_recep-Apple-None-CounterTop-1/trial_...)."""
+    params = task["params"]
+    return params.get("task_type") or params["game"].split("/")[1].split("-")[0]
+
+
+def per_type(trajectories) -> dict:
+    """Column -> {successes, episodes, value, lo, hi} (95% Wilson), plus All."""
+    from agentgym.evaluation.stats import wilson_interval
+
+    counts: dict[str, list[int]] = {name: [0, 0] for name in [*COLUMNS.values(), "All"]}
+    for t in trajectories:
+        if t.infra_error:
+            continue
+        for name in (COLUMNS[task_type(t.task)], "All"):
+            counts[name][0] += bool(t.success)
+            counts[name][1] += 1
+    out = {}
+    for name, (s, n) in counts.items():
+        est = wilson_interval(s, n)
+        out[name] = {"successes": s, "episodes": n, "value": est.value, "lo": est.low, "hi": est.high}
+    return out
+
+
+def measure(policy_spec: str, split: str, args, space) -> dict:
+    from agentgym.evaluation.cli import training_settings
+    from agentgym.evaluation.evaluate import evaluate
+    from agentgym.policies.base import SamplingParams
+    from agentgym.policies.specs import load_policy, parse_policy_spec
+
+    spec = parse_policy_spec(policy_spec)
+    trained = training_settings(spec.target) if spec.kind == "hf" else {}
+    policy = load_policy(spec, ENV_ID, seed=args.seed, device="cpu", task_space=space)
+    sampling = SamplingParams(temperature=args.temperature, seed=args.seed,
+                              max_new_tokens=trained.get("max_new_tokens") or 16,
+                              admissible_only=bool(trained.get("admissible_only")))
+    env_kwargs = {"max_episode_steps": args.steps, "list_help": not args.list_no_help}
+    if args.data_path:
+        env_kwargs["data_path"] = args.data_path
+    start = time.time()
+    result = evaluate(ENV_ID, policy, split, episodes_per_task=args.episodes, limit=args.limit, sampling=sampling,
+                      chat=trained.get("chat"), env_kwargs=env_kwargs, seed=args.seed, task_space=space,
+                      max_batch_episodes=args.batch)
+    return {"policy": policy_spec, "split": split, "steps": args.steps, "episodes_per_task": args.episodes,
+            "limit": args.limit, "games": len(result.per_task), "infra_errors": result.infra_errors,
+            "temperature": args.temperature, "admissible_only": sampling.admissible_only,
+            "data_path": args.data_path, "seconds": round(time.time() - start, 1),
+            "types": per_type(result.trajectories)}
+
+
+def markdown(rows: list[dict]) -> str:
+    cols = [*COLUMNS.values(), "All"]
+    lines = ["| policy | split | games | " + " | ".join(cols) + " |", "| --- | --- | ---: |" + " ---: |" * len(cols)]
+    for r in rows:
+        cells = [f"{r['types'][c]['value']:.2f} [{r['types'][c]['lo']:.2f}, {r['types'][c]['hi']:.2f}]"
+                 if r["types"][c]["episodes"] else "-" for c in cols]
+        lines.append(f"| {r['policy']} | {r['split']} | {r['games']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--policy", action="append", required=True, help="random | oracle | hf:PATH (repeatable)")
+    ap.add_argument("--split", action="append", help="default: heldout and heldout_unseen")
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--episodes", type=int, default=1, help="episodes per game")
+    ap.add_argument("--temperature", type=float, default=1.0, help="hf: policies sample, as they act in training")
+    ap.add_argument("--limit", type=int, default=None, help="first N games of each split")
+    ap.add_argument("--data-path", default=None, help="the official games' folder (train/, valid_seen/, valid_unseen/)")
+    ap.add_argument("--list-no-help", action="store_true", help="leave ALFWorld's `help` out of the listed actions")
+    ap.add_argument("--batch", type=int, default=16, help="episodes played at once")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="docs/alfworld_table.json")
+    ap.add_argument("--redo", action="store_true", help="measure again what --out already holds")
+    args = ap.parse_args(argv)
+
+    from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace, OfficialTaskSpace
+
+    space = OfficialTaskSpace(args.data_path) if args.data_path else ALFWorldTaskSpace()
+    out = Path(args.out)
+    results = json.loads(out.read_text()) if out.is_file() else {"rows": []}
+    for split in args.split or ["heldout", "heldout_unseen"]:
+        for policy in args.policy:
+            key = dict(policy=policy, split=split, steps=args.steps, episodes_per_task=args.episodes,
+                       data_path=args.data_path, limit=args.limit)
+            done = [r for r in results["rows"] if all(r.get(k) == v for k, v in key.items())]
+            if done and not args.redo:
+                continue
+            row = measure(policy, split, args, space)
+            results["rows"] = [r for r in results["rows"] if r not in done] + [row]
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(results, indent=1) + "\n")  # lands as measured: a rerun resumes
+            print(f"{policy} on {split}: All {row['types']['All']['value']:.3f} ({row['games']} games, "
+                  f"{row['seconds']} s)", flush=True)
+    print(markdown(results["rows"]))
+
+
+if __name__ == "__main__":
+    main()
