@@ -110,3 +110,27 @@ def test_games_failing_the_planner_check_are_counted_and_a_dry_generator_is_one_
     with pytest.raises(TaskGenerationError, match="no valid new task in 5 proposals") as err:
         dry.next_tasks(4)
     assert "\n" not in str(err.value) and "invalid" in str(err.value)
+
+
+def test_the_table_counts_per_task_type_with_wilson_intervals():
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from alfworld_table import markdown, per_type, task_type
+
+    generated = {"params": {"task_type": "pick_heat_then_place_in_recep", "floorplan": 3, "object": "Apple",
+                            "target": "CounterTop"}}
+    official = {"params": {"game": "valid_unseen/pick_two_obj_and_place-Pen-None-Desk-313/trial_T2019/"}}
+    assert task_type(generated) == "pick_heat_then_place_in_recep" and task_type(official) == "pick_two_obj_and_place"
+    trajs = [SimpleNamespace(task=generated, success=s, infra_error=False) for s in (True, False, False, False)]
+    trajs += [SimpleNamespace(task=official, success=True, infra_error=False),
+              SimpleNamespace(task=official, success=True, infra_error=True)]  # infra errors are not episodes
+    table = per_type(trajs)
+    assert (table["Heat"]["successes"], table["Heat"]["episodes"]) == (1, 4)
+    assert (table["Pick2"]["successes"], table["Pick2"]["episodes"]) == (1, 1)
+    assert (table["All"]["successes"], table["All"]["episodes"]) == (2, 5) and table["Pick"]["episodes"] == 0
+    assert 0 < table["Heat"]["lo"] < 0.25 < table["Heat"]["hi"] < 1
+    row = {"policy": "random", "split": "heldout", "games": 5, "types": table}
+    assert "| random | heldout | 5 | - |" in markdown([row])  # no Pick episodes: a dash, not 0
