@@ -38,7 +38,7 @@ def test_the_preset_is_alfworld_gigpo_on_the_evolving_source_with_admissible_dec
     assert cfg.eval.split == "heldout_unseen" and cfg.eval.num_tasks >= 120
     assert cfg.env.chat.memory >= 50 and cfg.env.chat.memory_style == "marks"  # every action of an episode marked
     assert cfg.env.chat.max_admissible >= 100  # ALFWorld rooms have up to 54 receptacles
-    check_env_features(cfg, ALFWorldTaskSpace())  # the env offers all the preset needs
+    check_env_features(cfg.env, cfg.sft, ALFWorldTaskSpace())  # the env offers all the preset needs
 
 
 def test_the_presets_source_never_hands_out_a_held_out_or_test_floorplan_game():
