@@ -37,7 +37,7 @@ from agentgym import progress
 from agentgym.evaluation.evaluate import EvalRequest, run_eval
 from agentgym.evaluation.stats import paired_gain, power_warning
 from agentgym.policies.base import SamplingParams
-from agentgym.registration import check_env_id, get_task_space
+from agentgym.registration import check_env_id, get_task_space, import_modules
 from agentgym.rewards.hook import env_reward_kwargs, reward_hook
 from agentgym.tasks.source import make_task_source_from_config
 from agentgym.tasks.protocol import idle_commands
@@ -52,7 +52,7 @@ from agentgym.trainers.config import (EnvConfig, EvalConfig, LogConfig, PPOConfi
 from agentgym.trainers.estimators import EstimatorConfig, compute_advantages, estimator_spec
 from agentgym.trainers.diagnostics import iteration_credit
 from agentgym.trainers.disk import disk_full_error, is_disk_full
-from agentgym.trainers.env_requirements import check_env_features, import_modules
+from agentgym.trainers.env_requirements import check_env_features
 from agentgym.trainers.heads import fit_spa_progress, per_step_arrays, step_values  # noqa: F401  (old path)
 from agentgym.trainers.learner import (TrainingDiverged, check_finite, equal_minibatches,  # noqa: F401  (old paths)
                                        ppo_update, score_sequences)
@@ -60,7 +60,8 @@ from agentgym.trainers.logging_utils import MetricsLogger, plot_learning_curves
 from agentgym.trainers.ppo import clip_range
 from agentgym.trainers.records import save_evaluation, save_iteration
 from agentgym.trainers.run_setup import (build_heads, clear_previous_run, load_judge, make_engine, make_optimizer,
-                                         make_policy, prepare_start_model, quiet_transformers, run_dir_for)
+                                         make_policy, prepare_start_model, previous_run, quiet_transformers,
+                                         refuse_to_replace, run_dir_for)
 from agentgym.trainers.task_selection import select_train_tasks, write_eval_tasks
 from agentgym.trainers.samples import TokenSequence, make_samples, tokenize_trajectories
 
@@ -211,16 +212,18 @@ def _evaluate_now(evaluate: Callable[[], object], log_cfg: LogConfig, run_dir: P
 
 
 # --- the run ----------------------------------------------------------------------------------
-def _open_run_dir(run_dir: Path, settings: dict, resume: bool, dp, log) -> Path | None:
+def _open_run_dir(run_dir: Path, settings: dict, resume: bool, overwrite: bool, dp, log) -> Path | None:
     """The checkpoint to resume from (checked against `settings`, the config as a dict), or None for
-    a fresh start, which clears a previous run's outputs from run_dir."""
+    a fresh start: refused when run_dir holds an earlier run, unless `overwrite` clears its outputs."""
     checkpoint = check_resume(run_dir, settings) if resume else None  # whole, and saved with these shape settings
     dp.check_checkpoint(checkpoint)
     if resume and checkpoint is None:
         log(f"no checkpoint in {run_dir}: starting from scratch")
+    if checkpoint is None and not overwrite:
+        refuse_to_replace(run_dir, previous_run(run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     if checkpoint is None and (removed := dp.on_main(clear_previous_run, run_dir)):
-        log(f"fresh run in {run_dir}: removed the previous run's {', '.join(removed)} (pass --resume to continue it)")
+        log(f"--overwrite: removed the previous run's {', '.join(removed)} from {run_dir}")
     return checkpoint
 
 
@@ -237,9 +240,12 @@ def _tasks(env_cfg: EnvConfig, sft_cfg: SFTConfig, tasks_cfg, eval_cfg: EvalConf
 
 
 def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = print,
-          on_iteration: Callable[[dict], None] | None = None, session=progress.CURRENT) -> dict:
+          on_iteration: Callable[[dict], None] | None = None, session=progress.CURRENT,
+          overwrite: bool = False) -> dict:
     """Run (or resume) the configured pipeline; returns the summary also written to summary.json.
-    session: where bars draw (agentgym.progress; by default the calling command's session)."""
+    A run dir holding an earlier run is refused (ConfigError) unless resume continues it or
+    overwrite replaces it. session: where bars draw (agentgym.progress; by default the calling
+    command's session)."""
     session = progress.resolve(session)
     quiet_transformers()
     if cfg.torch_threads:
@@ -253,7 +259,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     log = distributed.main_log(dp, log)
     env_pool = distributed.ray_env_pool(cfg.env.executor, cfg.policy.engine, cfg.ray, dp, log)  # env.executor=ray
     run_dir = run_dir_for(cfg)
-    checkpoint = _open_run_dir(run_dir, cfg.to_dict(), resume, dp, log)
+    checkpoint = _open_run_dir(run_dir, cfg.to_dict(), resume, overwrite, dp, log)
     dp.on_main(save_config, cfg, run_dir / "config.yaml")
     torch.manual_seed(cfg.seed)
     source, eval_path = _tasks(cfg.env, cfg.sft, cfg.tasks, cfg.eval, cfg.seed, run_dir, dp, log)

@@ -108,16 +108,33 @@ def test_resume_is_exact(tmp_path, toy_config, sft_model_dir, tasks):
     assert rows(tmp_path / "a") == rows(tmp_path / "b")
 
 
-def test_a_fresh_run_in_a_used_run_dir_starts_clean(tmp_path, toy_config, sft_model_dir):
-    """Re-running a config without --resume: the old run's metrics are not appended to (they would
-    mix two runs in one learning curve) and its later checkpoints cannot be resumed by mistake."""
+def test_a_new_run_never_deletes_an_earlier_one(tmp_path, toy_config, sft_model_dir):
+    """Issue 53: a second run in a used run dir is refused in one line naming --resume, --run-dir and
+    --overwrite, and the first run (metrics, summary, checkpoints, final model) is left intact."""
+    from agentgym.errors import ConfigError
+    from agentgym.trainers.checkpoint import latest_checkpoint
+    from agentgym.trainers.training import train
+
+    train(toy_config(tmp_path, sft_model_dir, "iterations=3"), log=lambda _: None)
+    run = tmp_path / "run"
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    with pytest.raises(ConfigError, match="--overwrite") as refused:
+        train(toy_config(tmp_path, sft_model_dir, "iterations=1"), log=lambda _: None)
+    assert "--resume" in str(refused.value) and "--run-dir" in str(refused.value)
+    assert {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    assert latest_checkpoint(run).name == "iter_000003" and (run / "final_model").is_dir()
+
+
+def test_overwrite_starts_clean_in_a_used_run_dir(tmp_path, toy_config, sft_model_dir):
+    """--overwrite: the old run's metrics are not appended to (they would mix two runs in one
+    learning curve) and its later checkpoints cannot be resumed by mistake."""
     from agentgym.trainers.checkpoint import latest_checkpoint
     from agentgym.trainers.training import train
     from agentgym.trainers.run_setup import clear_previous_run
 
     train(toy_config(tmp_path, sft_model_dir, "iterations=3"), log=lambda _: None)
     assert latest_checkpoint(tmp_path / "run").name == "iter_000003"
-    train(toy_config(tmp_path, sft_model_dir, "iterations=1"), log=lambda _: None)
+    train(toy_config(tmp_path, sft_model_dir, "iterations=1"), log=lambda _: None, overwrite=True)
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in records if "iteration" in r] == [1]
     assert latest_checkpoint(tmp_path / "run").name == "iter_000001"
