@@ -17,7 +17,7 @@ from rich.table import Table
 
 import agentgym
 from agentgym import progress
-from agentgym.errors import AgentGymError, ConfigError
+from agentgym.errors import AgentGymError, ConfigError, install_hint
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train and evaluate LLM agents on text environments.")
 console = progress.output_console()
@@ -100,7 +100,7 @@ def rollout_command(
     limit: Optional[int] = typer.Option(None, help="play only the first N tasks of --tasks"),
     out: Optional[Path] = typer.Option(None, help="write trajectories to this JSONL file"),
     executor: str = typer.Option("inprocess", help="inprocess | threads (envs that wait on I/O) | process | ray "
-                                 "(needs the ray extra: pip install 'agentgym\\[ray]') | a registered executor"),  # \\[: not rich markup
+                                 "(needs the ray extra: " + install_hint("ray").replace("[", "\\[") + ") | a registered executor"),  # \\[: not rich markup
     workers: int = typer.Option(2, help="threads / worker processes for --executor threads / process"),
     seed: int = typer.Option(0),
     max_live_envs: int = typer.Option(64, help="at most this many environments at once (each closed when its episode ends)"),

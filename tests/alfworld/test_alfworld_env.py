@@ -12,8 +12,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-pytest.importorskip("alfworld", reason="needs the alfworld extra: pip install 'agentgym[alfworld]'")
-pytest.importorskip("fast_downward", reason="needs the alfworld extra: pip install 'agentgym[alfworld]'")
+pytest.importorskip("alfworld", reason="needs the alfworld extra: pip install 'agentgym-credit[alfworld]'")
+pytest.importorskip("fast_downward", reason="needs the alfworld extra: pip install 'agentgym-credit[alfworld]'")
 
 import agentgym  # noqa: E402,F401
 from agentgym.envs.alfworld import games, scenes  # noqa: E402
@@ -258,7 +258,7 @@ def test_without_the_extra_one_line_names_it():
             "try:\n    gym.make('agentgym/ALFWorld-v0')\n"
             "except Exception as e:\n    print(type(e).__name__, e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
-    assert out.startswith("MissingExtraError") and "agentgym[alfworld]" in out and out.count("\n") == 1
+    assert out.startswith("MissingExtraError") and "agentgym-credit[alfworld]" in out and out.count("\n") == 1
 
 
 def test_pickled_env_continues_the_episode(env):

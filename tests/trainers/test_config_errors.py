@@ -116,5 +116,5 @@ def test_vllm_replicas_without_vllm_installed_is_one_line_naming_the_extra(monke
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else find_spec(name, *a))
     with pytest.raises(ConfigError) as err:
         load_config("household-tiny", ["policy.engine=ray", "ray.policy_engine=vllm"])
-    assert "pip install 'agentgym[vllm]'" in str(err.value) and "\n" not in str(err.value)
+    assert "pip install 'agentgym-credit[vllm]'" in str(err.value) and "\n" not in str(err.value)
     load_config("household-tiny", ["policy.engine=ray", "ray.policy_engine=hf"])  # HF replicas need no vLLM
