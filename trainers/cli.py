@@ -248,17 +248,15 @@ def sft_command(
     from agentgym.trainers.run_setup import run_dir_for
     from agentgym.trainers.task_selection import write_eval_tasks
     from agentgym.policies.engines import EngineSettings
+    from agentgym.trainers.threads import set_torch_threads
 
     cfg = _load(config, list(overrides or []) + ["sft.enabled=true"], run_dir)
     check_before_building(cfg.policy)
     quiet_transformers()
-    if cfg.torch_threads:
-        import torch
-
-        torch.set_num_threads(cfg.torch_threads)
     out = run_dir_for(cfg)
     out.mkdir(parents=True, exist_ok=True)
     with progress.session() as session:
+        set_torch_threads(cfg.torch_threads, session.log)
         model_dir, info = prepare_start_model(cfg, out, log=session.log, session=session)
         eval_path = write_eval_tasks(cfg.eval, cfg.env, get_task_space(cfg.env.id), out)
         policy = make_policy(cfg.policy, model_dir)

@@ -63,6 +63,7 @@ from agentgym.trainers.run_setup import (build_heads, clear_previous_run, load_j
                                          make_policy, prepare_start_model, previous_run, quiet_transformers,
                                          refuse_to_replace, run_dir_for)
 from agentgym.trainers.task_selection import select_train_tasks, write_eval_tasks
+from agentgym.trainers.threads import set_torch_threads
 from agentgym.trainers.samples import TokenSequence, make_samples, tokenize_trajectories
 
 
@@ -248,8 +249,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     command's session)."""
     session = progress.resolve(session)
     quiet_transformers()
-    if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
+    cfg.torch_threads = set_torch_threads(cfg.torch_threads, log)  # config.yaml records the count used
     started = time.perf_counter()
     import_modules(cfg.imports)
     cfg.env.id = check_env_id(cfg.env.id)
