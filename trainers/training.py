@@ -250,7 +250,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     session = progress.resolve(session)
     quiet_transformers()
     cfg.torch_threads = set_torch_threads(cfg.torch_threads, log)  # config.yaml records the count used
-    started = time.perf_counter()
+    started = session_started = time.perf_counter()
     import_modules(cfg.imports)
     cfg.env.id = check_env_id(cfg.env.id)
     cfg.env.env_kwargs = {**cfg.env.env_kwargs, **env_reward_kwargs(cfg.env.reward)}  # an env's own reward mode
@@ -281,6 +281,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     state = {"iteration": 0, "evals": [], "setup": setup_info}
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, policy, optimizer, scheduler, heads, weights=False)
+        started -= state.get("wall_seconds", 0.0)  # the run's wall time counts the sessions before this one
         dp.restore_rank_state(checkpoint, policy, log, optimizer)
         if "task_source" in state:
             source.load_state_dict(state["task_source"])
@@ -296,7 +297,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             log(f"held-out success before RL: {ev['success_rate']:.3f}")
         producer = BatchProducer(cfg, policy, source, start_iteration=state["iteration"], engine=engine, dp=dp,
                                  executor=env_pool, session=session)
-        deadline = started + cfg.time_budget_s if cfg.time_budget_s else None
+        deadline = session_started + cfg.time_budget_s if cfg.time_budget_s else None
         while state["iteration"] < cfg.iterations:
             if deadline is not None and dp.agree(time.perf_counter() > deadline):
                 state["stopped_early"] = (f"safety time budget time_budget_s={cfg.time_budget_s:.0f} reached after "
@@ -313,12 +314,14 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             logger.log(metrics, step=state["iteration"])
             if on_iteration is not None:
                 on_iteration(metrics)
+            state["wall_seconds"] = time.perf_counter() - started  # saved with each checkpoint
             if cfg.checkpoint_every and state["iteration"] % cfg.checkpoint_every == 0:
                 dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         # rank 0 holds the evaluations; every rank must enter full_weights together
         if dp.agree(dp.on_main(lambda: state["evals"][-1]["iteration"] != state["iteration"], otherwise=False)):
             if (ev := _evaluate_now(evaluate, cfg.log, run_dir, policy, state, dp)) is not None:
                 logger.log({"eval": ev}, step=state["iteration"])
+        state["wall_seconds"] = time.perf_counter() - started
         dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         dp.save_policy(policy, run_dir / "final_model")
         finished = True

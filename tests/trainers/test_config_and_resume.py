@@ -252,3 +252,14 @@ def test_dawdling_needs_the_searching_expert():
         load_config(None, ["tiny.build=true", "sft.dawdle_prob=0.3"])
     with pytest.raises(ConfigError, match="sft.dawdle_prob"):
         load_config(None, ["tiny.build=true", "sft.expert=searching", "sft.dawdle_prob=1.5"])
+
+
+def test_resuming_a_finished_run_keeps_its_wall_time(tmp_path, toy_config, sft_model_dir):
+    """Issue 53, item 6: --resume on a finished run used to rewrite wall_seconds to the resume's own
+    few seconds; the run's wall time counts every session."""
+    from agentgym.trainers.training import train
+
+    first = train(toy_config(tmp_path, sft_model_dir, "iterations=2"), log=lambda _: None)
+    again = train(toy_config(tmp_path, sft_model_dir, "iterations=2"), resume=True, log=lambda _: None)
+    assert again["iterations"] == 2 and again["wall_seconds"] >= first["wall_seconds"] > 0
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["wall_seconds"] == again["wall_seconds"]
