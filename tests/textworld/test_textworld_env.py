@@ -10,6 +10,7 @@ from agentgym.envs.textworld.games import game_file  # noqa: E402
 from agentgym.envs.textworld.tasks import ENV_IDS, TextWorldTaskSpace  # noqa: E402
 from agentgym.policies import OraclePolicy  # noqa: E402
 from agentgym.tasks.validation import heldout_ids
+from agentgym.tasks import generation as _generation
 
 TH = "agentgym/TextWorld-TreasureHunter-v0"
 
@@ -77,7 +78,7 @@ def test_same_task_gives_the_same_game(tmp_path, monkeypatch):
 def test_splits_are_shipped_deterministic_and_disjoint():
     for challenge in ENV_IDS:
         space = TextWorldTaskSpace(challenge)
-        built = space.build_splits()
+        built = _generation.build_splits(space)
         for name in ("train", "heldout"):
             assert space.split(name) == built[name]
         assert not {t.task_id for t in built["train"]} & heldout_ids(space)

@@ -8,6 +8,7 @@ import pytest
 
 from agentgym.errors import AgentGymError, ConfigError, HeldoutTaskError
 from agentgym.trainers.config import list_presets, load_config, parse_overrides
+from agentgym.tasks import validation as _validation
 
 
 def test_overrides_are_typed_and_nested():
@@ -153,7 +154,7 @@ def test_fresh_training_tasks_follow_the_category_filter_and_exclude_task_files(
     cfg = load_config(None, ["tiny.build=true", "env.fresh_tasks=50", "env.categories=[look_at_obj_in_light/easy]"])
     tasks = select_train_tasks(cfg.env, space, cfg.seed)
     assert len(tasks) == 50 and {space.category(t) for t in tasks} == {"look_at_obj_in_light/easy"}
-    assert not {t.task_id for t in tasks} & space.heldout_ids()
+    assert not {t.task_id for t in tasks} & _validation.heldout_ids(space)
     with pytest.raises(ConfigError, match="set only one"):
         load_config(None, ["tiny.build=true", "env.fresh_tasks=50", f"env.tasks_file={tmp_path}/t.jsonl"])
 
