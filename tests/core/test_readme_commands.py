@@ -38,10 +38,12 @@ RUN = {
 }
 
 NOT_RUN = {
-    "bash scripts/setup.sh && .venv/bin/agentgym train household-tiny": "the 12-minute main job (tests/core/test_setup_quiet.py checks the set-up)",
+    "bash scripts/setup.sh && .venv/bin/agentgym train household-tiny torch_threads=1":
+        "the main job (tests/core/test_setup_quiet.py checks the set-up; its figures: test_quoted_figures.py)",
     "bash scripts/setup.sh && .venv/bin/python -m pytest": "the whole suite itself",
     "agentgym train household-tiny": "the main job (tests/trainers: the loop on tiny settings)",
-    "agentgym train household-tiny estimator.name=grpo": "the main job again",
+    "agentgym train household-tiny estimator.name=grpo --run-dir runs/household-grpo":
+        "the main job again (a second run in a used run dir: test_config_and_resume.py)",
     "agentgym train my_config.yaml policy.model=Qwen/Qwen2.5-1.5B-Instruct policy.device=cuda policy.lora={}":
         "a GPU and the user's own config (test_newcomer_start_model: an unusable device is one line)",
     "agentgym train household-tiny --resume": "resumes the main job (tests/trainers/test_resumable_runs.py)",

@@ -1,0 +1,84 @@
+"""Write one experiment's results file from a finished training run: the figures the docs quote,
+the exact command that produced them, the code version and the machine's load while it ran.
+
+    python benchmarks/record_run.py RUN_DIR --command "agentgym train household-tiny torch_threads=1" \
+        --code-version b4da05d --load-file load.txt --time-file time.txt -o docs/results/main_job.json
+
+Docs quote these figures inside `<!-- figures: docs/results/NAME.json -->` ... `<!-- /figures -->`
+blocks; tests/core/test_quoted_figures.py fails when a figure there is not in the file, or the file's
+command is not in the block. Figures are fractions (success, invalid-action rate) and seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+from pathlib import Path
+
+
+def eval_records(run_dir: Path) -> list[dict]:
+    """The held-out evaluations logged in metrics.jsonl, first to last."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r for r in rows if "eval/success_rate" in r]
+
+
+def cpu_seconds(time_file: Path) -> float | None:
+    """User + system seconds from GNU time -v's report."""
+    text = time_file.read_text()
+    found = [float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([0-9.]+)", text)]
+    return round(sum(found), 1) if len(found) == 2 else None
+
+
+def mean_load(load_file: Path) -> float | None:
+    """The mean 1-minute load average of lines `HH:MM:SS load1 load5 load15 ...` sampled during the run."""
+    loads = [float(line.split()[1]) for line in load_file.read_text().splitlines() if len(line.split()) > 1]
+    return round(sum(loads) / len(loads), 1) if loads else None
+
+
+def record(run_dir: Path, command: str, code_version: str, machine: str, load_file: Path | None,
+           time_file: Path | None) -> dict:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    first, last = (lambda rows: (rows[0], rows[-1]))(eval_records(run_dir))
+    config = (run_dir / "config.yaml").read_text()
+    threads = re.search(r"^torch_threads: (\S+)", config, flags=re.M)
+    return {
+        "command": command,
+        "code_version": code_version,
+        "machine": machine,
+        "torch_threads": int(threads.group(1)) if threads and threads.group(1).isdigit() else None,
+        "mean_load_1min": mean_load(load_file) if load_file else None,
+        "wall_seconds": round(summary["wall_seconds"]),
+        "cpu_seconds": cpu_seconds(time_file) if time_file else None,
+        "iterations": summary["iterations"],
+        "heldout_tasks": summary["heldout_tasks"],
+        "episodes_per_task": summary["episodes_per_task"],
+        "before": round(summary["heldout_success_before"], 3),
+        "after": round(summary["heldout_success_after"], 3),
+        "gain": round(summary["heldout_gain"], 3),
+        "gain_ci": [round(x, 3) for x in summary["heldout_gain_ci"]],
+        "invalid_rate": [round(first["eval/invalid_action_rate"], 3), round(last["eval/invalid_action_rate"], 3)],
+        "mean_steps": [round(first["eval/mean_steps"], 1), round(last["eval/mean_steps"], 1)],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--command", required=True, help="the exact command that made the run")
+    ap.add_argument("--code-version", default=None, help="the commit the run's code was at (default: HEAD here)")
+    ap.add_argument("--machine", default="2-core CPU, no GPU")
+    ap.add_argument("--load-file", type=Path, help="load averages sampled while it ran")
+    ap.add_argument("--time-file", type=Path, help="GNU `time -v` output of the command")
+    ap.add_argument("-o", "--out", type=Path, required=True)
+    args = ap.parse_args()
+    version = args.code_version or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                  text=True, check=True).stdout.strip()
+    result = record(args.run_dir, args.command, version, args.machine, args.load_file, args.time_file)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
