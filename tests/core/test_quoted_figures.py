@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BLOCK = re.compile(r"<!-- figures: (\S+) -->(.*?)<!-- /figures -->", flags=re.S)
+BLOCK = re.compile(r"^<!-- figures: (\S+) -->$(.*?)^<!-- /figures -->$", flags=re.S | re.M)
 NUMBER = re.compile(r"(?<![\w.\-/])([+\-−]?)(\d+(?:\.\d+)?)(?![\w%])")
 
 
