@@ -13,6 +13,7 @@ from agentgym.chat import ChatConfig
 from agentgym.errors import ConfigError
 from agentgym.tasks.space import TaskSpace
 from agentgym.registration import check_env_id, get_task_space
+from agentgym.registration import import_modules  # noqa: F401  (moved there; this path kept one release)
 from agentgym.trainers.config import TrainConfig, _read_yaml, load_config, parse_overrides
 from agentgym.tasks.validation import heldout_ids
 
