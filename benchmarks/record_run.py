@@ -4,7 +4,7 @@ the exact command that produced them, the code version and the machine's load wh
     python benchmarks/record_run.py RUN_DIR --command "agentgym train household-tiny torch_threads=1" \
         --code-version b4da05d --load-file load.txt --time-file time.txt -o docs/results/main_job.json
 
-Docs quote these figures inside `<!-- figures: docs/results/NAME.json -->` ... `<!-- /figures -->`
+It prints the markdown the docs quote (`headline`). Docs quote these figures inside `<!-- figures: docs/results/NAME.json -->` ... `<!-- /figures -->`
 blocks; tests/core/test_quoted_figures.py fails when a figure there is not in the file, or the file's
 command is not in the block. Figures are fractions (success, invalid-action rate) and seconds.
 """
@@ -51,6 +51,7 @@ def record(run_dir: Path, command: str, code_version: str, machine: str, load_fi
         "mean_load_1min": mean_load(load_file) if load_file else None,
         "wall_seconds": round(summary["wall_seconds"]),
         "cpu_seconds": cpu_seconds(time_file) if time_file else None,
+        "seed": int(re.search(r"^seed: (\d+)", config, flags=re.M).group(1)),
         "iterations": summary["iterations"],
         "heldout_tasks": summary["heldout_tasks"],
         "episodes_per_task": summary["episodes_per_task"],
@@ -63,12 +64,25 @@ def record(run_dir: Path, command: str, code_version: str, machine: str, load_fi
     }
 
 
+def headline(r: dict, path: str) -> str:
+    """The markdown the docs quote, every figure from the results file `r` (written to `path`)."""
+    lo, hi = r["gain_ci"]
+    return (f"**The main job** (`{r['command']}`, seed {r['seed']}, code {r['code_version']}): held-out success "
+            f"{r['before']:.3f} -> {r['after']:.3f}, gain {r['gain']:+.3f} [{lo:+.3f}, {hi:+.3f}] over "
+            f"{r['heldout_tasks']} tasks x {r['episodes_per_task']} episodes after {r['iterations']} GiGPO "
+            f"iterations; invalid-action rate {r['invalid_rate'][0]:.3f} -> {r['invalid_rate'][1]:.3f}, mean steps "
+            f"{r['mean_steps'][0]:.1f} -> {r['mean_steps'][1]:.1f}. It took {r['wall_seconds']} s "
+            f"({r['cpu_seconds']} CPU seconds) on a {r['machine']} whose mean 1-minute load average was "
+            f"{r['mean_load_1min']} "
+            f"([{path}]({path})).")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--command", required=True, help="the exact command that made the run")
     ap.add_argument("--code-version", default=None, help="the commit the run's code was at (default: HEAD here)")
-    ap.add_argument("--machine", default="2-core CPU, no GPU")
+    ap.add_argument("--machine", default="2-core CPU machine (no GPU)")
     ap.add_argument("--load-file", type=Path, help="load averages sampled while it ran")
     ap.add_argument("--time-file", type=Path, help="GNU `time -v` output of the command")
     ap.add_argument("-o", "--out", type=Path, required=True)
@@ -77,7 +91,7 @@ def main() -> None:
                                                   text=True, check=True).stdout.strip()
     result = record(args.run_dir, args.command, version, args.machine, args.load_file, args.time_file)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
+    print(headline(result, str(args.out)))
 
 
 if __name__ == "__main__":

@@ -69,3 +69,19 @@ def test_a_figure_that_differs_from_its_file_is_found():
     assert disagreements(good.replace("0.487", "0.532"), results) == ["0.532"]
     assert disagreements(good.replace("+0.167", "-0.167"), results) == ["-0.167"]
     assert disagreements(good.replace("torch_threads=1", "torch_threads=2"), results)
+
+
+def test_the_recorded_headline_quotes_only_its_results_file():
+    """benchmarks/record_run.py prints the markdown the README quotes: it must pass the check above."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("record_run", ROOT / "benchmarks" / "record_run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    results = {"command": "agentgym train household-tiny torch_threads=1", "code_version": "b4da05d",
+               "machine": "2-core CPU machine (no GPU)", "torch_threads": 1, "mean_load_1min": 9.4,
+               "wall_seconds": 3012, "cpu_seconds": 2950.2, "seed": 0, "iterations": 60, "heldout_tasks": 234,
+               "episodes_per_task": 4, "before": 0.321, "after": 0.487, "gain": 0.167, "gain_ci": [0.115, 0.216],
+               "invalid_rate": [0.318, 0.418], "mean_steps": [11.1, 9.9]}
+    text = module.headline(results, "docs/results/main_job.json")
+    assert disagreements(text, results) == [] and "0.487" in text and "3012 s" in text
