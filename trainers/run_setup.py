@@ -74,7 +74,7 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
         start = {"policy.model": str(Path(model).expanduser().resolve()) if Path(model).expanduser().exists()
                  else str(model)}
     elif cfg.tiny.build:
-        model = run_dir / "tiny_model"
+        model = (run_dir / "tiny_model").absolute()  # `--run-dir run`: "run/tiny_model" would read as a hub id
         settings = tiny_settings(cfg.env, cfg.tiny, cfg.sft, cfg.seed)
         if not _reusable(model, settings, "tiny model", log):
             from agentgym.policies.tiny import build_tiny_model  # torch and transformers: when one is built

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from agentgym.errors import ConfigError
-from agentgym.trainers import cli, loop
+from agentgym.trainers import cli, training
 from agentgym.trainers import config
 from agentgym.trainers.config import load_config
 
@@ -57,8 +57,8 @@ def test_bad_key_or_value_is_one_line_before_any_build(override, message, monkey
     def must_not_run(*args, **kwargs):
         raise AssertionError("the trainer started on a config that should have been refused")
 
-    monkeypatch.setattr(loop, "train", must_not_run)
-    monkeypatch.setattr(loop, "prepare_start_model", must_not_run)
+    monkeypatch.setattr(training, "train", must_not_run)
+    monkeypatch.setattr(training, "prepare_start_model", must_not_run)
     with pytest.raises(ConfigError) as err:
         cli.train_command("household-tiny", [override], run_dir=None, resume=False, nproc=1, imports=None,
                           print_config=False)
