@@ -39,33 +39,48 @@ def mean_load(load_file: Path) -> float | None:
 
 def record(run_dir: Path, command: str, code_version: str, machine: str, load_file: Path | None,
            time_file: Path | None) -> dict:
-    summary = json.loads((run_dir / "summary.json").read_text())
-    first, last = (lambda rows: (rows[0], rows[-1]))(eval_records(run_dir))
+    """The results of a finished run; of a run still going (no summary.json yet), what it has
+    measured so far: the evaluation before RL, and `in_progress` saying how far RL got."""
     config = (run_dir / "config.yaml").read_text()
     threads = re.search(r"^torch_threads: (\S+)", config, flags=re.M)
-    return {
+    evals = eval_records(run_dir)
+    first, last = evals[0], evals[-1]
+    result = {
         "command": command,
         "code_version": code_version,
         "machine": machine,
         "torch_threads": int(threads.group(1)) if threads and threads.group(1).isdigit() else None,
         "mean_load_1min": mean_load(load_file) if load_file else None,
-        "wall_seconds": round(summary["wall_seconds"]),
-        "cpu_seconds": cpu_seconds(time_file) if time_file else None,
+        "cpu_seconds": cpu_seconds(time_file) if time_file and time_file.is_file() else None,
         "seed": int(re.search(r"^seed: (\d+)", config, flags=re.M).group(1)),
-        "iterations": summary["iterations"],
-        "heldout_tasks": summary["heldout_tasks"],
-        "episodes_per_task": summary["episodes_per_task"],
-        "before": round(summary["heldout_success_before"], 3),
-        "after": round(summary["heldout_success_after"], 3),
-        "gain": round(summary["heldout_gain"], 3),
-        "gain_ci": [round(x, 3) for x in summary["heldout_gain_ci"]],
-        "invalid_rate": [round(first["eval/invalid_action_rate"], 3), round(last["eval/invalid_action_rate"], 3)],
-        "mean_steps": [round(first["eval/mean_steps"], 1), round(last["eval/mean_steps"], 1)],
+        "heldout_tasks": sum(k.startswith("eval/per_task_success/") for k in first),
+        "episodes_per_task": int(re.search(r"^  episodes_per_task: (\d+)", config, flags=re.M).group(1)),
+        "before": round(first["eval/success_rate"], 3),
     }
+    if not (run_dir / "summary.json").is_file():
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        done = max((r.get("iteration", 0) for r in rows), default=0)
+        configured = int(re.search(r"^iterations: (\d+)", config, flags=re.M).group(1))
+        result["in_progress"] = {"iterations_done": done, "iterations": configured}
+        result["invalid_rate_before"] = round(first["eval/invalid_action_rate"], 3)
+        return result
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {**result, "wall_seconds": round(summary["wall_seconds"]), "iterations": summary["iterations"],
+            "after": round(summary["heldout_success_after"], 3), "gain": round(summary["heldout_gain"], 3),
+            "gain_ci": [round(x, 3) for x in summary["heldout_gain_ci"]],
+            "invalid_rate": [round(first["eval/invalid_action_rate"], 3), round(last["eval/invalid_action_rate"], 3)],
+            "mean_steps": [round(first["eval/mean_steps"], 1), round(last["eval/mean_steps"], 1)]}
 
 
 def headline(r: dict, path: str) -> str:
     """The markdown the docs quote, every figure from the results file `r` (written to `path`)."""
+    if "in_progress" in r:
+        done = r["in_progress"]
+        return (f"**The main job** (`{r['command']}`, seed {r['seed']}, code {r['code_version']}): held-out "
+                f"success before RL {r['before']:.3f} over {r['heldout_tasks']} tasks x {r['episodes_per_task']} "
+                f"episodes, invalid-action rate {r['invalid_rate_before']:.3f}; RL had run {done['iterations_done']} "
+                f"of {done['iterations']} iterations when this was recorded, on a {r['machine']} whose mean "
+                f"1-minute load average was {r['mean_load_1min']} ([{path}]({path})).")
     lo, hi = r["gain_ci"]
     return (f"**The main job** (`{r['command']}`, seed {r['seed']}, code {r['code_version']}): held-out success "
             f"{r['before']:.3f} -> {r['after']:.3f}, gain {r['gain']:+.3f} [{lo:+.3f}, {hi:+.3f}] over "
