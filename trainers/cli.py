@@ -87,7 +87,7 @@ def resume_hint(cfg, argv: list[str]) -> str:
     from agentgym.trainers.run_setup import run_dir_for
 
     run_dir = run_dir_for(cfg)
-    args = [a for a in argv if a != "--resume"]
+    args = [a for a in argv if a not in ("--resume", "--overwrite")]
     if "--run-dir" not in args:
         args += ["--run-dir", str(run_dir)]
     command = shlex.join(["agentgym", "train", *args, "--resume"])
@@ -99,7 +99,7 @@ def resume_hint(cfg, argv: list[str]) -> str:
         return f"interrupted; no checkpoint to continue from: {exc}"
     if checkpoint is None:
         return (f"interrupted before the first checkpoint (checkpoint_every={cfg.checkpoint_every}); "
-                f"`{shlex.join(['agentgym', 'train', *args])}` starts again")
+                f"`{shlex.join(['agentgym', 'train', *args, '--overwrite'])}` starts again")
     return f"interrupted; last checkpoint {checkpoint}; continue with: {command}"
 
 
