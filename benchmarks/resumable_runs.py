@@ -364,7 +364,7 @@ def run_rl(cfg, folder: Path, extra_eval: dict[str, Path], log: Callable[[str], 
     from agentgym.trainers.run_setup import make_policy
 
     resume = (folder / "checkpoints" / "latest").is_file()
-    summary = train(cfg, resume=resume, log=log)
+    summary = train(cfg, resume=resume, overwrite=not resume, log=log)  # killed before a checkpoint: start over
     evals = json.loads((latest_checkpoint(folder) / "state.json").read_text())["evals"]
     keep = ("success_rate", "invalid_action_rate", "mean_steps", "per_task_success")
     out = {"lr": cfg.ppo.lr, "iterations": summary["iterations"], "stopped_early": summary["stopped_early"],
