@@ -11,6 +11,7 @@ from agentgym.envs.textworld.tasks import ENV_IDS, TextWorldTaskSpace  # noqa: E
 from agentgym.policies import OraclePolicy  # noqa: E402
 from agentgym.tasks.validation import heldout_ids
 from agentgym.tasks import generation as _generation
+from agentgym.tasks import validation as _validation
 
 TH = "agentgym/TextWorld-TreasureHunter-v0"
 
@@ -144,5 +145,5 @@ def test_a_seed_the_generator_rejects_still_gives_one_playable_game(tmp_path, mo
         firsts.append((obs, info["anchor"]))
         env.close()
     assert firsts[0] == firsts[1]
-    assert TextWorldTaskSpace("tw-treasure_hunter").validate(task)
+    assert _validation.validate(TextWorldTaskSpace("tw-treasure_hunter"), task)
     assert generation_seed(task.seed, 1) > max(t.seed for t in TextWorldTaskSpace("tw-treasure_hunter").split("heldout"))
