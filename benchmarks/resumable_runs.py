@@ -314,10 +314,9 @@ def evaluate_on(cfg, policy, tasks_file: Path) -> dict:
 def use_threads(cfg) -> None:
     """torch_threads for work outside train() (which sets it itself): SFT, RFT, evaluations. Two
     OpenMP threads on a shared, oversubscribed CPU ran an SFT step 4x slower than one."""
-    if cfg.torch_threads:
-        import torch
+    from agentgym.trainers.threads import set_torch_threads
 
-        torch.set_num_threads(cfg.torch_threads)
+    set_torch_threads(cfg.torch_threads, print)
 
 
 def run_warm(cfg, folder: Path, log: Callable[[str], None] = print) -> dict:
