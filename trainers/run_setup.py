@@ -231,11 +231,13 @@ def previous_run(run_dir: Path) -> list[str]:
     return [name for name in RUN_OUTPUTS if (run_dir / name).exists()]
 
 
-def refuse_to_replace(run_dir: Path, found: list[str]) -> None:
+TRAIN_FIXES = "--resume continues it, --run-dir DIR starts the new run in another folder, --overwrite replaces it"
+
+
+def refuse_to_replace(run_dir: Path, found: list[str], fixes: str = TRAIN_FIXES) -> None:
     """A new run never deletes an old one unless asked (as TRL's overwrite_output_dir)."""
     if found:
-        raise ConfigError(f"{run_dir} holds an earlier run ({', '.join(found)}): --resume continues it, "
-                          f"--run-dir DIR starts the new run in another folder, --overwrite replaces it")
+        raise ConfigError(f"{run_dir} holds an earlier run ({', '.join(found)}): {fixes}")
 
 
 def clear_previous_run(run_dir: Path) -> list[str]:

@@ -149,7 +149,8 @@ def train_through_gateway(cfg, gateway_cfg: GatewayConfig, episodes_per_iter: in
     set_torch_threads(cfg.torch_threads, log)  # a number, or auto (the household-tiny preset's)
     torch.manual_seed(cfg.seed)
     run_dir = run_dir_for(cfg)
-    refuse_to_replace(run_dir, previous_run(run_dir))  # e.g. `agentgym train household-tiny`'s run: never deleted
+    refuse_to_replace(run_dir, previous_run(run_dir),  # e.g. `agentgym train household-tiny`'s run: never deleted
+                      "give the override run_dir=DIR to train in another folder")
     run_dir.mkdir(parents=True, exist_ok=True)
     start_model, _ = prepare_start_model(cfg, run_dir, log, session=session)
     policy = make_policy(cfg.policy, start_model)
