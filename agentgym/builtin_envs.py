@@ -36,7 +36,7 @@ BUILTIN_ENVS: list[dict] = [
         )
     ),
     dict(id="TextWorld-v0", entry_point="agentgym.envs.textworld.env:TextWorldEnv", task_space=TEXTWORLD_SPACE,
-         max_episode_steps=100, description="any TextWorld game file (pass game_file=...)", challenge="file"),
+         max_episode_steps=100, description="a TextWorld game file (game_file=...); without one, a small two-room game", challenge="file"),
     dict(
         id="WebShop-v0",
         entry_point="agentgym.envs.webshop.env:WebShopEnv",

@@ -17,10 +17,10 @@ from rich.table import Table
 
 import agentgym
 from agentgym import progress
-from agentgym.errors import AgentGymError, ConfigError
+from agentgym.errors import AgentGymError, ConfigError, install_hint
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train and evaluate LLM agents on text environments.")
-console = Console()
+console = progress.output_console()
 err_console = Console(stderr=True, soft_wrap=True)
 
 # Packages add commands through a `register(app)` function named by an entry point of this group
@@ -29,8 +29,12 @@ COMMANDS_GROUP = "agentgym.commands"
 
 
 @app.command("envs")
-def envs_command():
-    """List the registered agentgym environment ids."""
+def envs_command(
+    imports: Optional[list[str]] = typer.Option(None, "--import", help="a module to import first (it registers "
+                                                "your env); repeatable"),
+):
+    """List the registered agentgym environment ids (with --import, yours too)."""
+    agentgym.registration.import_modules(imports if isinstance(imports, list) else None, "--import")
     envs = sorted(agentgym.registered_envs().items())
     table = Table(title="agentgym environments")
     # ids are what users copy: never cut or wrapped (the description wraps instead)
@@ -91,11 +95,12 @@ def rollout_command(
     env: str = typer.Argument(..., help="environment id, e.g. agentgym/Household-v0"),
     policy: str = typer.Option("random", help="random | oracle"),
     tasks: str = typer.Option("heldout", help="split name (train, heldout, heldout_unseen) or a JSONL file"),
-    episodes: int = typer.Option(1, help="episodes per task (the group size)"),
-    limit: Optional[int] = typer.Option(None, help="play only the first N tasks"),
+    episodes: int = typer.Option(1, help="episodes per task: each task of --tasks is played this many times "
+                                 "(the whole split unless --limit), so the total is tasks x episodes"),
+    limit: Optional[int] = typer.Option(None, help="play only the first N tasks of --tasks"),
     out: Optional[Path] = typer.Option(None, help="write trajectories to this JSONL file"),
     executor: str = typer.Option("inprocess", help="inprocess | threads (envs that wait on I/O) | process | ray "
-                                 "(needs the ray extra: pip install 'agentgym\\[ray]') | a registered executor"),  # \\[: not rich markup
+                                 "(needs the ray extra: " + install_hint("ray").replace("[", "\\[") + ") | a registered executor"),  # \\[: not rich markup
     workers: int = typer.Option(2, help="threads / worker processes for --executor threads / process"),
     seed: int = typer.Option(0),
     max_live_envs: int = typer.Option(64, help="at most this many environments at once (each closed when its episode ends)"),
@@ -104,6 +109,8 @@ def rollout_command(
     env_id = agentgym.registration.check_env_id(env)
     task_list = load_tasks(env_id, tasks, limit)
     pol = make_scripted_policy(policy, env_id, seed)
+    console.print(f"{len(task_list)} tasks x {episodes} episodes = {len(task_list) * episodes} episodes"
+                  + ("" if limit else " (--limit N plays only the first N tasks)"), highlight=False)
     with progress.session() as session:  # collect's own bar; in a log, a line a minute and one at the end
         trajs = agentgym.collect(env_id, task_list, pol, group_size=episodes, seed=seed, executor=executor,
                                  num_workers=workers, max_live_envs=max_live_envs, session=session)

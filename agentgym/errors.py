@@ -3,6 +3,15 @@ so every message must say what went wrong and what to do about it."""
 
 from __future__ import annotations
 
+# The name to `pip install` (the registry's `agentgym` is an unrelated project); the import name
+# stays `agentgym`. pyproject.toml's [project] name, checked by tests/core/test_packaging.py.
+DISTRIBUTION = "agentgym-credit"
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs an extra, as error messages and docs give it."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
 
 class AgentGymError(Exception):
     """Base class: a problem in the user's input (config, ids, files, missing extras)."""
@@ -45,5 +54,5 @@ def require(module: str, extra: str):
         return importlib.import_module(module)
     except ImportError as exc:
         raise MissingExtraError(
-            f"{module} is not installed: run `pip install 'agentgym[{extra}]'` ({exc})"
+            f"{module} is not installed: run `{install_hint(extra)}` ({exc})"
         ) from exc

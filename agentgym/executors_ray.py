@@ -34,10 +34,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from agentgym.errors import ConfigError, MissingExtraError
+from agentgym.errors import ConfigError, MissingExtraError, install_hint
 from agentgym.executors import EnvResult, _reset, _short_error, _step
 
-RAY_EXTRA_HINT = "pip install 'agentgym[ray]'"
+RAY_EXTRA_HINT = install_hint("ray")
 
 
 @dataclass

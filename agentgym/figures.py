@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentgym.errors import MissingExtraError
+from agentgym.errors import MissingExtraError, install_hint
 
 
 def pyplot_agg():
@@ -14,7 +14,7 @@ def pyplot_agg():
     try:
         import matplotlib  # optional: only plotting needs it
     except ImportError as exc:
-        raise MissingExtraError(f"plots need matplotlib: run `pip install 'agentgym[train]'` ({exc})") from exc
+        raise MissingExtraError(f"plots need matplotlib: run `{install_hint('train')}` ({exc})") from exc
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 

@@ -176,6 +176,21 @@ class Session:
         self.print(text)
 
 
+# Rich falls back to 80 columns when output is not a terminal, and cuts table headers to fit
+# ("episod…"); a log file has no width, so tables get this many columns there.
+LOG_WIDTH = 240
+
+
+def output_console(stderr: bool = False, **kwargs):
+    """A rich Console for a command's output: the terminal's width on a terminal, LOG_WIDTH in a file
+    or pipe (unless COLUMNS says otherwise), so tables are never cut in a log."""
+    from rich.console import Console
+
+    if "width" not in kwargs and not os.environ.get("COLUMNS") and not Console(stderr=stderr).is_terminal:
+        kwargs["width"] = LOG_WIDTH
+    return Console(stderr=stderr, **kwargs)
+
+
 def _mode(stream: TextIO) -> str:
     forced = os.environ.get("AGENTGYM_PROGRESS", "").strip().lower()
     if forced in ("rich", "plain", "off"):

@@ -21,6 +21,8 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import os
+import sys
 import warnings
 from importlib.metadata import entry_points
 from typing import Any, Callable
@@ -127,6 +129,22 @@ def _load(env_id: str, target: str):
         raise ConfigError(f"the task space of {env_id}, {target!r}, cannot be loaded ({type(exc).__name__}: {exc}); "
                           "check the module and name given to register_env(task_space='module:name')") from None
     return obj
+
+
+def import_modules(names, flag: str = "--import / imports") -> None:
+    """Import each user module (importing it registers its envs), found as `python -m` finds one:
+    in the working directory first, then on sys.path. The module's own prints go wherever the
+    command's output goes (for `agentgym train`, the training log). One line if one is missing."""
+    names = [str(name) for name in names or []]
+    if names and os.getcwd() not in sys.path and "" not in sys.path:
+        # a console script's sys.path starts at its bin folder, not the user's folder as `python -m` does
+        sys.path.insert(0, os.getcwd())
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import {name!r} ({flag}): {exc}; run from the folder that holds it, "
+                              "or put that folder on PYTHONPATH") from None
 
 
 def register_builtin_envs() -> None:

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from agentgym.figures import pyplot_agg, save_figure
+from agentgym.progress import output_console
 
-console = Console()
+console = output_console()
 
 
 def _fmt_params(params: dict, width: int = 90) -> str:

@@ -38,7 +38,9 @@ def main() -> None:
     from agentgym.trainers.task_selection import select_train_tasks
 
     cfg = load_config(args.preset, [])
-    torch.set_num_threads(cfg.torch_threads or torch.get_num_threads())
+    from agentgym.trainers.threads import set_torch_threads
+
+    set_torch_threads(cfg.torch_threads, print)  # a number, auto, or torch's default
     tasks = select_train_tasks(cfg.env, get_task_space(cfg.env.id), cfg.seed)[: args.tasks]
     sampling = SamplingParams(temperature=cfg.rollout.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                               seed=args.seed)

@@ -184,7 +184,7 @@ def main() -> None:
 
     tw = textworld_figures(tw_steps)
     if tw is None:
-        print("textworld not installed (pip install 'agentgym[textworld]'): no reference figure")
+        print("textworld not installed (pip install 'agentgym-credit[textworld]'): no reference figure")
     else:
         print(f"textworld game generation (agentgym/TextWorld-Custom-v0, world size 5, 10 objects, quest length 5): "
               f"{tw['generate_s']:.2f} s wall for a new game, {tw['reset_cached_ms']:.1f} ms reset of a cached one")

@@ -103,7 +103,7 @@ def swe_wheel_probe(workdir: str | Path, tasks: int = 1) -> dict:
     subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
                    check=True)
     site = next((venv / "lib").glob("python3*/site-packages"))
-    wheel = next((workdir / "wheel").glob("agentgym-*.whl"))
+    wheel = next((workdir / "wheel").glob("agentgym_credit-*.whl"))
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "-q", "--target",
                     str(site), str(wheel)], check=True, capture_output=True)
     (site / "zz_agentgym_deps.pth").write_text("\n".join(_dependency_folders()) + "\n")

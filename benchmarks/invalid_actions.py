@@ -52,7 +52,9 @@ def main() -> None:
     from agentgym.trainers.task_selection import write_eval_tasks
 
     cfg = load_config(args.preset, [])
-    torch.set_num_threads(cfg.torch_threads or torch.get_num_threads())
+    from agentgym.trainers.threads import set_torch_threads
+
+    set_torch_threads(cfg.torch_threads, print)  # a number, auto, or torch's default
     # the run's held-out set
     manifest = write_eval_tasks(cfg.eval, cfg.env, get_task_space(cfg.env.id), Path(tempfile.mkdtemp()))
     tasks = load_split(manifest)

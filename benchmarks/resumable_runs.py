@@ -314,10 +314,9 @@ def evaluate_on(cfg, policy, tasks_file: Path) -> dict:
 def use_threads(cfg) -> None:
     """torch_threads for work outside train() (which sets it itself): SFT, RFT, evaluations. Two
     OpenMP threads on a shared, oversubscribed CPU ran an SFT step 4x slower than one."""
-    if cfg.torch_threads:
-        import torch
+    from agentgym.trainers.threads import set_torch_threads
 
-        torch.set_num_threads(cfg.torch_threads)
+    set_torch_threads(cfg.torch_threads, print)
 
 
 def run_warm(cfg, folder: Path, log: Callable[[str], None] = print) -> dict:
@@ -364,7 +363,7 @@ def run_rl(cfg, folder: Path, extra_eval: dict[str, Path], log: Callable[[str], 
     from agentgym.trainers.run_setup import make_policy
 
     resume = (folder / "checkpoints" / "latest").is_file()
-    summary = train(cfg, resume=resume, log=log)
+    summary = train(cfg, resume=resume, overwrite=not resume, log=log)  # killed before a checkpoint: start over
     evals = json.loads((latest_checkpoint(folder) / "state.json").read_text())["evals"]
     keep = ("success_rate", "invalid_action_rate", "mean_steps", "per_task_success")
     out = {"lr": cfg.ppo.lr, "iterations": summary["iterations"], "stopped_early": summary["stopped_early"],

@@ -37,7 +37,9 @@ def main() -> None:
     from agentgym.trainers.task_selection import write_eval_tasks
 
     cfg = load_config(args.preset, [])
-    torch.set_num_threads(cfg.torch_threads or torch.get_num_threads())
+    from agentgym.trainers.threads import set_torch_threads
+
+    set_torch_threads(cfg.torch_threads, print)  # a number, auto, or torch's default
     tasks = load_split(write_eval_tasks(cfg.eval, cfg.env, get_task_space(cfg.env.id), Path(tempfile.mkdtemp())))
     sampling = SamplingParams(temperature=cfg.rollout.temperature, max_new_tokens=cfg.rollout.max_new_tokens, seed=1)
     print(f"{len(tasks)} held-out tasks x {args.samples} sampled first replies")

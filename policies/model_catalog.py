@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from agentgym.errors import ConfigError, MissingExtraError
+from agentgym.errors import ConfigError, MissingExtraError, install_hint
 
 CACHE_ENV = "AGENTGYM_MODEL_CACHE"
 RECORD = "agentgym_source.json"  # written last into a converted folder: what it was converted from
@@ -299,7 +299,7 @@ def _require_gguf():
     try:
         import gguf
     except ImportError:
-        raise MissingExtraError("reading GGUF models needs the gguf package: run `pip install 'agentgym[train]'`") from None
+        raise MissingExtraError(f"reading GGUF models needs the gguf package: run `{install_hint('train')}`") from None
     return gguf
 
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentgym.errors import ConfigError, MissingExtraError
+from agentgym.errors import ConfigError, MissingExtraError, install_hint
 from agentgym.policies.model_files import check_device
 from agentgym.policies import OraclePolicy, RandomPolicy
 from agentgym.registration import get_task_space
@@ -89,7 +89,7 @@ def load_policy(spec: PolicySpec, env_id: str, *, seed: int = 0, device: str = "
             from agentgym.policies.hf import HFPolicy  # lazy: needs torch
         except ImportError as exc:
             raise MissingExtraError(f"hf: policies need torch and transformers: run "
-                                    f"`pip install 'agentgym[train]'` ({exc})") from None
+                                    f"`{install_hint('train')}` ({exc})") from None
         return HFPolicy(spec.target, device=resolve_device(device), **(hf_kwargs or {}))
     if spec.kind == "openai":
         try:
@@ -100,6 +100,6 @@ def load_policy(spec: PolicySpec, env_id: str, *, seed: int = 0, device: str = "
                 raise MissingExtraError("the OpenAI-compatible policy backend (agentgym.policies.openai_compat) "
                                         "is not part of this agentgym install; upgrade agentgym") from None
             raise MissingExtraError(f"openai: policies need the openai client: run "
-                                    f"`pip install 'agentgym[openai]'` ({exc})") from None
+                                    f"`{install_hint('openai')}` ({exc})") from None
         return OpenAIPolicy(spec.target, spec.model)
     raise ConfigError(f"unknown policy kind {spec.kind!r}")

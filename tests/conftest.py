@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def ray_local():
-    ray = pytest.importorskip("ray", reason="pip install 'agentgym[ray]'")
+    ray = pytest.importorskip("ray", reason="pip install 'agentgym-credit[ray]'")
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray

@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING
 
-from agentgym.errors import ConfigError
+from agentgym.errors import ConfigError, install_hint
 from agentgym.executors import check_executor
 from agentgym.policies.engines import check_engine, engine_names, generates_with_trainer_model
 from agentgym.policies.engines import needs_ray_cluster as engine_needs_ray_cluster
@@ -183,7 +183,7 @@ def check_scaling(cfg: TrainConfig) -> None:
 
         if importlib.util.find_spec("vllm") is None:
             raise ConfigError("ray.policy_engine=vllm needs vLLM, which is not installed: run "
-                              "`pip install 'agentgym[vllm]'`")
+                              f"`{install_hint('vllm')}`")
 
 
 # Parsers whose written form of an env's listed action reads back as that action. JSON's

@@ -16,8 +16,9 @@ from rich.console import Console
 from rich.table import Table
 
 from agentgym.errors import ConfigError
+from agentgym.progress import output_console
 
-console = Console()
+console = output_console()
 
 CONFIG_HELP = "a preset name (e.g. household-tiny, generic) or a YAML config file; optional with --env"
 OVERRIDES_HELP = "dotted key=value overrides, e.g. estimator.name=grpo ppo.lr=1e-4 rollout.group_size=4"
@@ -26,7 +27,8 @@ OVERRIDES_HELP = "dotted key=value overrides, e.g. estimator.name=grpo ppo.lr=1e
 def _load(config: Optional[str], overrides: Optional[List[str]], run_dir: Optional[str],
           imports: Optional[List[str]] = None, env: Optional[str] = None, log=None):
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.env_requirements import config_for_env, import_modules
+    from agentgym.registration import import_modules
+    from agentgym.trainers.env_requirements import config_for_env
 
     import_modules(imports)  # before the config is read: its env.id may be registered by them
     extra = list(overrides or [])
@@ -85,7 +87,7 @@ def resume_hint(cfg, argv: list[str]) -> str:
     from agentgym.trainers.run_setup import run_dir_for
 
     run_dir = run_dir_for(cfg)
-    args = [a for a in argv if a != "--resume"]
+    args = [a for a in argv if a not in ("--resume", "--overwrite")]
     if "--run-dir" not in args:
         args += ["--run-dir", str(run_dir)]
     command = shlex.join(["agentgym", "train", *args, "--resume"])
@@ -97,7 +99,7 @@ def resume_hint(cfg, argv: list[str]) -> str:
         return f"interrupted; no checkpoint to continue from: {exc}"
     if checkpoint is None:
         return (f"interrupted before the first checkpoint (checkpoint_every={cfg.checkpoint_every}); "
-                f"`{shlex.join(['agentgym', 'train', *args])}` starts again")
+                f"`{shlex.join(['agentgym', 'train', *args, '--overwrite'])}` starts again")
     return f"interrupted; last checkpoint {checkpoint}; continue with: {command}"
 
 
@@ -115,6 +117,8 @@ def train_command(
     overrides: Optional[List[str]] = typer.Argument(None, help=OVERRIDES_HELP),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help="where checkpoints and metrics go (default runs/<name>)"),
     resume: bool = typer.Option(False, "--resume", help="continue from the run dir's latest checkpoint"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace the earlier run in the run dir (without it, "
+                                   "a run dir holding a run is refused)"),
     nproc: int = typer.Option(1, "--nproc", help="data-parallel processes on this machine (runs torchrun; "
                               "gloo on CPU, nccl on CUDA); see docs/scaling.md"),
     imports: Optional[List[str]] = typer.Option(None, "--import", help="a module to import first (it registers your env); repeatable"),
@@ -138,6 +142,7 @@ def train_command(
     env = env if isinstance(env, str) else None
     run_dir = run_dir if isinstance(run_dir, str) else None
     resume = resume is True
+    overwrite = overwrite is True
     config, overrides = _split_config(config, overrides)
     cfg = _load(config, overrides, run_dir, imports, env)
     check_before_building(cfg.policy)
@@ -146,6 +151,10 @@ def train_command(
 
         # a broken checkpoint or changed settings: one line before anything starts or is removed
         check_resume(run_dir_for(cfg), cfg.to_dict())
+    if not resume and not overwrite and print_config is not True:
+        from agentgym.trainers.run_setup import previous_run, refuse_to_replace
+
+        refuse_to_replace(run_dir_for(cfg), previous_run(run_dir_for(cfg)))  # before torchrun or a model build
     if print_config is True:  # `is True`: called as a plain function, the default is typer's OptionInfo
         import yaml
 
@@ -153,12 +162,13 @@ def train_command(
         return
     if nproc > 1:  # check here too, so a bad world size is one line before torchrun starts anything
         check_world(cfg, nproc)
-        args = _argv(config, overrides, run_dir, imports, env) + (["--resume"] if resume else [])
+        args = _argv(config, overrides, run_dir, imports, env) + (["--resume"] if resume else []) \
+            + (["--overwrite"] if overwrite else [])
         sys.exit(launch(nproc, args))
     global console
     quiet_rank = world_from_env()[0] > 0
     if quiet_rank:
-        console = Console(quiet=True)  # only rank 0 prints
+        console = output_console(quiet=True)  # only rank 0 prints
     console.print(f"[bold]agentgym train[/] {cfg.name}: estimator={cfg.estimator.name} env={cfg.env.id} "
                   f"run_dir={run_dir_for(cfg)}")
     with progress.session(mode="off" if quiet_rank else None) as session, \
@@ -173,7 +183,8 @@ def train_command(
 
         with _interruptible() as interrupted:
             try:
-                summary = train(cfg, resume=resume, log=session.log, on_iteration=on_iteration, session=session)
+                summary = train(cfg, resume=resume, log=session.log, on_iteration=on_iteration, session=session,
+                                overwrite=overwrite)
             except KeyboardInterrupt:
                 interrupted.append(True)
     if interrupted:  # also when a library below caught the KeyboardInterrupt and returned
@@ -237,17 +248,15 @@ def sft_command(
     from agentgym.trainers.run_setup import run_dir_for
     from agentgym.trainers.task_selection import write_eval_tasks
     from agentgym.policies.engines import EngineSettings
+    from agentgym.trainers.threads import set_torch_threads
 
     cfg = _load(config, list(overrides or []) + ["sft.enabled=true"], run_dir)
     check_before_building(cfg.policy)
     quiet_transformers()
-    if cfg.torch_threads:
-        import torch
-
-        torch.set_num_threads(cfg.torch_threads)
     out = run_dir_for(cfg)
     out.mkdir(parents=True, exist_ok=True)
     with progress.session() as session:
+        set_torch_threads(cfg.torch_threads, session.log)
         model_dir, info = prepare_start_model(cfg, out, log=session.log, session=session)
         eval_path = write_eval_tasks(cfg.eval, cfg.env, get_task_space(cfg.env.id), out)
         policy = make_policy(cfg.policy, model_dir)

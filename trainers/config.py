@@ -209,7 +209,7 @@ class TrainConfig:
     run_dir: str | None = None  # default runs/<name>
     checkpoint_every: int = 5
     time_budget_s: float | None = None  # stop RL early (and still evaluate) past this wall time
-    torch_threads: int | None = None  # None: torch's default; 1 is much faster on an oversubscribed CPU
+    torch_threads: int | str | None = None  # None: torch's default; auto: the cores free now (trainers/threads.py)
     data_parallel: str = "ddp"  # with --nproc/torchrun: ddp (a model replica per rank) | fsdp (sharded, FSDP2)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
@@ -424,7 +424,7 @@ def load_config(source: str | Path | dict | None = None, overrides: list[str] | 
 # are checked where that rule lives.
 RANGES = [
     ("iterations", 0, None, "RL iterations"), ("checkpoint_every", 0, None, "iterations (0 = never)"),
-    ("time_budget_s", 0, None, "seconds"), ("torch_threads", 1, None, "threads"),
+    ("time_budget_s", 0, None, "seconds"), ("torch_threads", 1, None, "threads (or auto)"),
     ("rollout.tasks_per_iter", 1, None, "groups per iteration"), ("rollout.group_size", 1, None, "episodes per group"),
     ("rollout.temperature", 0, None, "a sampling temperature"), ("rollout.top_p", 1e-12, 1, "a nucleus mass"),
     ("rollout.max_new_tokens", 1, None, "tokens"),
@@ -464,7 +464,7 @@ def check_ranges(cfg: TrainConfig) -> None:
         value = cfg
         for part in dotted.split("."):
             value = getattr(value, part)
-        if value is None:
+        if value is None or (dotted == "torch_threads" and value == "auto"):
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or \
                 (low is not None and value < low) or (high is not None and value > high):

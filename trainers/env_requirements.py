@@ -9,12 +9,11 @@ feature a config needs that the env's task space lacks, with the overrides that 
 
 from __future__ import annotations
 
-import importlib
-
 from agentgym.chat import ChatConfig
 from agentgym.errors import ConfigError
 from agentgym.tasks.space import TaskSpace
 from agentgym.registration import check_env_id, get_task_space
+from agentgym.registration import import_modules  # noqa: F401  (moved there; this path kept one release)
 from agentgym.trainers.config import TrainConfig, _read_yaml, load_config, parse_overrides
 from agentgym.tasks.validation import heldout_ids
 
@@ -43,16 +42,6 @@ def _has_heldout(space) -> bool:
         return bool(heldout_ids(space))
     except Exception:
         return False
-
-
-def import_modules(names) -> None:
-    """Import each module (they register their envs when imported); a clear error if one is missing."""
-    for name in names or []:
-        try:
-            importlib.import_module(str(name))
-        except ImportError as exc:
-            raise ConfigError(f"cannot import {name!r} (from --import / imports): {exc}; check the module name "
-                              "and that its folder is on PYTHONPATH") from None
 
 
 def required_features(env_cfg, sft_cfg) -> list[str]:

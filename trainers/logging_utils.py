@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from agentgym.errors import MissingExtraError
+from agentgym.errors import MissingExtraError, install_hint
 from agentgym.figures import pyplot_agg, save_figure
 
 METRICS_FILE = "metrics.jsonl"
@@ -197,7 +197,7 @@ class MetricsLogger:
             if wanted is True:
                 raise MissingExtraError(
                     f"TensorBoard logging needs tensorboard (+ torch) or tensorboardX: "
-                    f"run `pip install 'agentgym[logging]'` ({exc})"
+                    f"run `{install_hint('logging')}` ({exc})"
                 ) from exc
             return None
 

@@ -74,7 +74,7 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
         start = {"policy.model": str(Path(model).expanduser().resolve()) if Path(model).expanduser().exists()
                  else str(model)}
     elif cfg.tiny.build:
-        model = run_dir / "tiny_model"
+        model = (run_dir / "tiny_model").absolute()  # `--run-dir run`: "run/tiny_model" would read as a hub id
         settings = tiny_settings(cfg.env, cfg.tiny, cfg.sft, cfg.seed)
         if not _reusable(model, settings, "tiny model", log):
             from agentgym.policies.tiny import build_tiny_model  # torch and transformers: when one is built
@@ -219,23 +219,36 @@ def build_heads(est_cfg: EstimatorConfig, policy) -> dict:
     return heads_for(est_cfg.name, policy.hidden_size(), policy.device)
 
 
-def clear_previous_run(run_dir: Path) -> list[str]:
-    """A fresh run in a used run dir: drop the old run's metrics, checkpoints and final model, so its
-    curves are not appended to this run's and a later --resume cannot pick up its checkpoints. The
-    tiny model and SFT warm start stay: they are reused when present (prepare_start_model). Only a
-    folder an earlier run wrote its config.yaml into is touched. Returns what was removed."""
+RUN_OUTPUTS = (METRICS_FILE, "summary.json", "checkpoints", "final_model", "tensorboard", "trajectories", "evals")
+
+
+def previous_run(run_dir: Path) -> list[str]:
+    """What an earlier run left in run_dir (its metrics, summary, checkpoints, final model, ...); empty
+    when no run wrote its config.yaml there. The tiny model and SFT warm start are not listed: a new
+    run in the folder reuses them when their settings match (prepare_start_model)."""
     if not (run_dir / "config.yaml").is_file():
         return []
-    removed = []
-    for name in (METRICS_FILE, "summary.json", "checkpoints", "final_model", "tensorboard", "trajectories", "evals"):
+    return [name for name in RUN_OUTPUTS if (run_dir / name).exists()]
+
+
+TRAIN_FIXES = "--resume continues it, --run-dir DIR starts the new run in another folder, --overwrite replaces it"
+
+
+def refuse_to_replace(run_dir: Path, found: list[str], fixes: str = TRAIN_FIXES) -> None:
+    """A new run never deletes an old one unless asked (as TRL's overwrite_output_dir)."""
+    if found:
+        raise ConfigError(f"{run_dir} holds an earlier run ({', '.join(found)}): {fixes}")
+
+
+def clear_previous_run(run_dir: Path) -> list[str]:
+    """--overwrite: drop the old run's metrics, checkpoints and final model, so its curves are not
+    appended to this run's and a later --resume cannot pick up its checkpoints. Returns what was removed."""
+    import shutil
+
+    removed = previous_run(run_dir)
+    for name in removed:
         path = run_dir / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-        else:
-            continue
-        removed.append(name)
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
     return removed
 
 

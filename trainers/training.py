@@ -37,7 +37,7 @@ from agentgym import progress
 from agentgym.evaluation.evaluate import EvalRequest, run_eval
 from agentgym.evaluation.stats import paired_gain, power_warning
 from agentgym.policies.base import SamplingParams
-from agentgym.registration import check_env_id, get_task_space
+from agentgym.registration import check_env_id, get_task_space, import_modules
 from agentgym.rewards.hook import env_reward_kwargs, reward_hook
 from agentgym.tasks.source import make_task_source_from_config
 from agentgym.tasks.protocol import idle_commands
@@ -52,7 +52,7 @@ from agentgym.trainers.config import (EnvConfig, EvalConfig, LogConfig, PPOConfi
 from agentgym.trainers.estimators import EstimatorConfig, compute_advantages, estimator_spec
 from agentgym.trainers.diagnostics import iteration_credit
 from agentgym.trainers.disk import disk_full_error, is_disk_full
-from agentgym.trainers.env_requirements import check_env_features, import_modules
+from agentgym.trainers.env_requirements import check_env_features
 from agentgym.trainers.heads import fit_spa_progress, per_step_arrays, step_values  # noqa: F401  (old path)
 from agentgym.trainers.learner import (TrainingDiverged, check_finite, equal_minibatches,  # noqa: F401  (old paths)
                                        ppo_update, score_sequences)
@@ -60,8 +60,10 @@ from agentgym.trainers.logging_utils import MetricsLogger, plot_learning_curves
 from agentgym.trainers.ppo import clip_range
 from agentgym.trainers.records import save_evaluation, save_iteration
 from agentgym.trainers.run_setup import (build_heads, clear_previous_run, load_judge, make_engine, make_optimizer,
-                                         make_policy, prepare_start_model, quiet_transformers, run_dir_for)
+                                         make_policy, prepare_start_model, previous_run, quiet_transformers,
+                                         refuse_to_replace, run_dir_for)
 from agentgym.trainers.task_selection import select_train_tasks, write_eval_tasks
+from agentgym.trainers.threads import set_torch_threads
 from agentgym.trainers.samples import TokenSequence, make_samples, tokenize_trajectories
 
 
@@ -211,16 +213,18 @@ def _evaluate_now(evaluate: Callable[[], object], log_cfg: LogConfig, run_dir: P
 
 
 # --- the run ----------------------------------------------------------------------------------
-def _open_run_dir(run_dir: Path, settings: dict, resume: bool, dp, log) -> Path | None:
+def _open_run_dir(run_dir: Path, settings: dict, resume: bool, overwrite: bool, dp, log) -> Path | None:
     """The checkpoint to resume from (checked against `settings`, the config as a dict), or None for
-    a fresh start, which clears a previous run's outputs from run_dir."""
+    a fresh start: refused when run_dir holds an earlier run, unless `overwrite` clears its outputs."""
     checkpoint = check_resume(run_dir, settings) if resume else None  # whole, and saved with these shape settings
     dp.check_checkpoint(checkpoint)
     if resume and checkpoint is None:
         log(f"no checkpoint in {run_dir}: starting from scratch")
+    if checkpoint is None and not overwrite:
+        refuse_to_replace(run_dir, previous_run(run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     if checkpoint is None and (removed := dp.on_main(clear_previous_run, run_dir)):
-        log(f"fresh run in {run_dir}: removed the previous run's {', '.join(removed)} (pass --resume to continue it)")
+        log(f"--overwrite: removed the previous run's {', '.join(removed)} from {run_dir}")
     return checkpoint
 
 
@@ -237,14 +241,16 @@ def _tasks(env_cfg: EnvConfig, sft_cfg: SFTConfig, tasks_cfg, eval_cfg: EvalConf
 
 
 def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = print,
-          on_iteration: Callable[[dict], None] | None = None, session=progress.CURRENT) -> dict:
+          on_iteration: Callable[[dict], None] | None = None, session=progress.CURRENT,
+          overwrite: bool = False) -> dict:
     """Run (or resume) the configured pipeline; returns the summary also written to summary.json.
-    session: where bars draw (agentgym.progress; by default the calling command's session)."""
+    A run dir holding an earlier run is refused (ConfigError) unless resume continues it or
+    overwrite replaces it. session: where bars draw (agentgym.progress; by default the calling
+    command's session)."""
     session = progress.resolve(session)
     quiet_transformers()
-    if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
-    started = time.perf_counter()
+    cfg.torch_threads = set_torch_threads(cfg.torch_threads, log)  # config.yaml records the count used
+    started = session_started = time.perf_counter()
     import_modules(cfg.imports)
     cfg.env.id = check_env_id(cfg.env.id)
     cfg.env.env_kwargs = {**cfg.env.env_kwargs, **env_reward_kwargs(cfg.env.reward)}  # an env's own reward mode
@@ -253,7 +259,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     log = distributed.main_log(dp, log)
     env_pool = distributed.ray_env_pool(cfg.env.executor, cfg.policy.engine, cfg.ray, dp, log)  # env.executor=ray
     run_dir = run_dir_for(cfg)
-    checkpoint = _open_run_dir(run_dir, cfg.to_dict(), resume, dp, log)
+    checkpoint = _open_run_dir(run_dir, cfg.to_dict(), resume, overwrite, dp, log)
     dp.on_main(save_config, cfg, run_dir / "config.yaml")
     torch.manual_seed(cfg.seed)
     source, eval_path = _tasks(cfg.env, cfg.sft, cfg.tasks, cfg.eval, cfg.seed, run_dir, dp, log)
@@ -275,6 +281,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     state = {"iteration": 0, "evals": [], "setup": setup_info}
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, policy, optimizer, scheduler, heads, weights=False)
+        started -= state.get("wall_seconds", 0.0)  # the run's wall time counts the sessions before this one
         dp.restore_rank_state(checkpoint, policy, log, optimizer)
         if "task_source" in state:
             source.load_state_dict(state["task_source"])
@@ -290,7 +297,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             log(f"held-out success before RL: {ev['success_rate']:.3f}")
         producer = BatchProducer(cfg, policy, source, start_iteration=state["iteration"], engine=engine, dp=dp,
                                  executor=env_pool, session=session)
-        deadline = started + cfg.time_budget_s if cfg.time_budget_s else None
+        deadline = session_started + cfg.time_budget_s if cfg.time_budget_s else None
         while state["iteration"] < cfg.iterations:
             if deadline is not None and dp.agree(time.perf_counter() > deadline):
                 state["stopped_early"] = (f"safety time budget time_budget_s={cfg.time_budget_s:.0f} reached after "
@@ -307,12 +314,14 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             logger.log(metrics, step=state["iteration"])
             if on_iteration is not None:
                 on_iteration(metrics)
+            state["wall_seconds"] = time.perf_counter() - started  # saved with each checkpoint
             if cfg.checkpoint_every and state["iteration"] % cfg.checkpoint_every == 0:
                 dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         # rank 0 holds the evaluations; every rank must enter full_weights together
         if dp.agree(dp.on_main(lambda: state["evals"][-1]["iteration"] != state["iteration"], otherwise=False)):
             if (ev := _evaluate_now(evaluate, cfg.log, run_dir, policy, state, dp)) is not None:
                 logger.log({"eval": ev}, step=state["iteration"])
+        state["wall_seconds"] = time.perf_counter() - started
         dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         dp.save_policy(policy, run_dir / "final_model")
         finished = True

@@ -215,36 +215,23 @@ def register(app: typer.Typer) -> None:
         way the trainer did (its env, tasks, chat layout, sampling, episodes and seed), so the
         figure matches the run's summary.json; any option given overrides the run's setting."""
         import dataclasses
-        import importlib
-
-        from rich.console import Console
 
         import agentgym  # noqa: F401  registers the built-in envs
         from agentgym import progress  # lazy: `agentgym --help` stays fast
         from agentgym.policies.base import SamplingParams
         from agentgym.policies.engines import generates_with_trainer_model
-        from agentgym.registration import check_env_id
+        from agentgym.registration import check_env_id, import_modules
         from agentgym.evaluation.evaluate import EvalRequest, run_eval
         from agentgym.evaluation.report import write_report
         from agentgym.evaluation.stats import power_warning
 
-        console = Console()
+        console = progress.output_console()
         if from_run is None and is_run_dir(env):
             from_run, env = Path(str(env)), None
         run = run_settings(from_run) if from_run is not None else {}
-        for module in imports or []:
-            try:
-                importlib.import_module(module)
-            except ImportError as exc:
-                raise ConfigError(f"cannot import {module!r} (--import): {exc}; check the module name and that its "
-                                  "folder is on PYTHONPATH") from None
+        import_modules(imports, "--import")
         if run:
-            for module in run["imports"]:  # the modules that registered the run's env
-                try:
-                    importlib.import_module(module)
-                except ImportError as exc:
-                    raise ConfigError(f"the run imports {module!r} (its env's module), which cannot be imported: "
-                                      f"{exc}; put its folder on PYTHONPATH") from None
+            import_modules(run["imports"], f"the module that registered {from_run}'s env")
             if env is not None and check_env_id(env) != check_env_id(run["env_id"]):
                 raise ConfigError(f"{from_run} trained {run['env_id']}, not {env}: leave the env id out")
             env = run["env_id"]
@@ -347,10 +334,10 @@ def register(app: typer.Typer) -> None:
         title: str = typer.Option("Comparison", help="title of the table and plot"),
     ):
         """Compare evaluation reports (e.g. warm start vs trained) in one table, with success deltas."""
-        from rich.console import Console
         from rich.markdown import Markdown
 
         # lazy: `agentgym --help` stays fast
+        from agentgym import progress
         from agentgym.evaluation.report import comparability_warnings, compare, load_report
 
         results = [load_report(p) for p in reports]
@@ -360,7 +347,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--label values must be distinct")
         runs = dict(zip(label, results)) if label else results
         text = compare(runs, out, title=title)
-        console = Console()
+        console = progress.output_console()
         for warning in comparability_warnings(runs):
             console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
         console.print(Markdown(text))

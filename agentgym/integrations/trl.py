@@ -1,4 +1,4 @@
-"""Train TRL's `GRPOTrainer` on agentgym environments, multi-turn (extra `agentgym[trl]`).
+"""Train TRL's `GRPOTrainer` on agentgym environments, multi-turn (extra `agentgym-credit[trl]`).
 
 TRL takes multi-turn environments through its `rollout_func` hook: the trainer hands the
 function a batch of prompts and gets back, per prompt, the prompt token ids, the completion

@@ -171,7 +171,8 @@ def agentgym_folders(visible: list[str]) -> list[str]:
         for pattern in ("lib*/python3*/*-packages", "local/lib*/python3*/*-packages", "lib/python3/dist-packages"):
             folders.extend(os.path.realpath(p) for p in glob.glob(os.path.join(root, pattern)))
     for folder in _unique(folders):
-        for pattern in ("agentgym", "agentgym-*.dist-info", "agentgym-*.egg-info", "agentgym.egg-link"):
+        for pattern in ("agentgym", "agentgym-*.dist-info", "agentgym_credit-*.dist-info", "agentgym-*.egg-info",
+                        "agentgym_credit*.egg-info", "agentgym.egg-link"):  # the distribution, then and now
             hits.extend(os.path.realpath(p) for p in glob.glob(os.path.join(folder, pattern)))
     # (a folder that holds the interpreter itself cannot be hidden: the sandbox could not run python)
     python = os.path.realpath(sys.prefix)

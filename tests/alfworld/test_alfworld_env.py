@@ -12,8 +12,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-pytest.importorskip("alfworld", reason="needs the alfworld extra: pip install 'agentgym[alfworld]'")
-pytest.importorskip("fast_downward", reason="needs the alfworld extra: pip install 'agentgym[alfworld]'")
+pytest.importorskip("alfworld", reason="needs the alfworld extra: pip install 'agentgym-credit[alfworld]'")
+pytest.importorskip("fast_downward", reason="needs the alfworld extra: pip install 'agentgym-credit[alfworld]'")
 
 import agentgym  # noqa: E402,F401
 from agentgym.envs.alfworld import games, scenes  # noqa: E402
@@ -22,6 +22,8 @@ from agentgym.envs.alfworld.env import ALFWorldEnv  # noqa: E402
 from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace  # noqa: E402
 from agentgym.errors import AgentGymError, ConfigError, TaskParamError  # noqa: E402
 from agentgym.tasks.spec import TaskSpec  # noqa: E402
+from agentgym.tasks import generation as _generation
+from agentgym.tasks import validation as _validation
 
 ID = "agentgym/ALFWorld-v0"
 SPACE = ALFWorldTaskSpace()
@@ -159,7 +161,7 @@ def test_params_are_checked_in_one_line():
         ({**SMALL.params, "extra": 1}, "unknown keys"),
     ]:
         with pytest.raises(TaskParamError, match=words) as err:
-            SPACE.canonical(TaskSpec(ID, params, seed=1))
+            _validation.canonical(SPACE, TaskSpec(ID, params, seed=1))
         assert "\n" not in str(err.value)
 
 
@@ -168,8 +170,8 @@ def test_unseen_floorplans_are_reserved_and_the_shipped_splits_respect_them():
     assert len(unseen) == 24 and len(scenes.all_floorplans()) == 120
     rng = np.random.default_rng(0)
     drawn = [SPACE.sample(rng) for _ in range(300)]
-    assert not any(SPACE.reserved(t) for t in drawn)  # training draws never use a test floor plan
-    assert all(SPACE.reserved(SPACE.sample(rng, unseen=True)) for _ in range(50))
+    assert not any(_validation.is_reserved(SPACE, t) for t in drawn)  # training draws never use a test floor plan
+    assert all(_validation.is_reserved(SPACE, SPACE.sample(rng, unseen=True)) for _ in range(50))
     splits = {name: SPACE.split(name) for name in SPACE.split_names}
     assert all(splits.values())
     assert all(t.params["floorplan"] in unseen for t in splits["heldout_unseen"])
@@ -177,8 +179,8 @@ def test_unseen_floorplans_are_reserved_and_the_shipped_splits_respect_them():
     ids = [t.task_id for ts in splits.values() for t in ts]
     assert len(ids) == len(set(ids))
     heldout = SPACE.heldout_keys()
-    assert not any(t.task_id in heldout or SPACE.is_heldout(t) for t in splits["train"])
-    assert all(SPACE.is_heldout(t) for t in splits["heldout"] + splits["heldout_unseen"])
+    assert not any(t.task_id in heldout or _validation.is_heldout(SPACE, t) for t in splits["train"])
+    assert all(_validation.is_heldout(SPACE, t) for t in splits["heldout"] + splits["heldout_unseen"])
     assert {t.params["task_type"] for t in splits["train"]} == set(scenes.TASK_TYPES)
 
 
@@ -208,7 +210,7 @@ def test_data_path_plays_official_games_with_alfworld_splits(tmp_path):
     space = env.task_space
     assert [len(space.split(n)) for n in ("train", "heldout", "heldout_unseen")] == [2, 1, 1]
     assert all(t.params["game"].startswith("valid_seen/") for t in space.split("heldout"))
-    assert space.is_heldout(space.split("heldout_unseen")[0]) and not space.is_heldout(space.split("train")[0])
+    assert _validation.is_heldout(space, space.split("heldout_unseen")[0]) and not _validation.is_heldout(space, space.split("train")[0])
     for spec in space.split("train") + space.split("heldout") + space.split("heldout_unseen"):
         _, info = env.reset(options={"task": spec})
         for action in space.solve(spec):
@@ -258,7 +260,7 @@ def test_without_the_extra_one_line_names_it():
             "try:\n    gym.make('agentgym/ALFWorld-v0')\n"
             "except Exception as e:\n    print(type(e).__name__, e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
-    assert out.startswith("MissingExtraError") and "agentgym[alfworld]" in out and out.count("\n") == 1
+    assert out.startswith("MissingExtraError") and "agentgym-credit[alfworld]" in out and out.count("\n") == 1
 
 
 def test_pickled_env_continues_the_episode(env):
@@ -303,7 +305,7 @@ def test_the_task_generator_and_the_trainer_gate_refuse_held_out_games():
             refuse_heldout([task], keys, reserved=SPACE.reserved)
     refuse_heldout(SPACE.split("train")[:50], keys, reserved=SPACE.reserved)  # train passes
     rng = np.random.default_rng(1)
-    assert not any(SPACE.reserved(SPACE.mutate(unseen if i % 2 else heldout, rng)) != (i % 2 == 1)
+    assert not any(_validation.is_reserved(SPACE, _generation.mutate(SPACE, unseen if i % 2 else heldout, rng)) != (i % 2 == 1)
                    for i in range(40))  # mutation stays on its side of the floor-plan split
 
 

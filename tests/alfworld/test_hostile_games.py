@@ -17,8 +17,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-pytest.importorskip("alfworld", reason="needs the alfworld extra: pip install 'agentgym[alfworld]'")
-pytest.importorskip("fast_downward", reason="needs the alfworld extra: pip install 'agentgym[alfworld]'")
+pytest.importorskip("alfworld", reason="needs the alfworld extra: pip install 'agentgym-credit[alfworld]'")
+pytest.importorskip("fast_downward", reason="needs the alfworld extra: pip install 'agentgym-credit[alfworld]'")
 
 import agentgym  # noqa: E402,F401 - registers the envs
 from agentgym.envs.alfworld import engine as engine_module  # noqa: E402

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-pytest.importorskip("alfworld", reason="needs the alfworld extra: pip install 'agentgym[alfworld]'")
-pytest.importorskip("fast_downward", reason="needs the alfworld extra: pip install 'agentgym[alfworld]'")
+pytest.importorskip("alfworld", reason="needs the alfworld extra: pip install 'agentgym-credit[alfworld]'")
+pytest.importorskip("fast_downward", reason="needs the alfworld extra: pip install 'agentgym-credit[alfworld]'")
 
 from agentgym.envs.alfworld.engine import Engine  # noqa: E402
 from agentgym.envs.alfworld.household import household_game  # noqa: E402

@@ -13,6 +13,7 @@ from agentgym.policies.base import Completion
 from agentgym.rewards import JudgeReward, Rubric, apply_reward
 from agentgym.trajectory import Step, Trajectory
 from agentgym.tasks.spec import TaskSpec
+from agentgym.tasks import validation as _validation
 
 SPACE = BriefingTaskSpace()
 
@@ -48,7 +49,7 @@ def test_oracle_meets_the_rubric_on_every_split_task(env):
     assert sizes == {"train": 150, "heldout": 45, "heldout_unseen": 30}
     train_ids = {t.task_id for t in SPACE.split("train")}
     assert not train_ids & {t.task_id for t in SPACE.split("heldout")}
-    assert all(SPACE.reserved(t) for t in SPACE.split("heldout_unseen"))
+    assert all(_validation.is_reserved(SPACE, t) for t in SPACE.split("heldout_unseen"))
 
 
 def test_reports_lose_the_criteria_they_break(env):

@@ -88,7 +88,7 @@ def test_envs_never_cuts_an_id_on_an_80_column_terminal(monkeypatch):
 def test_rollout_help_names_the_ray_extra(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     out = _agentgym("rollout", "--help").stdout
-    assert "pip install 'agentgym[ray]'" in out
+    assert "pip install 'agentgym-credit[ray]'" in out
 
 
 def test_a_usage_error_is_a_usage_line_not_a_traceback():

@@ -70,7 +70,35 @@ def built(tmp_path_factory):
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w",
                            str(out_dir), str(src)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return next(out_dir.glob("agentgym-*.whl")), proc.stdout + proc.stderr, src
+    return next(out_dir.glob("*.whl")), proc.stdout + proc.stderr, src
+
+
+def test_the_distribution_name_is_ours_everywhere():
+    """Issue 53, item 5: `agentgym` in the package registry is an unrelated project. Every install
+    command in the docs, scripts and error messages names our distribution; `import agentgym` stays."""
+    import re
+
+    from agentgym.errors import DISTRIBUTION, install_hint
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == DISTRIBUTION != "agentgym"
+    assert all(extra.startswith(f"{DISTRIBUTION}[") for extra in project["optional-dependencies"]["all"])
+    files = [ROOT / "README.md", ROOT / "pyproject.toml", *ROOT.glob("scripts/*.sh"), *ROOT.glob("docs/*.md"),
+             *ROOT.glob("envs/*/README.md"), *[p for top in MAPPED for p in (ROOT / top).rglob("*.py")]]
+    wrong = [f"{f.relative_to(ROOT)}: {m.group(0)}" for f in files for m in
+             re.finditer(r"(?<![\w./-])agentgym\\?\[[a-z,]+", f.read_text(encoding="utf-8"))]
+    assert not wrong, wrong
+    assert install_hint("train") == f"pip install '{DISTRIBUTION}[train]'"
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_our_distribution_name(built):
+    from agentgym.errors import DISTRIBUTION
+
+    wheel = zipfile.ZipFile(built[0])
+    metadata = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+    fields = dict(line.split(": ", 1) for line in wheel.read(metadata).decode().splitlines() if ": " in line)
+    assert fields["Name"] == DISTRIBUTION and built[0].name.startswith(DISTRIBUTION.replace("-", "_") + "-")
 
 
 @pytest.mark.slow

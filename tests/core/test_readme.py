@@ -24,3 +24,9 @@ def test_readme_block_runs_as_a_script(code, tmp_path):
     first = code.strip().splitlines()[0]
     assert proc.returncode == 0, f"README block starting {first!r} failed:\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, f"README block starting {first!r} printed a traceback:\n{proc.stderr[-3000:]}"
+
+
+def test_the_readme_reads_in_five_minutes():
+    """Issue 51: what it is, install and run, envs, training, evaluation, headline figures; the
+    experiments and their history live in docs/results.md."""
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 250

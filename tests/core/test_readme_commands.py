@@ -38,10 +38,12 @@ RUN = {
 }
 
 NOT_RUN = {
-    "bash scripts/setup.sh && .venv/bin/agentgym train household-tiny": "the 12-minute main job (tests/core/test_setup_quiet.py checks the set-up)",
+    "bash scripts/setup.sh && .venv/bin/agentgym train household-tiny torch_threads=1":
+        "the main job (tests/core/test_setup_quiet.py checks the set-up; its figures: test_quoted_figures.py)",
     "bash scripts/setup.sh && .venv/bin/python -m pytest": "the whole suite itself",
     "agentgym train household-tiny": "the main job (tests/trainers: the loop on tiny settings)",
-    "agentgym train household-tiny estimator.name=grpo": "the main job again",
+    "agentgym train household-tiny estimator.name=grpo --run-dir runs/household-grpo":
+        "the main job again (a second run in a used run dir: test_config_and_resume.py)",
     "agentgym train my_config.yaml policy.model=Qwen/Qwen2.5-1.5B-Instruct policy.device=cuda policy.lora={}":
         "a GPU and the user's own config (test_newcomer_start_model: an unusable device is one line)",
     "agentgym train household-tiny --resume": "resumes the main job (tests/trainers/test_resumable_runs.py)",
@@ -101,8 +103,7 @@ def test_the_readme_eval_commands_give_the_runs_own_figures(tmp_path):
     readme = README.read_text(encoding="utf-8")
     lamp = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "class LampTasks" in b)
     (tmp_path / "lamp.py").write_text(lamp)
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "OMP_NUM_THREADS": "1"}
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "OMP_NUM_THREADS": "1"}  # lamp.py: found in cwd
     tiny = ["iterations=1", "tiny.num_tasks=6", "tiny.vocab_size=300", "tiny.hidden=32", "tiny.heads=2",
             "sft.num_tasks=20", "sft.epochs=2", "eval.num_tasks=5", "rollout.tasks_per_iter=2", "rollout.group_size=2",
             "rollout.max_new_tokens=8", "ppo.minibatch_size=8", "ppo.micro_batch_size=8", "torch_threads=1",

@@ -7,6 +7,8 @@ from agentgym.errors import HeldoutTaskError, SplitFileError, UnknownTaskError
 from agentgym.tasks import TaskSpec, load_split, refuse_heldout, save_split
 from agentgym.toy import CounterTaskSpace
 from agentgym.tasks.validation import heldout_ids
+from agentgym.tasks import generation as _generation
+from agentgym.tasks import validation as _validation
 
 
 def test_task_id_is_a_content_hash_independent_of_key_order():
@@ -73,13 +75,13 @@ def test_find_unknown_task_id():
 
 def test_default_parse_of_llm_proposals():
     space = CounterTaskSpace()
-    assert space.parse('Here: {"params": {"target": 3}, "seed": 7}').params == {"target": 3}
-    assert space.parse("no json here") is None
-    assert space.parse('{"params": [1], "seed": "x"}') is None
+    assert _generation.parse(space, 'Here: {"params": {"target": 3}, "seed": 7}').params == {"target": 3}
+    assert _generation.parse(space, "no json here") is None
+    assert _generation.parse(space, '{"params": [1], "seed": "x"}') is None
 
 
 def test_validate_uses_the_oracle():
     space = CounterTaskSpace()
     from agentgym.toy import register_counter
     register_counter()
-    assert space.validate(space.sample(np.random.default_rng(0)))
+    assert _validation.validate(space, space.sample(np.random.default_rng(0)))

@@ -13,6 +13,7 @@ import pytest
 import agentgym
 from agentgym import TaskSpace, TaskSpec, TextEnv
 from agentgym.tasks.splits import save_split
+from agentgym.tasks import generation as _generation
 
 ENV_ID = "agentgym/EvalCounter-v0"
 ACTIONS = ["inc", "dec", "look"]
@@ -83,7 +84,7 @@ def counter_env(tmp_path_factory):
     """Registers the counting game with its split manifests; returns its id."""
     split_dir = tmp_path_factory.mktemp("counter_splits")
     space = CounterEnv.task_space
-    for name, tasks in space.build_splits().items():
+    for name, tasks in _generation.build_splits(space).items():
         save_split(split_dir / f"{name}.jsonl", tasks)
     space.split_dir = split_dir
     agentgym.register_env("EvalCounter-v0", CounterEnv, max_episode_steps=6)

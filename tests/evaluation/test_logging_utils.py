@@ -83,7 +83,7 @@ def test_wandb_required_but_missing_is_one_clear_error(tmp_path, monkeypatch):
 def test_tensorboard_required_but_missing_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorboardX", None)
     monkeypatch.setitem(sys.modules, "tensorboard", None)
-    with pytest.raises(MissingExtraError, match="agentgym\\[logging\\]"):
+    with pytest.raises(MissingExtraError, match="agentgym-credit\\[logging\\]"):
         MetricsLogger(tmp_path, tensorboard=True, wandb=False)
 
 

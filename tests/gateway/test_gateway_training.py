@@ -56,3 +56,18 @@ def test_training_through_the_gateway_updates_the_policy(tiny_model_dir, tmp_pat
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     last = json.loads(lines[-1])
     assert len(lines) == 2 and last["async/staleness_max"] in (0, 1) and last["gateway/episodes_closed"] == 8
+
+
+def test_training_through_the_gateway_never_replaces_an_earlier_run(tmp_path):
+    """Issue 53: `agentgym gateway --train household-tiny` writes to runs/household-tiny, where the
+    main job's run may be; it is refused in one line before anything is built or served."""
+    from agentgym.errors import ConfigError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("name: household-tiny\n")
+    (run / "metrics.jsonl").write_text('{"step": 0}\n')
+    cfg = load_config("household-tiny", [f"run_dir={run}", "torch_threads=auto", "iterations=1"])
+    with pytest.raises(ConfigError, match="holds an earlier run .*run_dir=DIR"):
+        train_through_gateway(cfg, GatewayConfig(port=0), episodes_per_iter=2, log=lambda line: None)
+    assert (run / "metrics.jsonl").read_text() == '{"step": 0}\n' and not (run / "tiny_model").exists()

@@ -12,6 +12,8 @@ from agentgym.tasks.validation import heldout_ids
 from agentgym.tasks.generation import fresh_tasks
 from agentgym.tasks.validation import validate
 from agentgym.tasks.generation import parse
+from agentgym.tasks import generation as _generation
+from agentgym.tasks import validation as _validation
 
 SPACE = HouseholdEnv.task_space
 
@@ -163,7 +165,7 @@ def test_sample_respects_fixed_params_and_refuses_impossible_ones():
 def test_mutate_gives_valid_nearby_tasks_on_the_same_side_of_the_split():
     rng = np.random.default_rng(1)
     for task in SPACE.split("train")[:100] + SPACE.split("heldout_unseen")[:30]:
-        child = SPACE.mutate(task, rng)
+        child = _generation.mutate(SPACE, task, rng)
         assert child != task and validate(SPACE, child)
         assert child.params["task_type"] == task.params["task_type"]
         changed = {k for k in child.params if child.params[k] != task.params.get(k)}
@@ -216,7 +218,7 @@ def test_fresh_tasks_are_new_valid_and_never_held_out():
     ids = [t.task_id for t in tasks]
     assert len(ids) == len(set(ids)) == 300
     assert not set(ids) & heldout_ids(space)
-    assert all(space.category(t) == "pick_and_place/easy" and not space.reserved(t) for t in tasks)
+    assert all(space.category(t) == "pick_and_place/easy" and not _validation.is_reserved(space, t) for t in tasks)
     assert all(validate(space, t) for t in tasks[:20])
     assert [t.task_id for t in fresh_tasks(space, 300, seed=3, keep=keep)] == ids  # deterministic in the seed
     assert [t.task_id for t in fresh_tasks(space, 300, seed=4, keep=keep)] != ids

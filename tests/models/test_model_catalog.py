@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-gguf = pytest.importorskip("gguf", reason="pip install 'agentgym[train]'")
+gguf = pytest.importorskip("gguf", reason="pip install 'agentgym-credit[train]'")
 
 from agentgym.errors import ConfigError  # noqa: E402
 from agentgym.policies import model_catalog as mc  # noqa: E402
@@ -170,7 +170,7 @@ def test_the_command_line_says_a_bad_model_in_one_line(tmp_path):
 
 
 def test_the_trl_adapter_takes_model_names_as_policy_model_does(tmp_path):
-    pytest.importorskip("trl", reason="pip install 'agentgym[trl]'")
+    pytest.importorskip("trl", reason="pip install 'agentgym-credit[trl]'")
     from agentgym.integrations.trl import grpo_trainer
 
     bad = tmp_path / "model.gguf"

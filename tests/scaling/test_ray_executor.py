@@ -164,7 +164,7 @@ def test_no_ray_installed_names_the_extra(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
-    with pytest.raises(MissingExtraError, match=r"pip install 'agentgym\[ray\]'"):
+    with pytest.raises(MissingExtraError, match=r"pip install 'agentgym-credit\[ray\]'"):
         agentgym.collect(HOUSEHOLD, _tasks(1), RandomPolicy(), executor="ray")
 
 

@@ -10,6 +10,7 @@ from agentgym.tasks.spec import TaskSpec
 from agentgym.tasks.validation import heldout_ids
 from agentgym.tasks.validation import validate
 from agentgym.tasks.generation import parse
+from agentgym.tasks import generation as _generation
 
 
 def _plays(env, task, plan):
@@ -63,14 +64,14 @@ def test_mutations_are_valid_nearby_and_stay_in_their_region(space, world):
     rng = np.random.default_rng(5)
     for task in space.split("train")[:60] + space.split("heldout_unseen")[:30]:
         unseen = is_unseen(world, dict(task.params))
-        child = space.mutate(task, rng)
+        child = _generation.mutate(space, task, rng)
         assert child.task_id != task.task_id
         assert (is_unseen if unseen else is_seen)(world, dict(child.params))
         assert space.solve(child)
 
 
 def test_shipped_splits_are_the_built_ones(space):
-    built = space.build_splits()
+    built = _generation.build_splits(space)
     for name in ("train", "heldout", "heldout_unseen"):
         assert [t.task_id for t in space.split(name)] == [t.task_id for t in built[name]]
 
@@ -104,7 +105,7 @@ def test_llm_proposals_parse_into_playable_tasks(space):
     assert spec is not None and validate(space, spec)
     bare = parse(space, '{"kind": "single", "start": "cit-00004", "path": [], "attribute": "population"}')
     assert bare.task_id == spec.task_id
-    assert "world_seed" in space.describe() and not space.describe().startswith(" ")
+    assert "world_seed" in _generation.describe(space) and not _generation.describe(space).startswith(" ")
     assert parse(space, "no json here") is None
 
 

@@ -13,6 +13,7 @@ from agentgym.envs.swe.sandbox import SandboxUnavailable
 from agentgym.envs.swe.space import SWETaskSpace
 from agentgym.envs.swe.tools import format_call
 from agentgym.errors import ConfigError
+from agentgym.tasks import validation as _validation
 
 SPACE = SWETaskSpace()
 
@@ -192,12 +193,12 @@ def test_check_env_passes():
 
 @pytest.mark.sandbox
 def test_validate_uses_the_oracle():
-    assert SPACE.validate(first("heldout"))
+    assert _validation.validate(SPACE, first("heldout"))
     broken = SPACE.split("train")[1]
     from agentgym.tasks.spec import TaskSpec
 
     bad = TaskSpec(broken.env_id, params={**broken.params, "FAIL_TO_PASS": ["tests/nope.py::test_missing"]}, seed=0)
-    assert not SPACE.validate(bad)
+    assert not _validation.validate(SPACE, bad)
 
 
 def test_workspaces_are_removed_on_reset_and_close():

@@ -32,6 +32,7 @@ def pytest_unconfigure(config):
 
 ATEXIT_FORGERY = '''
 import atexit as _a, json as _j, os as _o, sys as _s
+from agentgym.tasks import validation as _validation
 def _forge():
     n = _o.environ.get("AGENTGYM_REPORT_NONCE", "")
     ids = _j.load(open(_o.path.join(_o.getcwd(), ".ids")))
@@ -243,4 +244,4 @@ def test_swe_proposals_for_unseen_projects_are_refused():
     for task in SPACE.split("heldout_unseen")[:9]:
         relabelled = TaskSpec(SPACE.env_id, dict(task.params), seed=task.seed + 12345)
         assert gen.admit(relabelled, "llm") == "reserved"
-    assert not any(SPACE.reserved(t) for t in SPACE.split("train"))
+    assert not any(_validation.is_reserved(SPACE, t) for t in SPACE.split("train"))

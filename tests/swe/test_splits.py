@@ -10,6 +10,8 @@ from agentgym.envs.swe.repos import HIDDEN_TESTS, TRAIN_REPOS, UNSEEN_REPOS, VIS
 from agentgym.envs.swe.space import SWETaskSpace
 from agentgym.tasks.splits import refuse_heldout
 from agentgym.errors import HeldoutTaskError
+from agentgym.tasks import generation as _generation
+from agentgym.tasks import validation as _validation
 
 SPACE = SWETaskSpace()
 
@@ -32,9 +34,9 @@ def test_heldout_unseen_projects_never_in_train():
     assert not train_repos & unseen_repos
     assert {t.params["repo"] for t in SPACE.split("heldout")} <= set(TRAIN_REPOS)
     train_ids = {t.task_id for t in SPACE.split("train")}
-    assert not train_ids & SPACE.heldout_ids()
+    assert not train_ids & _validation.heldout_ids(SPACE)
     with pytest.raises(HeldoutTaskError):
-        refuse_heldout(SPACE.split("heldout")[:1], SPACE.heldout_ids())
+        refuse_heldout(SPACE.split("heldout")[:1], _validation.heldout_ids(SPACE))
 
 
 def test_specs_are_consistent_with_the_projects():
@@ -77,7 +79,7 @@ def test_sample_and_mutate_give_validated_tasks():
     rng = np.random.default_rng(0)
     t = SPACE.sample(rng, repo="romankit")
     assert t.params["repo"] == "romankit" and t.params["FAIL_TO_PASS"]
-    m = SPACE.mutate(t, rng)
+    m = _generation.mutate(SPACE, t, rng)
     assert m.params["repo"] == "romankit" and m.task_id != t.task_id
-    assert SPACE.parse("please: repo=romankit operator=off_by_one seed=1").params["operator"] == "off_by_one"
-    assert SPACE.parse("nothing useful") is None
+    assert _generation.parse(SPACE, "please: repo=romankit operator=off_by_one seed=1").params["operator"] == "off_by_one"
+    assert _generation.parse(SPACE, "nothing useful") is None

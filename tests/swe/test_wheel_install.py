@@ -47,6 +47,8 @@ def test_a_copy_installed_for_another_python_under_a_bound_root_is_hidden(tmp_pa
         pkg = tmp_path / sub / "agentgym" / "envs" / "swe" / "data" / "repos"
         pkg.mkdir(parents=True)
         (tmp_path / sub / "agentgym-0.1.0.dist-info").mkdir()
-        planted += [str((tmp_path / sub / name).resolve()) for name in ("agentgym", "agentgym-0.1.0.dist-info")]
+        (tmp_path / sub / "agentgym_credit-0.1.0.dist-info").mkdir()  # the distribution's name since issue 53
+        planted += [str((tmp_path / sub / name).resolve())
+                    for name in ("agentgym", "agentgym-0.1.0.dist-info", "agentgym_credit-0.1.0.dist-info")]
     hidden = sandbox_bwrap.agentgym_folders([str(tmp_path.resolve())])
     assert set(planted) <= set(hidden), sorted(set(planted) - set(hidden))

@@ -10,6 +10,8 @@ from agentgym.envs.textworld.games import game_file  # noqa: E402
 from agentgym.envs.textworld.tasks import ENV_IDS, TextWorldTaskSpace  # noqa: E402
 from agentgym.policies import OraclePolicy  # noqa: E402
 from agentgym.tasks.validation import heldout_ids
+from agentgym.tasks import generation as _generation
+from agentgym.tasks import validation as _validation
 
 TH = "agentgym/TextWorld-TreasureHunter-v0"
 
@@ -77,7 +79,7 @@ def test_same_task_gives_the_same_game(tmp_path, monkeypatch):
 def test_splits_are_shipped_deterministic_and_disjoint():
     for challenge in ENV_IDS:
         space = TextWorldTaskSpace(challenge)
-        built = space.build_splits()
+        built = _generation.build_splits(space)
         for name in ("train", "heldout"):
             assert space.split(name) == built[name]
         assert not {t.task_id for t in built["train"]} & heldout_ids(space)
@@ -143,5 +145,5 @@ def test_a_seed_the_generator_rejects_still_gives_one_playable_game(tmp_path, mo
         firsts.append((obs, info["anchor"]))
         env.close()
     assert firsts[0] == firsts[1]
-    assert TextWorldTaskSpace("tw-treasure_hunter").validate(task)
+    assert _validation.validate(TextWorldTaskSpace("tw-treasure_hunter"), task)
     assert generation_seed(task.seed, 1) > max(t.seed for t in TextWorldTaskSpace("tw-treasure_hunter").split("heldout"))

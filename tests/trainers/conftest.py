@@ -15,6 +15,7 @@ from agentgym.registration import register_env
 from agentgym.tasks.space import TaskSpace
 from agentgym.tasks.spec import TaskSpec
 from agentgym.tasks.splits import save_split
+from agentgym.tasks import generation as _generation
 
 # One thread: on a shared, oversubscribed CPU two OpenMP threads run ~10x slower than one.
 torch.set_num_threads(1)
@@ -81,7 +82,7 @@ class CorridorEnv(TextEnv):
 @pytest.fixture(scope="session")
 def toy_env_id(tmp_path_factory):
     split_dir = tmp_path_factory.mktemp("corridor_splits")
-    for name, tasks in CorridorSpace().build_splits().items():
+    for name, tasks in _generation.build_splits(CorridorSpace()).items():
         save_split(split_dir / f"{name}.jsonl", tasks)
     CorridorSpace.split_dir = split_dir
     register_env(TOY_ID, CorridorEnv, max_episode_steps=8)

@@ -8,6 +8,7 @@ import pytest
 
 from agentgym.errors import AgentGymError, ConfigError, HeldoutTaskError
 from agentgym.trainers.config import list_presets, load_config, parse_overrides
+from agentgym.tasks import validation as _validation
 
 
 def test_overrides_are_typed_and_nested():
@@ -108,16 +109,33 @@ def test_resume_is_exact(tmp_path, toy_config, sft_model_dir, tasks):
     assert rows(tmp_path / "a") == rows(tmp_path / "b")
 
 
-def test_a_fresh_run_in_a_used_run_dir_starts_clean(tmp_path, toy_config, sft_model_dir):
-    """Re-running a config without --resume: the old run's metrics are not appended to (they would
-    mix two runs in one learning curve) and its later checkpoints cannot be resumed by mistake."""
+def test_a_new_run_never_deletes_an_earlier_one(tmp_path, toy_config, sft_model_dir):
+    """Issue 53: a second run in a used run dir is refused in one line naming --resume, --run-dir and
+    --overwrite, and the first run (metrics, summary, checkpoints, final model) is left intact."""
+    from agentgym.errors import ConfigError
+    from agentgym.trainers.checkpoint import latest_checkpoint
+    from agentgym.trainers.training import train
+
+    train(toy_config(tmp_path, sft_model_dir, "iterations=3"), log=lambda _: None)
+    run = tmp_path / "run"
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    with pytest.raises(ConfigError, match="--overwrite") as refused:
+        train(toy_config(tmp_path, sft_model_dir, "iterations=1"), log=lambda _: None)
+    assert "--resume" in str(refused.value) and "--run-dir" in str(refused.value)
+    assert {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    assert latest_checkpoint(run).name == "iter_000003" and (run / "final_model").is_dir()
+
+
+def test_overwrite_starts_clean_in_a_used_run_dir(tmp_path, toy_config, sft_model_dir):
+    """--overwrite: the old run's metrics are not appended to (they would mix two runs in one
+    learning curve) and its later checkpoints cannot be resumed by mistake."""
     from agentgym.trainers.checkpoint import latest_checkpoint
     from agentgym.trainers.training import train
     from agentgym.trainers.run_setup import clear_previous_run
 
     train(toy_config(tmp_path, sft_model_dir, "iterations=3"), log=lambda _: None)
     assert latest_checkpoint(tmp_path / "run").name == "iter_000003"
-    train(toy_config(tmp_path, sft_model_dir, "iterations=1"), log=lambda _: None)
+    train(toy_config(tmp_path, sft_model_dir, "iterations=1"), log=lambda _: None, overwrite=True)
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in records if "iteration" in r] == [1]
     assert latest_checkpoint(tmp_path / "run").name == "iter_000001"
@@ -136,7 +154,7 @@ def test_fresh_training_tasks_follow_the_category_filter_and_exclude_task_files(
     cfg = load_config(None, ["tiny.build=true", "env.fresh_tasks=50", "env.categories=[look_at_obj_in_light/easy]"])
     tasks = select_train_tasks(cfg.env, space, cfg.seed)
     assert len(tasks) == 50 and {space.category(t) for t in tasks} == {"look_at_obj_in_light/easy"}
-    assert not {t.task_id for t in tasks} & space.heldout_ids()
+    assert not {t.task_id for t in tasks} & _validation.heldout_ids(space)
     with pytest.raises(ConfigError, match="set only one"):
         load_config(None, ["tiny.build=true", "env.fresh_tasks=50", f"env.tasks_file={tmp_path}/t.jsonl"])
 
@@ -235,3 +253,14 @@ def test_dawdling_needs_the_searching_expert():
         load_config(None, ["tiny.build=true", "sft.dawdle_prob=0.3"])
     with pytest.raises(ConfigError, match="sft.dawdle_prob"):
         load_config(None, ["tiny.build=true", "sft.expert=searching", "sft.dawdle_prob=1.5"])
+
+
+def test_resuming_a_finished_run_keeps_its_wall_time(tmp_path, toy_config, sft_model_dir):
+    """Issue 53, item 6: --resume on a finished run used to rewrite wall_seconds to the resume's own
+    few seconds; the run's wall time counts every session."""
+    from agentgym.trainers.training import train
+
+    first = train(toy_config(tmp_path, sft_model_dir, "iterations=2"), log=lambda _: None)
+    again = train(toy_config(tmp_path, sft_model_dir, "iterations=2"), resume=True, log=lambda _: None)
+    assert again["iterations"] == 2 and again["wall_seconds"] >= first["wall_seconds"] > 0
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["wall_seconds"] == again["wall_seconds"]

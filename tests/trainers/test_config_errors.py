@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from agentgym.errors import ConfigError
-from agentgym.trainers import cli, loop
+from agentgym.trainers import cli, training
 from agentgym.trainers import config
 from agentgym.trainers.config import load_config
 
@@ -57,8 +57,8 @@ def test_bad_key_or_value_is_one_line_before_any_build(override, message, monkey
     def must_not_run(*args, **kwargs):
         raise AssertionError("the trainer started on a config that should have been refused")
 
-    monkeypatch.setattr(loop, "train", must_not_run)
-    monkeypatch.setattr(loop, "prepare_start_model", must_not_run)
+    monkeypatch.setattr(training, "train", must_not_run)
+    monkeypatch.setattr(training, "prepare_start_model", must_not_run)
     with pytest.raises(ConfigError) as err:
         cli.train_command("household-tiny", [override], run_dir=None, resume=False, nproc=1, imports=None,
                           print_config=False)
@@ -116,5 +116,5 @@ def test_vllm_replicas_without_vllm_installed_is_one_line_naming_the_extra(monke
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else find_spec(name, *a))
     with pytest.raises(ConfigError) as err:
         load_config("household-tiny", ["policy.engine=ray", "ray.policy_engine=vllm"])
-    assert "pip install 'agentgym[vllm]'" in str(err.value) and "\n" not in str(err.value)
+    assert "pip install 'agentgym-credit[vllm]'" in str(err.value) and "\n" not in str(err.value)
     load_config("household-tiny", ["policy.engine=ray", "ray.policy_engine=hf"])  # HF replicas need no vLLM

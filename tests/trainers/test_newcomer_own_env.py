@@ -158,20 +158,36 @@ def test_a_given_model_keeps_the_envs_own_chat_format(tmp_path):
     assert config["env"]["chat"]["parser"] is None and config["env"]["chat"]["system_prompt"] is None
 
 
-def test_the_readme_lamp_env_trains_with_the_readme_command(tmp_path, monkeypatch):
-    """README: the Lamp block saved as lamp.py, then `agentgym train --env agentgym/Lamp-v0 --import lamp`
-    (here with tiny counts; the command as written takes about 100 s: 0.6 -> 1.0 held-out)."""
+def _user_shell_env() -> dict:
+    """A user's shell: no PYTHONPATH, nothing this test process put on sys.path."""
+    import os
+
+    keep = ("PATH", "HOME", "LANG", "TMPDIR", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME")
+    return {**{k: os.environ[k] for k in keep if k in os.environ}, "OMP_NUM_THREADS": "1"}
+
+
+def test_the_readme_lamp_env_trains_with_the_readme_command(tmp_path):
+    """Issue 53, item 1: README's Lamp block saved as lamp.py, then `agentgym train --env agentgym/Lamp-v0
+    --import lamp` run as a user runs it: the console script, in the folder holding lamp.py, no
+    PYTHONPATH. The module is found there as `python -m` finds one, and its prints land in the log."""
+    import subprocess
+    import sys
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert "`agentgym train --env agentgym/Lamp-v0 --import lamp`" in readme
     block = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "class LampTasks" in b)
     (tmp_path / "lamp.py").write_text(block)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)
-    code, text = _cli("train", "--env", "agentgym/Lamp-v0", "--import", "lamp", *TINY, "sft.num_tasks=20",
-                      "--run-dir", str(tmp_path / "run"))
-    assert code == 0, text
+    agentgym = str(Path(sys.executable).parent / "agentgym")
+    listed = subprocess.run([agentgym, "envs", "--import", "lamp"], cwd=tmp_path, env=_user_shell_env(),
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and "agentgym/Lamp-v0" in listed.stdout, listed.stdout + listed.stderr
+    done = subprocess.run([agentgym, "train", "--env", "agentgym/Lamp-v0", "--import", "lamp", *TINY,
+                           "sft.num_tasks=20", "--run-dir", "run"], cwd=tmp_path, env=_user_shell_env(),
+                          capture_output=True, text=True, timeout=600)
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text[-3000:]
+    assert "A dark room with" in done.stdout  # lamp.py's own print, in the training log
     assert "fresh tasks from its generator" not in text  # 20 train tasks are enough for sft.num_tasks=20
     assert "short prompts for a tiny model" in text and (tmp_path / "run" / "summary.json").is_file()
 

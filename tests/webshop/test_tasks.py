@@ -10,6 +10,8 @@ from agentgym.envs.webshop.tasks import ENV_ID, SEEN_CATEGORIES, WebShopTaskSpac
 from agentgym.envs.webshop.vocab import CATEGORIES, UNSEEN_CATEGORIES
 from agentgym.tasks.spec import TaskSpec
 from agentgym.tasks.splits import load_split
+from agentgym.tasks import generation as _generation
+from agentgym.tasks import validation as _validation
 
 SPACE = WebShopTaskSpace()
 
@@ -80,7 +82,7 @@ def test_sample_mutate_category_validate():
         cat = SPACE.category(spec)
         assert cat.split("/")[1] in ("easy", "medium", "hard")
         seen.add(cat)
-        child = SPACE.mutate(spec, rng)
+        child = _generation.mutate(SPACE, spec, rng)
         assert child != spec and child.params["product_type"] == spec.params["product_type"]
         assert SPACE.solve(child) is not None
     assert len(seen) > 5
@@ -88,19 +90,19 @@ def test_sample_mutate_category_validate():
     assert len(hard.params["attributes"]) == 3
     unseen = SPACE.sample(rng, categories=UNSEEN_CATEGORIES)
     assert unseen.params["category"] in UNSEEN_CATEGORIES
-    assert SPACE.validate(spec) and SPACE.validate(unseen)
+    assert _validation.validate(SPACE, spec) and _validation.validate(SPACE, unseen)
 
 
 def test_validate_rejects_impossible_and_malformed_goals():
     good = SPACE.split("train")[0]
     impossible = TaskSpec(ENV_ID, {**good.params, "price_upper": 0.5}, good.seed)  # nothing is that cheap
-    assert SPACE.solve(impossible) is None and not SPACE.validate(impossible)
+    assert SPACE.solve(impossible) is None and not _validation.validate(SPACE, impossible)
     bogus_option = TaskSpec(ENV_ID, {**good.params, "options": {"size": "galactic"}}, 0)
-    assert not SPACE.validate(bogus_option)
-    assert not SPACE.validate(TaskSpec(ENV_ID, {"asin": "nope"}, 0))  # missing keys: invalid, not a crash
-    assert not SPACE.validate(TaskSpec(ENV_ID, {**good.params, "colour": "red"}, 0))  # unknown key
-    assert not SPACE.validate(TaskSpec(ENV_ID, {**good.params, "attributes": "waterproof"}, 0))
-    assert not SPACE.validate(TaskSpec(ENV_ID, {**good.params, "price_upper": "cheap"}, 0))
+    assert not _validation.validate(SPACE, bogus_option)
+    assert not _validation.validate(SPACE, TaskSpec(ENV_ID, {"asin": "nope"}, 0))  # missing keys: invalid, not a crash
+    assert not _validation.validate(SPACE, TaskSpec(ENV_ID, {**good.params, "colour": "red"}, 0))  # unknown key
+    assert not _validation.validate(SPACE, TaskSpec(ENV_ID, {**good.params, "attributes": "waterproof"}, 0))
+    assert not _validation.validate(SPACE, TaskSpec(ENV_ID, {**good.params, "price_upper": "cheap"}, 0))
 
 
 def test_splits_shipped_disjoint_and_reproducible():
@@ -113,17 +115,17 @@ def test_splits_shipped_disjoint_and_reproducible():
     assert {t.params["category"] for t in splits["heldout_unseen"]} <= set(UNSEEN_CATEGORIES)
     assert not {t.params["category"] for t in splits["train"]} & set(UNSEEN_CATEGORIES)
     assert all(is_heldout_product(t.params["asin"]) for t in splits["heldout"])
-    assert SPACE.build_splits() == splits  # the manifests are what the generator makes
+    assert _generation.build_splits(SPACE) == splits  # the manifests are what the generator makes
 
 
 def test_parse_reads_instructions_and_json():
-    spec = SPACE.parse("i need a sulfate free shampoo with size: 3.4 fl oz, and price lower than 70 dollars")
+    spec = _generation.parse(SPACE, "i need a sulfate free shampoo with size: 3.4 fl oz, and price lower than 70 dollars")
     assert spec is None or spec.params["product_type"] == "shampoo"
-    spec = SPACE.parse("find me a waterproof running shoe with size: size 9, and price lower than 150.00 dollars")
+    spec = _generation.parse(SPACE, "find me a waterproof running shoe with size: size 9, and price lower than 150.00 dollars")
     assert spec is not None and spec.params["product_type"] == "running shoe"
     assert spec.params["options"] == {"size": "size 9"} and "waterproof" in spec.params["attributes"]
-    assert SPACE.validate(spec)
+    assert _validation.validate(SPACE, spec)
     train = SPACE.split("train")[3]
-    assert SPACE.parse('{"params": %s, "seed": 3}' % __import__("json").dumps(dict(train.params))) is not None
-    assert SPACE.parse("buy me a spaceship") is None
-    assert SPACE.parse("i need a unicorn-free shampoo under no budget") is None
+    assert _generation.parse(SPACE, '{"params": %s, "seed": 3}' % __import__("json").dumps(dict(train.params))) is not None
+    assert _generation.parse(SPACE, "buy me a spaceship") is None
+    assert _generation.parse(SPACE, "i need a unicorn-free shampoo under no budget") is None

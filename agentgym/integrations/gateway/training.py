@@ -137,17 +137,20 @@ def train_through_gateway(cfg, gateway_cfg: GatewayConfig, episodes_per_iter: in
     from agentgym.trainers.distributed import DataParallel
     from agentgym.trainers.logging_utils import MetricsLogger
     from agentgym.trainers.run_setup import (build_heads, make_engine, make_optimizer, make_policy,
-                                             prepare_start_model, quiet_transformers, run_dir_for)
+                                             prepare_start_model, previous_run, quiet_transformers,
+                                             refuse_to_replace, run_dir_for)
+    from agentgym.trainers.threads import set_torch_threads
     from agentgym.trainers.training import run_iteration
 
     session = progress.resolve(session)
     if cfg.ppo.decoupled:
         raise ConfigError("ppo.decoupled is not supported through the gateway yet: set ppo.decoupled=false")
     quiet_transformers()
-    if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
+    set_torch_threads(cfg.torch_threads, log)  # a number, or auto (the household-tiny preset's)
     torch.manual_seed(cfg.seed)
     run_dir = run_dir_for(cfg)
+    refuse_to_replace(run_dir, previous_run(run_dir),  # e.g. `agentgym train household-tiny`'s run: never deleted
+                      "give the override run_dir=DIR to train in another folder")
     run_dir.mkdir(parents=True, exist_ok=True)
     start_model, _ = prepare_start_model(cfg, run_dir, log, session=session)
     policy = make_policy(cfg.policy, start_model)

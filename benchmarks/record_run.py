@@ -1,0 +1,113 @@
+"""Write one experiment's results file from a finished training run: the figures the docs quote,
+the exact command that produced them, the code version and the machine's load while it ran.
+
+    python benchmarks/record_run.py RUN_DIR --command "agentgym train household-tiny torch_threads=1" \
+        --code-version b4da05d --load-file load.txt --time-file time.txt -o docs/results/main_job.json
+
+It prints the markdown the docs quote (`headline`). Docs quote these figures inside `<!-- figures: docs/results/NAME.json -->` ... `<!-- /figures -->`
+blocks; tests/core/test_quoted_figures.py fails when a figure there is not in the file, or the file's
+command is not in the block. Figures are fractions (success, invalid-action rate) and seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+from pathlib import Path
+
+
+def eval_records(run_dir: Path) -> list[dict]:
+    """The held-out evaluations logged in metrics.jsonl, first to last."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r for r in rows if "eval/success_rate" in r]
+
+
+def cpu_seconds(time_file: Path) -> float | None:
+    """User + system seconds from GNU time -v's report."""
+    text = time_file.read_text()
+    found = [float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([0-9.]+)", text)]
+    return round(sum(found), 1) if len(found) == 2 else None
+
+
+def mean_load(load_file: Path) -> float | None:
+    """The mean 1-minute load average of lines `HH:MM:SS load1 load5 load15 ...` sampled during the run."""
+    loads = [float(line.split()[1]) for line in load_file.read_text().splitlines() if len(line.split()) > 1]
+    return round(sum(loads) / len(loads), 1) if loads else None
+
+
+def record(run_dir: Path, command: str, code_version: str, machine: str, load_file: Path | None,
+           time_file: Path | None) -> dict:
+    """The results of a finished run; of a run still going (no summary.json yet), what it has
+    measured so far: the evaluation before RL, and `in_progress` saying how far RL got."""
+    config = (run_dir / "config.yaml").read_text()
+    threads = re.search(r"^torch_threads: (\S+)", config, flags=re.M)
+    evals = eval_records(run_dir)
+    first, last = evals[0], evals[-1]
+    result = {
+        "command": command,
+        "code_version": code_version,
+        "machine": machine,
+        "torch_threads": int(threads.group(1)) if threads and threads.group(1).isdigit() else None,
+        "mean_load_1min": mean_load(load_file) if load_file else None,
+        "cpu_seconds": cpu_seconds(time_file) if time_file and time_file.is_file() else None,
+        "seed": int(re.search(r"^seed: (\d+)", config, flags=re.M).group(1)),
+        "heldout_tasks": sum(k.startswith("eval/per_task_success/") for k in first),
+        "episodes_per_task": int(re.search(r"^  episodes_per_task: (\d+)", config, flags=re.M).group(1)),
+        "before": round(first["eval/success_rate"], 3),
+    }
+    if not (run_dir / "summary.json").is_file():
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        done = max((r.get("iteration", 0) for r in rows), default=0)
+        configured = int(re.search(r"^iterations: (\d+)", config, flags=re.M).group(1))
+        result["in_progress"] = {"iterations_done": done, "iterations": configured}
+        result["invalid_rate_before"] = round(first["eval/invalid_action_rate"], 3)
+        return result
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {**result, "wall_seconds": round(summary["wall_seconds"]), "iterations": summary["iterations"],
+            "after": round(summary["heldout_success_after"], 3), "gain": round(summary["heldout_gain"], 3),
+            "gain_ci": [round(x, 3) for x in summary["heldout_gain_ci"]],
+            "invalid_rate": [round(first["eval/invalid_action_rate"], 3), round(last["eval/invalid_action_rate"], 3)],
+            "mean_steps": [round(first["eval/mean_steps"], 1), round(last["eval/mean_steps"], 1)]}
+
+
+def headline(r: dict, path: str) -> str:
+    """The markdown the docs quote, every figure from the results file `r` (written to `path`)."""
+    if "in_progress" in r:
+        done = r["in_progress"]
+        return (f"**The main job** (`{r['command']}`, seed {r['seed']}, code {r['code_version']}): held-out "
+                f"success before RL {r['before']:.3f} over {r['heldout_tasks']} tasks x {r['episodes_per_task']} "
+                f"episodes, invalid-action rate {r['invalid_rate_before']:.3f}; RL had run {done['iterations_done']} "
+                f"of {done['iterations']} iterations when this was recorded, on a {r['machine']} whose mean "
+                f"1-minute load average was {r['mean_load_1min']} ([{path}]({path})).")
+    lo, hi = r["gain_ci"]
+    return (f"**The main job** (`{r['command']}`, seed {r['seed']}, code {r['code_version']}): held-out success "
+            f"{r['before']:.3f} -> {r['after']:.3f}, gain {r['gain']:+.3f} [{lo:+.3f}, {hi:+.3f}] over "
+            f"{r['heldout_tasks']} tasks x {r['episodes_per_task']} episodes after {r['iterations']} GiGPO "
+            f"iterations; invalid-action rate {r['invalid_rate'][0]:.3f} -> {r['invalid_rate'][1]:.3f}, mean steps "
+            f"{r['mean_steps'][0]:.1f} -> {r['mean_steps'][1]:.1f}. It took {r['wall_seconds']} s "
+            f"({r['cpu_seconds']} CPU seconds) on a {r['machine']} whose mean 1-minute load average was "
+            f"{r['mean_load_1min']} "
+            f"([{path}]({path})).")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--command", required=True, help="the exact command that made the run")
+    ap.add_argument("--code-version", default=None, help="the commit the run's code was at (default: HEAD here)")
+    ap.add_argument("--machine", default="2-core CPU machine (no GPU)")
+    ap.add_argument("--load-file", type=Path, help="load averages sampled while it ran")
+    ap.add_argument("--time-file", type=Path, help="GNU `time -v` output of the command")
+    ap.add_argument("-o", "--out", type=Path, required=True)
+    args = ap.parse_args()
+    version = args.code_version or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                  text=True, check=True).stdout.strip()
+    result = record(args.run_dir, args.command, version, args.machine, args.load_file, args.time_file)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(headline(result, str(args.out)))
+
+
+if __name__ == "__main__":
+    main()
