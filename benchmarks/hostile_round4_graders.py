@@ -394,18 +394,26 @@ def patch_rows() -> list[dict]:
 
 
 def run(wheel: bool = True) -> dict:
-    """{"tried": n, "held": m, "skipped": [why], "rows": [{"attack", "held", "detail"}]}."""
+    """{"suites": [{"suite", "cases", "held", "skipped", "not_held": [attacks]}], "tried": n, "held": m,
+    "skipped": [why], "rows": [{"attack", "held", "detail"}]}: one suite per item of issue 52, the
+    shape `benchmarks/hostile.py`'s round-4 table reads from every round-4 module."""
     from agentgym.envs.swe.sandbox_bwrap import bwrap_works
 
     skipped = []
     if wheel and not bwrap_works():
         wheel, skipped = False, ["swe: wheel install probe (bubblewrap cannot run here)"]
-    rows = swe_wheel_rows() if wheel else []
-    rows += briefing_rows()
-    rows += judge_rows()
-    rows += meta_rows()
-    rows += patch_rows()
-    return {"tried": len(rows), "held": sum(r["held"] for r in rows), "skipped": skipped, "rows": rows}
+    items = (("swe wheel install (item 1)", swe_wheel_rows if wheel else None),
+             ("briefing constant reports (item 2)", briefing_rows), ("judge injection (item 3)", judge_rows),
+             ("meta-reasoning gaming (item 4)", meta_rows), ("patch similarity (item 5)", patch_rows))
+    suites, rows = [], []
+    for suite, make_rows in items:
+        suite_rows = make_rows() if make_rows else []
+        rows += suite_rows
+        suites.append({"suite": suite, "cases": len(suite_rows), "held": sum(r["held"] for r in suite_rows),
+                       "skipped": int(make_rows is None),
+                       "not_held": [r["attack"] for r in suite_rows if not r["held"]]})
+    return {"suites": suites, "tried": len(rows), "held": sum(r["held"] for r in rows), "skipped": skipped,
+            "rows": rows}
 
 
 def main() -> None:
