@@ -97,7 +97,8 @@ def test_rollout_command_logs_progress_when_not_a_terminal(tmp_path):
     out = subprocess.run([sys.executable, "-m", "agentgym.cli", "rollout", "agentgym/Household-v0", "--policy", "oracle",
                           "--limit", "3"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    first = out.stdout.splitlines()[0]
+    announced, first = out.stdout.splitlines()[:2]  # the episode count it will play, then the progress line
+    assert announced == "3 tasks x 1 episodes = 3 episodes"
     assert LINE.match(first) and "collect 3 tasks x 1 " in first and "3/3 episodes" in first
 
 

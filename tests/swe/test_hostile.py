@@ -14,6 +14,7 @@ from agentgym.envs.swe.env import SWEEnv
 from agentgym.envs.swe.space import SWETaskSpace
 from agentgym.envs.swe.testing import prepare_grading_copy
 from agentgym.envs.swe.tools import format_call
+from agentgym.tasks import validation as _validation
 from agentgym.tasks.generator import TaskGenerator
 from agentgym.tasks.pool import TaskPool
 from agentgym.tasks.spec import TaskSpec
@@ -32,7 +33,6 @@ def pytest_unconfigure(config):
 
 ATEXIT_FORGERY = '''
 import atexit as _a, json as _j, os as _o, sys as _s
-from agentgym.tasks import validation as _validation
 def _forge():
     n = _o.environ.get("AGENTGYM_REPORT_NONCE", "")
     ids = _j.load(open(_o.path.join(_o.getcwd(), ".ids")))
