@@ -286,6 +286,13 @@ class VLLMPolicy:
 
         requests = [TokensPrompt(prompt_token_ids=list(prompt_ids[i])) for i in runnable]
         params = [self._vllm_sampling(sampling, int(seeds[i])) for i in runnable]
+        if not self.on_cuda:
+            # vLLM's CPU attention checks that the OpenMP thread count of the calling thread equals
+            # the one its metadata was built for; a thread other than the one that set torch's
+            # count (the gateway's server threads) starts with OpenMP's default and fails.
+            import torch
+
+            torch.set_num_threads(torch.get_num_threads())
         try:
             results = self.llm.generate(requests, params, use_tqdm=False, lora_request=self._lora_request)
         except Exception as exc:  # the engine failed: every episode of this call is an infra error

@@ -8,7 +8,20 @@ import pytest
 openai = pytest.importorskip("openai")
 
 
-def test_gateway_over_vllm_continues_calls_token_for_token(engine):
+@pytest.fixture
+def one_torch_thread():
+    """The trainer's torch_threads=1 (an earlier test in the same process sets it too): the
+    gateway's server threads then differ from the main thread's OpenMP count, which vLLM's CPU
+    attention refused ("thread_num == thread_num (2 vs. 1)") until the engine aligned them."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_gateway_over_vllm_continues_calls_token_for_token(one_torch_thread, engine):
     from agentgym.integrations.gateway.app import GatewayConfig, RunningGateway
     from agentgym.integrations.gateway.recorder import Recorder
 
