@@ -88,8 +88,7 @@ def _same_run(a: dict, b: dict) -> bool:
 def run_job(args, key: str) -> dict:
     table = rr.DoneTable(Path(args.runs) / "done.json")
     folder = rr.job_dir(Path(args.runs), key)
-    kind, seed_part = key.split("/")
-    seed = int(seed_part[len("seed"):])
+    kind, seed = rr.arm_and_seed(key)
     if kind == "warm":  # --warm-runs: build (or reuse, when its settings match) rl_vs_baselines.py's
         shared = Path(args.warm_runs) / key if args.warm_runs else folder
         cfg = config(args, seed, shared)

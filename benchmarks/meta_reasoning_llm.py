@@ -116,8 +116,7 @@ def run_job(args, key: str) -> dict:
 
     table = rr.DoneTable(Path(args.runs) / "done.json")
     folder = rr.job_dir(Path(args.runs), key)
-    arm, seed_part = key.split("/")
-    seed = int(seed_part[len("seed"):])
+    arm, seed = rr.arm_and_seed(key)
     if arm == "warm":
         return rr.run_warm(config(args, seed, folder), folder)
     cfg = config(args, seed, folder, *rr.warm_overrides(table[f"warm/seed{seed}"]), *arm_overrides(args, arm))

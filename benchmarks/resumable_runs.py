@@ -69,6 +69,12 @@ def job_dir(run_root: Path, key: str) -> Path:
     return Path(run_root) / key
 
 
+def arm_and_seed(key: str) -> tuple[str, int]:
+    """An "ARM/seedN" job key's arm and seed."""
+    arm, seed_part = key.split("/")
+    return arm, int(seed_part[len("seed"):])
+
+
 def finish_job(run_root: Path, key: str, result: dict) -> None:
     """A worker's last act: its result, which the scheduler moves into the done-table."""
     write_json(job_dir(run_root, key) / RESULT_FILE, result)

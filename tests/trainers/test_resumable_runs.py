@@ -309,3 +309,7 @@ def test_credit_by_phase_averages_each_phase_over_seeds_and_iterations():
     out = el.credit_by_phase([seed_a, seed_b])
     assert out["1-10"]["idle_frac"] == pytest.approx(0.5) and out["1-10"]["adv_step/idle"] == pytest.approx(-0.02)
     assert out["11-20"]["idle_frac"] == pytest.approx(0.2) and out["21-40"]["idle_frac"] is None
+
+
+def test_arm_and_seed_reads_a_job_key():
+    assert rr.arm_and_seed("gigpo_omega0/seed12") == ("gigpo_omega0", 12)
