@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import ConfigError
+from agentgym.safe_files import UnsafeFileError, read_regular
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -277,12 +278,10 @@ def _read_yaml(source: str | Path) -> dict:
             raise ConfigError(f"no config file or preset named {source!r}; presets: {', '.join(list_presets())}")
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
-    try:
-        raw = path.read_bytes()[: MAX_YAML_BYTES + 1]
-    except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_YAML_BYTES:
-        raise ConfigError(f"{path} is larger than {MAX_YAML_BYTES >> 20} MiB: not a config")
+    try:  # bounded: a multi-GB file named by mistake is refused before it is read into memory
+        raw = read_regular(path, MAX_YAML_BYTES, "config file")
+    except UnsafeFileError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
