@@ -91,7 +91,8 @@ def final_hidden_at(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     cos, sin = captured["rotary"]
     if cos.shape[-1] != attn.head_dim:  # partial rotary: not the layout this module computes
         return None
-    return _last_layer(last, base.norm, captured["hidden"], cos, sin, attention_mask.bool(), where.bool())
+    return _last_layer(last, base.norm, captured["hidden"], cos, sin, attention_mask.bool(),
+                       where.bool().to(input_ids.device))
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -72,6 +72,9 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     are prompt and observation (95% in the main job), whose vocabulary-wide logits are not needed.
     allowed: optional [B, T-1, M] ids (-1 padded, `pad_sequences`): where a row has any, pi is
     renormalized over them (admissible-only decoding's policy)."""
+    # the masks are built on the CPU; on a GPU they must be where the ids are (a no-op on a CPU)
+    positions = None if positions is None else positions.to(input_ids.device)
+    allowed = None if allowed is None else allowed.to(input_ids.device)
     if positions is None or not head_is_linear(model):
         out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=want_hidden,
                     use_cache=False)
