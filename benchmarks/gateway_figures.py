@@ -5,6 +5,7 @@ rollout and by a plain `openai`-client agent program through `agentgym gateway`.
     python benchmarks/gateway_figures.py overhead    [--model DIR] [--reps 2]
     python benchmarks/gateway_figures.py throughput  [--model DIR] [--clients 32] [--seconds 20]
     python benchmarks/gateway_figures.py learning --model runs/household-tiny/sft_model [--seeds 0 1 2]
+        [--arms gateway builtin] [--iterations 60] [--set key=value ...]
 
 correctness: per task, one episode with the same reset seed and sampling seed through `collect`
 and through the gateway (windowed prompts as the main job, and history="full" where the gateway
@@ -15,9 +16,10 @@ overhead: seconds per iteration (48 episodes = 8 tasks x 6 + the update) built-i
 gateway's episodes played by 48 concurrent client threads. throughput: requests/s the gateway
 answers with N concurrent clients (short prompts, 12 new tokens). learning: per seed, the same
 agent program trained through the gateway (`train_through_gateway`, household-tiny's settings) from
-the warm start, held-out success before and after (the trainer's evaluation); each seed's result is
-saved as it lands and a rerun skips the seeds done (resumable); the paired interval is over
-(seed, task) pairs.
+the warm start, and `agentgym train` on the same settings (the baseline it should match); held-out
+success of the warm start and of each arm's final model (the trainer's evaluation, sampled with the
+seed); each (arm, seed) is saved as it lands and a rerun skips those done (resumable); the paired
+interval of an arm's gain bootstraps over held-out tasks the per-task mean over seeds of after - before.
 Results: docs/gateway_figures.json (or $GATEWAY_FIGURES_OUT), one key per figure, written as each lands. No model given: the
 household-tiny preset's tiny model is built (random weights) under runs/gateway-figures/.
 """
@@ -275,9 +277,11 @@ def throughput(args) -> None:
 
 
 def learning(args) -> None:
+    """Per seed: the warm start's held-out success (`before`), then each arm's run from it and its
+    held-out success after (`gateway`: the agent program trained through the gateway; `builtin`:
+    `agentgym train` on the same settings, the baseline the gateway should match). Each
+    (arm, seed) lands in the JSON as it finishes; a rerun skips what landed."""
     from agentgym.evaluation.stats import paired_gain
-    from agentgym.integrations.gateway.app import GatewayConfig
-    from agentgym.integrations.gateway.training import train_through_gateway
     from agentgym.policies.hf import HFPolicy
     from agentgym.registration import get_task_space
     from agentgym.trainers.task_selection import write_eval_tasks
@@ -288,40 +292,103 @@ def learning(args) -> None:
                          "`agentgym train household-tiny`)")
     torch.set_num_threads(1)
     out = Path(os.environ.get("GATEWAY_FIGURES_OUT", OUT))
-    saved = json.loads(out.read_text()).get("learning", {}) if out.exists() else {}
-    seeds = saved.get("seeds", {})
-    for seed in args.seeds:
-        if str(seed) in seeds:
-            continue  # resumable: this seed landed in an earlier run
-        run_dir = Path(args.run_dir) / f"learning-seed{seed}"
-        cfg = config(args.model, str(run_dir), [f"seed={seed}", f"iterations={args.iterations}", *args.set])
-        r = cfg.rollout
-        tasks = train_tasks(cfg, r.tasks_per_iter * args.iterations)
-        ready, urls = threading.Event(), []
-        trainer = threading.Thread(target=train_through_gateway, kwargs=dict(
-            cfg=cfg, gateway_cfg=GatewayConfig(port=0), episodes_per_iter=r.tasks_per_iter * r.group_size,
-            log=print, on_ready=lambda url: (urls.append(url), ready.set()), session=None))
-        trainer.start()
-        ready.wait()
-        for it in range(args.iterations):  # the user's program: one iteration's episodes at a time, concurrently
-            batch = tasks[it * r.tasks_per_iter:(it + 1) * r.tasks_per_iter]
-            jobs = [(task, seed * 100000 + it * 100 + g, f"{it}:{g}:{task.task_id}") for g, task in enumerate(batch)
-                    for _ in range(r.group_size)]
-            with concurrent_pool(len(jobs)) as pool:
-                list(pool.map(lambda j: agent_program(urls[0], cfg, j[0], cfg.env.chat, j[1], j[2], None), jobs))
-        trainer.join()
-        eval_path = write_eval_tasks(cfg.eval, cfg.env, get_task_space(cfg.env.id), run_dir)
-        before = evaluate_policy(cfg.eval, cfg.env, HFPolicy(args.model), eval_path, seed, rollout=r, session=None)
-        after = evaluate_policy(cfg.eval, cfg.env, HFPolicy(run_dir / "final_model"), eval_path, seed, rollout=r,
-                                session=None)
-        seeds[str(seed)] = {"before": before["success_rate"], "after": after["success_rate"],
-                            "before_per_task": before["per_task_success"], "after_per_task": after["per_task_success"]}
-        pairs = [{f"{s}:{t}": v for s, row in seeds.items() for t, v in row[k].items()}
-                 for k in ("before_per_task", "after_per_task")]
-        gain = paired_gain(*pairs)
-        save("learning", {"command": "python benchmarks/gateway_figures.py learning " + " ".join(args.argv),
-                          "iterations": args.iterations, "seeds": seeds,
-                          "paired_gain": {"value": gain.value, "low": gain.low, "high": gain.high}})
+    result = json.loads(out.read_text()).get("learning", {}) if out.exists() else {}
+    result.update({"command": "python benchmarks/gateway_figures.py learning " + " ".join(args.argv),
+                   "model": str(args.model), "iterations": args.iterations, "overrides": args.set})
+    for arm in args.arms:
+        for seed in args.seeds:
+            runs = result.setdefault(arm, {})
+            if str(seed) in runs:
+                continue  # resumable: landed in an earlier run
+            run_dir = Path(args.run_dir) / f"learning-{arm}-seed{seed}"
+            cfg = config(args.model, str(run_dir), [f"seed={seed}", f"iterations={args.iterations}", "eval.every=0",
+                                                    *args.set])
+            eval_path = write_eval_tasks(cfg.eval, cfg.env, get_task_space(cfg.env.id), Path(args.run_dir))
+            if str(seed) not in result.setdefault("before", {}):  # the warm start, sampled with this seed
+                before = evaluate_policy(cfg.eval, cfg.env, HFPolicy(args.model), eval_path, seed, rollout=cfg.rollout,
+                                         session=None)
+                result["before"][str(seed)] = {"success": before["success_rate"],
+                                               "per_task": before["per_task_success"]}
+                save("learning", summarize_learning(result, paired_gain))
+            t0, c0 = time.perf_counter(), time.process_time()
+            after = (train_gateway_arm if arm == "gateway" else train_builtin_arm)(cfg, seed, args.iterations)
+            train_s, train_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+            after = after or evaluate_policy(cfg.eval, cfg.env, HFPolicy(run_dir / "final_model"), eval_path, seed,
+                                             rollout=cfg.rollout, session=None)
+            runs[str(seed)] = {"success": after["success_rate"], "per_task": after["per_task_success"],
+                               "train_s": train_s, "train_cpu_s": train_cpu_s,
+                               "mean_load_1min": os.getloadavg()[0]}
+            save("learning", summarize_learning(result, paired_gain))
+
+
+def train_gateway_arm(cfg, seed: int, iterations: int) -> None:  # evaluated by the caller
+    """The agent program trained through the gateway: one iteration's episodes at a time, concurrently."""
+    from agentgym.integrations.gateway.app import GatewayConfig
+    from agentgym.integrations.gateway.training import train_through_gateway
+
+    r = cfg.rollout
+    tasks = train_tasks(cfg, r.tasks_per_iter * iterations)
+    ready, urls, failed = threading.Event(), [], []
+
+    def trainer() -> None:
+        try:
+            train_through_gateway(cfg=cfg, gateway_cfg=GatewayConfig(port=0), episodes_per_iter=r.tasks_per_iter *
+                                  r.group_size, log=print, on_ready=lambda url: (urls.append(url), ready.set()),
+                                  session=None)
+        except BaseException as exc:
+            failed.append(exc)
+            ready.set()
+            raise
+
+    thread = threading.Thread(target=trainer)
+    thread.start()
+    ready.wait()
+    for it in range(iterations if not failed else 0):
+        batch = tasks[it * r.tasks_per_iter:(it + 1) * r.tasks_per_iter]
+        jobs = [(task, seed * 100000 + it * 100 + g, f"{it}:{g}:{task.task_id}") for g, task in enumerate(batch)
+                for _ in range(r.group_size)]
+        with concurrent_pool(len(jobs)) as pool:
+            list(pool.map(lambda j: agent_program(urls[0], cfg, j[0], cfg.env.chat, j[1], j[2], None), jobs))
+    thread.join()
+    if failed:
+        raise SystemExit(f"the gateway trainer failed: {failed[0]!r}")
+
+
+def train_builtin_arm(cfg, seed: int, iterations: int) -> dict:
+    """`agentgym train` on the same settings; its final evaluation (the same evaluate function,
+    tasks and seed as the gateway arm's) read back from its metrics.jsonl."""
+    from agentgym.trainers.training import train
+
+    train(cfg, log=print, session=None)
+    final = [row for row in map(json.loads, (Path(cfg.run_dir) / "metrics.jsonl").read_text().splitlines())
+             if "eval/success_rate" in row][-1]
+    prefix = "eval/per_task_success/"
+    return {"success_rate": final["eval/success_rate"],
+            "per_task_success": {k[len(prefix):]: v for k, v in final.items() if k.startswith(prefix)}}
+
+
+def summarize_learning(result: dict, paired_gain) -> dict:
+    """Each arm's gain over the warm start: per held-out task, the mean over the arm's seeds of
+    after - before (each seed's before sampled with that seed), bootstrapped over tasks (a task's
+    seeds are not independent draws, so the tasks are the resampled unit)."""
+    def per_task(rows: dict, seeds: list) -> dict:
+        tasks = set.intersection(*(set(rows[s]["per_task"]) for s in seeds))
+        return {t: sum(rows[s]["per_task"][t] for s in seeds) / len(seeds) for t in tasks}
+
+    before = result.get("before", {})
+    gains = {}
+    for arm in ("gateway", "builtin"):
+        seeds = [s for s in result.get(arm, {}) if s in before]
+        if seeds:
+            g = paired_gain(per_task(before, seeds), per_task(result[arm], seeds))
+            gains[arm] = {"seeds": seeds, "value": g.value, "low": g.low, "high": g.high,
+                          "per_seed": {s: result[arm][s]["success"] - before[s]["success"] for s in seeds}}
+    both = [s for s in result.get("gateway", {}) if s in result.get("builtin", {})]
+    if both:
+        g = paired_gain(per_task(result["builtin"], both), per_task(result["gateway"], both))
+        gains["gateway_minus_builtin"] = {"seeds": both, "value": g.value, "low": g.low, "high": g.high}
+    result["paired_gain"] = gains
+    return result
 
 
 def main() -> None:
@@ -338,6 +405,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--set", nargs="*", default=[], help="learning: household-tiny overrides, key=value")
     parser.add_argument("--iterations", type=int, default=60, help="learning: updates per seed (household-tiny's)")
+    parser.add_argument("--arms", nargs="+", choices=["gateway", "builtin"], default=["gateway", "builtin"],
+                        help="learning: the gateway run, and `agentgym train` on the same settings")
     args = parser.parse_args()
     args.argv = sys.argv[2:]
     {"correctness": correctness, "overhead": overhead, "throughput": throughput, "learning": learning}[args.figure](args)
