@@ -229,3 +229,32 @@ def test_stop_cuts_the_reply_and_its_ids(policy):
         assert "Observation:" in policy.tokenizer.decode(call.response_ids)  # sampled up to the stop, kept
         assert "room" not in policy.tokenizer.decode(call.response_ids)  # nothing after it
         assert len(call.response_logprobs) == len(call.response_ids)
+
+
+def test_concurrent_episodes_are_sampled_one_turn_per_engine_call(policy):
+    """Episodes whose programs step at different speeds between calls (0-80 ms here) are sampled
+    together, one engine call per turn, as the built-in rollout does; an episode opened and
+    abandoned (never called, never closed) is waited for only until idle_s, not for gather_s
+    on every turn (30 s here: 3 turns would take 90 s)."""
+    import random
+    import time
+
+    recorder = Recorder(policy, model_names=("tiny",), default_max_tokens=4)
+    with RunningGateway(recorder, GatewayConfig(port=0, gather_s=30.0, idle_s=0.5)) as gateway, \
+            httpx.Client(timeout=60) as http:
+        open_episode(gateway, "abandoned")
+        urls = [open_episode(gateway)["base_url"] + "/chat/completions" for _ in range(6)]  # (a batch waits
+        started = time.monotonic()  # for the open episodes: one not opened yet cannot be waited for)
+
+        def program(k: int) -> None:
+            rng, url = random.Random(k), urls[k]
+            for turn in range(3):
+                time.sleep(rng.uniform(0, 0.08))  # the program's own work between two calls
+                body = {"model": "tiny", "messages": [{"role": "user", "content": f"look {turn}"}]}
+                assert http.post(url, json=body).status_code == 200
+
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            list(pool.map(program, range(6)))
+        assert recorder.stats["calls"] == 18
+        assert recorder.stats["batches"] == 3
+        assert time.monotonic() - started < 20

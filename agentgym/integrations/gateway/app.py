@@ -14,7 +14,6 @@ import asyncio
 import concurrent.futures
 import ipaddress
 import json
-import queue
 import threading
 import time
 import uuid
@@ -33,9 +32,10 @@ class GatewayConfig:
     allow_remote: bool = False  # serve beyond loopback (anyone who reaches the port samples the policy)
     max_batch: int = 32  # requests sampled in one engine call
     max_pending: int = 256  # queued requests beyond which a call is refused with 429
-    # how long the worker waits for more requests before sampling a batch: concurrent clients step
-    # their envs at slightly different times, and one full batch samples faster than many small ones
-    gather_s: float = 0.01
+    # a batch waits for every open episode's next request (Batcher), but no longer than gather_s
+    # without a new request, nor for an episode not answered for idle_s (abandoned)
+    gather_s: float = 0.25
+    idle_s: float = 5.0
 
 
 def check_bind(cfg: GatewayConfig) -> None:
@@ -57,54 +57,78 @@ def error_response(exc: RequestError):
 
 
 class Batcher:
-    """One worker thread that samples queued requests, as many together as share sampling
-    parameters and belong to distinct episodes (up to max_batch)."""
+    """One worker thread that samples waiting requests in one engine call: as many as share
+    sampling parameters and belong to distinct episodes (up to max_batch).
 
-    def __init__(self, recorder: Recorder, max_batch: int, max_pending: int, gather_s: float = 0.0):
-        self.recorder, self.max_batch, self.max_pending, self.gather_s = recorder, max_batch, max_pending, gather_s
-        self.queue: queue.Queue = queue.Queue()
-        self.pending = 0
-        self._count = threading.Lock()
+    When to sample: concurrent client episodes step their envs between calls and their next
+    requests arrive spread over time; sampling whatever has arrived would split one turn of N
+    episodes into several engine calls, each about as slow as one full call (a small model's
+    decoding is per-step overhead, not per-row work). So the worker waits until every open episode
+    has a request waiting, then samples them together, as the built-in rollout samples all its
+    episodes' turn at once. It samples earlier once no request has come for gather_s (since the
+    newest request or the end of the previous batch: an episode busy elsewhere, a slow tool), and
+    stops waiting for an episode not answered for idle_s (a program that abandoned it without
+    reporting its reward). Calls without an episode wait for nothing (what arrived while the
+    previous batch sampled is sampled together)."""
+
+    def __init__(self, recorder: Recorder, max_batch: int, max_pending: int, gather_s: float = 0.25,
+                 idle_s: float = 5.0):
+        self.recorder, self.max_batch, self.max_pending = recorder, max_batch, max_pending
+        self.gather_s, self.idle_s = gather_s, idle_s
+        self.waiting: list = []  # (prepared, future) in arrival order
+        self.last_event = 0.0  # the newest request's arrival, or the end of the last batch if later
+        self.pending = 0  # waiting + being sampled
+        self.closing = False
+        self.cond = threading.Condition()
         self.thread = threading.Thread(target=self._run, name="agentgym-gateway", daemon=True)
         self.thread.start()
 
     def submit(self, prepared: Prepared) -> concurrent.futures.Future:
-        with self._count:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self.cond:
             if self.pending >= self.max_pending:
                 self.recorder.stats["refused_busy"] += 1
                 raise RequestError(f"the gateway has {self.pending} requests waiting: retry later", status=429,
                                    code="rate_limit_exceeded", kind="requests")
             self.pending += 1
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        self.queue.put((prepared, future))
+            self.waiting.append((prepared, future))
+            self.last_event = time.monotonic()
+            self.cond.notify()
         return future
 
+    def _take(self) -> list:
+        """This batch's requests, removed from `waiting` (the others wait for the next one)."""
+        first = self.waiting[0][0]
+        batch, seen, rest = [], set(), []
+        for item in self.waiting:
+            p = item[0]
+            key = id(p.episode) if p.episode is not None else None
+            if len(batch) < self.max_batch and p.sampling == first.sampling and (key is None or key not in seen):
+                batch.append(item)
+                seen.add(key)
+            else:
+                rest.append(item)
+        self.waiting = rest
+        return batch
+
+    def _full(self) -> bool:
+        """Whether no other request should be waited for (called holding `cond`)."""
+        now = time.monotonic()
+        if len(self.waiting) >= self.max_batch or self.closing or now - self.last_event >= self.gather_s:
+            return True
+        asking = {id(p.episode) for p, _ in self.waiting if p.episode is not None}
+        return all(id(e) in asking for e in self.recorder.open_episodes() if now - e.active_at < self.idle_s)
+
     def _run(self) -> None:
-        carried: list = []
         while True:
-            items = carried or [self.queue.get()]
-            carried = []
-            if items[0] is None:
-                return
-            gathered = time.monotonic() + self.gather_s
-            while len(items) < 4 * self.max_batch:  # what is waiting now or arrives within gather_s
-                try:
-                    items.append(self.queue.get(timeout=max(gathered - time.monotonic(), 1e-4)))
-                except queue.Empty:
-                    break
-            if any(item is None for item in items):
-                items = [i for i in items if i is not None]
-                self.queue.put(None)
-            first = items[0][0]
-            batch, seen = [], set()
-            for item in items:
-                p = item[0]
-                key = id(p.episode) if p.episode is not None else None
-                if len(batch) < self.max_batch and p.sampling == first.sampling and (key is None or key not in seen):
-                    batch.append(item)
-                    seen.add(key)
-                else:
-                    carried.append(item)
+            with self.cond:
+                while not self.waiting and not self.closing:
+                    self.cond.wait()
+                if not self.waiting:
+                    return
+                while not self._full():  # closes and time passing are not announced: look every few ms
+                    self.cond.wait(timeout=0.005)
+                batch = self._take()
             try:
                 calls = self.recorder.generate([p for p, _ in batch])
                 for (_, future), call in zip(batch, calls):
@@ -113,11 +137,14 @@ class Batcher:
                 for _, future in batch:
                     if not future.done():
                         future.set_exception(exc)
-            with self._count:
+            with self.cond:
                 self.pending -= len(batch)
+                self.last_event = time.monotonic()  # the episodes just answered have yet to step and ask
 
     def close(self) -> None:
-        self.queue.put(None)
+        with self.cond:
+            self.closing = True
+            self.cond.notify()
         self.thread.join(timeout=30)
 
 
@@ -157,7 +184,7 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
 
     @asynccontextmanager
     async def lifespan(app):
-        state["batcher"] = Batcher(recorder, cfg.max_batch, cfg.max_pending, cfg.gather_s)
+        state["batcher"] = Batcher(recorder, cfg.max_batch, cfg.max_pending, cfg.gather_s, cfg.idle_s)
         try:
             yield
         finally:

@@ -64,6 +64,7 @@ class Episode:
     valid: list[bool] | None = None  # per call: whether the program could use the reply (invalid actions)
     splits: int = 0
     metadata: dict = field(default_factory=dict)
+    active_at: float = field(default_factory=time.monotonic)  # opened or last answered (Batcher: idle_s)
 
     def summary(self) -> dict:
         return {"id": self.id, "group": self.group, "task_id": self.task_id, "closed": self.closed,
@@ -128,6 +129,7 @@ class Recorder:
         self.http_tokenizer = copy.deepcopy(engine.tokenizer)
         self.episodes: dict[str, Episode] = {}
         self.closed_order: list[str] = []  # episodes in the order their reward came
+        self._open: dict[str, None] = {}  # ids of the open episodes (an ordered set)
         self.lock = threading.Lock()
         self.changed = threading.Condition()  # notified when an episode closes
         self.version = 0
@@ -140,8 +142,13 @@ class Recorder:
         ep = Episode(id=eid, group=str(group) if group is not None else eid, task_id=str(task_id or ""),
                      metadata=dict(metadata or {}))
         self.episodes[eid] = ep
+        self._open[eid] = None
         self.stats["episodes_opened"] += 1
         return ep
+
+    def open_episodes(self) -> list[Episode]:
+        """The episodes whose reward has not come yet (whose programs may still call)."""
+        return [self.episodes[eid] for eid in list(self._open)]
 
     def episode(self, eid: str, open_only: bool = True) -> Episode:
         ep = self.episodes.get(eid)
@@ -174,6 +181,7 @@ class Recorder:
             ep.states = list(states) if states is not None else None
             ep.valid = list(valid) if valid is not None else None
             ep.closed = True
+            self._open.pop(eid, None)
             self.closed_order.append(eid)
             self.stats["episodes_closed"] += 1
             self.changed.notify_all()
@@ -318,6 +326,7 @@ class Recorder:
                     self.continuation.forget([key])
                 else:
                     p.episode.calls.append(call)
+                    p.episode.active_at = time.monotonic()
                 self.stats["calls"] += 1
                 self.stats["prompt_tokens"] += len(call.prompt_ids)
                 self.stats["completion_tokens"] += len(ids)
