@@ -134,6 +134,25 @@ def test_a_tool_calling_turn(policy):
         assert "get_weather" in policy.tokenizer.decode(a.prompt_ids)  # the tools were rendered into the prompt
 
 
+def test_tool_choice_none_or_another_function_returns_no_call(policy):
+    """tool_choice "none": the tools are not offered in the prompt and a reply that writes a call
+    anyway comes back as text; a named function: only that function's calls come back."""
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    other = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+    recorder = Recorder(ScriptedReplies(policy, [call]), model_names=("tiny",), default_max_tokens=64)
+    with RunningGateway(recorder, GatewayConfig(port=0)) as gateway:
+        client = client_for(gateway.url + "/v1")
+        messages = [{"role": "user", "content": "the weather in Paris?"}]
+        for choice in ("none", {"type": "function", "function": {"name": "get_time"}}):
+            out = client.chat.completions.create(model="tiny", messages=messages, tools=TOOLS + [other],
+                                                 tool_choice=choice)
+            assert out.choices[0].message.tool_calls is None and out.choices[0].finish_reason == "stop"
+            assert out.choices[0].message.content == call
+        out = client.chat.completions.create(model="tiny", messages=messages, tools=TOOLS + [other],
+                                             tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        assert out.choices[0].message.tool_calls[0].function.name == "get_weather"
+
+
 @pytest.mark.parametrize("body,status,code", [
     ({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, 404, "model_not_found"),
     ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "n": 2}, 400, "unsupported_value"),

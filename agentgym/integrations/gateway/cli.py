@@ -25,6 +25,8 @@ def register(app: typer.Typer) -> None:
         allow_remote: bool = typer.Option(False, "--allow-remote", help="allow --host beyond loopback"),
         max_tokens: int = typer.Option(256, help="--model: max_tokens of a request that gives none"),
         threads: int = typer.Option(1, help="torch CPU threads"),
+        gather_s: Optional[float] = typer.Option(None, help="a batch waits for every open episode's next call, but "
+                                                 "samples once no call has come for this many seconds (default 0.25)"),
     ):
         """Serve the OpenAI API (/v1/chat/completions, /v1/models) backed by the policy, recording every
         episode's exact tokens; with --train, train it on them (docs/gateway.md)."""
@@ -33,7 +35,10 @@ def register(app: typer.Typer) -> None:
 
         if (model is None) == (train is None):
             raise ConfigError("give --model PATH (serve a model) or --train PRESET (serve and train its policy)")
-        cfg = GatewayConfig(host=host, port=port, api_key=api_key, allow_remote=allow_remote)
+        if gather_s is not None and gather_s < 0:
+            raise ConfigError(f"--gather-s must be >= 0 seconds, got {gather_s}")
+        cfg = GatewayConfig(host=host, port=port, api_key=api_key, allow_remote=allow_remote,
+                            **({} if gather_s is None else {"gather_s": gather_s}))
         check_bind(cfg)
         if train is not None:
             from agentgym.integrations.gateway.training import train_through_gateway

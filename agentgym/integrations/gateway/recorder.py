@@ -82,7 +82,7 @@ class Prepared:
 
     episode: Episode | None
     messages: list[dict]
-    tools: list[dict]
+    tools: list[dict]  # the tools whose calls the reply may return (tool_choice applied)
     sampling: SamplingParams
     stop: list[str]
     logprobs: bool
@@ -237,7 +237,11 @@ class Recorder:
         if sampling.top_p <= 0:
             raise RequestError("top_p must be above 0", param="top_p")
         self._check_length(messages, max_tokens)
-        return Prepared(episode, messages, tools, sampling, stop, bool(body.get("logprobs")), bool(body.get("stream")),
+        # the calls a reply may make: none with tool_choice "none", only the named function's with one
+        callable_tools = [] if choice == "none" else [t for t in tools if not isinstance(choice, dict) or
+                                                       t["function"]["name"] == choice["function"]["name"]]
+        return Prepared(episode, messages, callable_tools, sampling, stop, bool(body.get("logprobs")),
+                        bool(body.get("stream")),
                         bool((body.get("stream_options") or {}).get("include_usage")))
 
     def _as_sampled(self, raw: list, messages: list[dict], episode: Episode) -> None:
