@@ -107,9 +107,9 @@ def run_job(args, key: str) -> dict:
     steps_per_iteration, batch_size = rft_budget(rl)
     cfg = config(args, seed, folder, f"policy.model={rl['start_model']}", "sft.enabled=false")
     rr.use_threads(cfg)
-    # its steps' gradients accumulated over passes as small as RL's (ppo.micro_batch_size): the same memory
-    stats = run_rft_arm(cfg, folder, steps_per_iteration, batch_size, args.rft_lr, seed, print,
-                        cfg.ppo.micro_batch_size)
+    # its steps' gradients accumulated over passes of the warm start's SFT batch (sft.batch_size): the
+    # memory the preset gives an SFT pass (a whole step of 32 samples would not fit)
+    stats = run_rft_arm(cfg, folder, steps_per_iteration, batch_size, args.rft_lr, seed, print, cfg.sft.batch_size)
     from agentgym.trainers.checkpoint import latest_checkpoint
     from agentgym.trainers.run_setup import make_policy
 
