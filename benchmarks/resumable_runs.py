@@ -47,6 +47,15 @@ def write_json(path: Path, data) -> None:
     os.replace(tmp, path)
 
 
+def write_json_key(path: Path, key: str, data) -> None:
+    """Set one top-level key of the JSON file at `path` (read, modify, write atomically), keeping the
+    keys other benchmarks write there (docs/real_llm.json holds the zero-shot rows and the RL table)."""
+    path = Path(path)
+    whole = json.loads(path.read_text()) if path.is_file() else {}
+    whole[key] = data
+    write_json(path, whole)
+
+
 class DoneTable:
     """{key: result} of the finished jobs, kept in one JSON file."""
 
@@ -230,19 +239,21 @@ def passthrough(argv: Sequence[str], overrides: Sequence[str] = ()) -> list[str]
     return out + (["--", *overrides] if overrides else [])
 
 
-def schedule(args, jobs: Sequence[Job], report: Callable, script: str | Path, run_root: Path) -> tuple[dict, list[str]]:
+def schedule(args, jobs: Sequence[Job], report: Callable, script: str | Path, run_root: Path,
+             write: Callable[[Path, dict], None] = write_json) -> tuple[dict, list[str]]:
     """Run every job not done yet (none with --report-only), `--parallel` at a time, rewriting
-    args.out after each finished run (results land as they come); the final report and the keys
-    of the runs that failed or wait on one that did."""
+    args.out after each finished run (results land as they come) with `write(path, report)` (the
+    whole file, or one key of it: write_json_key); the final report and the keys of the runs that
+    failed or wait on one that did."""
     table = DoneTable(run_root / "done.json")
 
     def write_figures(_key: str = "") -> None:
-        write_json(Path(args.out), report(args, table))
+        write(Path(args.out), report(args, table))
 
     failed = [] if args.report_only else run_jobs(jobs, table, worker_command(script, run_root, passthrough(sys.argv[1:], args.overrides)),
                                                   run_root, args.parallel, on_done=write_figures)
     out = report(args, table)
-    write_json(Path(args.out), out)
+    write(Path(args.out), out)
     return out, failed
 
 
@@ -425,25 +436,32 @@ def sft_optimizer(policy, lr: float, total_steps: int):
     return optimizer, scheduler
 
 
-def sft_update(policy, optimizer, scheduler, chunk) -> tuple[float, int]:
-    """One optimizer step of cross-entropy on `chunk`'s targets; returns (loss, tokens trained)."""
+def sft_update(policy, optimizer, scheduler, chunk, micro_batch_size: int | None = None) -> tuple[float, int]:
+    """One optimizer step of cross-entropy on `chunk`'s targets, its gradient accumulated over
+    passes of `micro_batch_size` samples (None: one pass; a real model's batch of 32 steps would not
+    fit in memory); returns (loss, tokens trained)."""
     import torch
 
     from agentgym.trainers.sft import sft_loss
     from agentgym.trainers.samples import collate
 
     policy.model.train()
-    batch = collate(chunk, policy.tokenizer.pad_token_id, device=policy.device)
-    loss = sft_loss(policy.model, batch)
-    if not torch.isfinite(loss):
-        raise FloatingPointError(f"SFT loss became {float(loss)}: lower the learning rate")
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    size = micro_batch_size or len(chunk)
+    targets = float(sum(s.num_loss_tokens for s in chunk)) if size < len(chunk) else None
+    loss = 0.0
+    for first in range(0, len(chunk), size):
+        batch = collate(chunk[first:first + size], policy.tokenizer.pad_token_id, device=policy.device)
+        part = sft_loss(policy.model, batch, denom=targets)
+        if not torch.isfinite(part):
+            raise FloatingPointError(f"SFT loss became {float(part)}: lower the learning rate")
+        part.backward()
+        loss += float(part.detach())
     torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), 1.0)
     optimizer.step()
     scheduler.step()
     policy.model.eval()
-    return float(loss.detach()), sum(len(s) for s in chunk)
+    return loss, sum(len(s) for s in chunk)
 
 
 def sft_steps(policy, samples: list, run_dir: Path, steps: int, batch_size: int, lr: float, seed: int,

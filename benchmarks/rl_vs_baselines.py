@@ -248,13 +248,14 @@ def run_sft_arm(cfg, folder: Path, arm: str, budget: dict, lr: float, seed: int,
 
 # --- B3: rejection-sampling fine-tuning -----------------------------------------------------------
 def run_rft(policy, cfg, tasks: list, folder: Path, steps_per_iteration: list[int], batch_size: int, lr: float,
-            seed: int, log=print) -> dict:
+            seed: int, log=print, micro_batch_size: int | None = None) -> dict:
     """Iteration i: the policy plays rollout.tasks_per_iter tasks x rollout.group_size episodes
     (sampled as RL samples), the valid steps of its successful episodes join the buffer (its own
     tokens as targets), then steps_per_iteration[i] SFT steps on batches drawn from the buffer.
     Steps of iterations before the first success are taken once there is one. Checkpointed each
     iteration in `folder` (weights, optimizer, RNGs, buffer) and resumed from there. No success
-    in the whole budget: NoSuccessfulRollouts, one line."""
+    in the whole budget: NoSuccessfulRollouts, one line. micro_batch_size: the passes each step's
+    gradient is accumulated over (rr.sft_update; None: one pass)."""
     import numpy as np
     import torch
 
@@ -309,7 +310,8 @@ def run_rft(policy, cfg, tasks: list, folder: Path, steps_per_iteration: list[in
         state["carry"] = todo if not buffer else 0
         for _ in range(todo if buffer else 0):
             pick = rng.choice(len(buffer), size=batch_size, replace=len(buffer) < batch_size)
-            loss, tokens = rr.sft_update(policy, optimizer, scheduler, [buffer[int(j)] for j in pick])
+            loss, tokens = rr.sft_update(policy, optimizer, scheduler, [buffer[int(j)] for j in pick],
+                                         micro_batch_size)
             state["steps"] += 1
             state["tokens"] += tokens
             state["losses"].append(loss)
@@ -326,7 +328,8 @@ def run_rft(policy, cfg, tasks: list, folder: Path, steps_per_iteration: list[in
             "final_loss": float(np.mean(losses[-5:])) if losses else None}
 
 
-def run_rft_arm(cfg, folder: Path, steps_per_iteration: list[int], batch_size: int, lr: float, seed: int, log) -> dict:
+def run_rft_arm(cfg, folder: Path, steps_per_iteration: list[int], batch_size: int, lr: float, seed: int, log,
+                micro_batch_size: int | None = None) -> dict:
     from agentgym.registration import get_task_space
     from agentgym.trainers.run_setup import make_policy, quiet_transformers
     from agentgym.trainers.task_selection import select_train_tasks
@@ -334,7 +337,7 @@ def run_rft_arm(cfg, folder: Path, steps_per_iteration: list[int], batch_size: i
     quiet_transformers()
     policy = make_policy(cfg.policy, cfg.policy.model)
     tasks = select_train_tasks(cfg.env, get_task_space(cfg.env.id), cfg.seed)
-    return run_rft(policy, cfg, tasks, folder, steps_per_iteration, batch_size, lr, seed, log)
+    return run_rft(policy, cfg, tasks, folder, steps_per_iteration, batch_size, lr, seed, log, micro_batch_size)
 
 
 # --- the figures ----------------------------------------------------------------------------------

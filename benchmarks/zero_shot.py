@@ -124,8 +124,10 @@ def write_results(out: Path, work: Path, settings: dict) -> None:
                              int(steps)))
     order = {f: i for i, f in enumerate(ENVS)}
     rows.sort(key=lambda r: (order[r["family"]], r["max_steps"], MODES.index(r["mode"])))
+    # the other keys (benchmarks/real_llm_rl.py's "rl_table") are kept
+    whole = {**(json.loads(out.read_text()) if out.is_file() else {}), "settings": settings, "rows": rows}
     tmp = out.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"settings": settings, "rows": rows}, indent=1) + "\n")
+    tmp.write_text(json.dumps(whole, indent=1) + "\n")
     os.replace(tmp, out)
 
 

@@ -190,6 +190,9 @@ class EvalConfig:
     temperature: float = 0.0  # greedy by default
     episodes_per_task: int = 1  # > 1 with temperature > 0: less noisy success estimates
     max_new_tokens: int | None = None
+    # episodes played at once (agentgym.evaluation's max_batch_episodes): a real model keeps each
+    # episode's KV cache between turns, about 23 MB per household episode for SmolLM2-135M
+    max_batch_episodes: int = 256
 
 
 @dataclass
@@ -434,6 +437,7 @@ RANGES = [
     ("sft.num_tasks", 0, None, "tasks"), ("sft.epochs", 1, None, "epochs"), ("sft.lr", 1e-12, None, "a learning rate"),
     ("sft.batch_size", 1, None, "samples"), ("eval.every", 0, None, "iterations (0 = before and after only)"),
     ("eval.num_tasks", 1, None, "tasks"), ("eval.episodes_per_task", 1, None, "episodes"),
+    ("eval.max_batch_episodes", 1, None, "episodes"),
     ("eval.temperature", 0, None, "a sampling temperature"), ("env.max_turns", 1, None, "turns"),
     ("tiny.vocab_size", 16, None, "tokens"), ("tiny.hidden", 1, None, "units"), ("tiny.layers", 1, None, "layers"),
     ("tiny.heads", 1, None, "attention heads"), ("log.save_trajectories_every", 0, None, "iterations (0 = never)"),

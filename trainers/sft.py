@@ -97,11 +97,13 @@ def sft_episode_samples(policy, trajectories) -> list[Sample]:
     return samples
 
 
-def sft_loss(model, batch) -> torch.Tensor:
-
-    logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"])
+def sft_loss(model, batch, denom: float | None = None) -> torch.Tensor:
+    """Mean cross-entropy of the batch's target tokens (over `denom` targets when given: a
+    micro-batch's share of a larger batch's mean). The LM head runs at the targets alone (a real
+    model's 49k-way logits at every prompt token would be most of the memory and a fifth of the FLOPs)."""
     mask = batch["loss_mask"]
-    return -(logp * mask).sum() / mask.sum().clamp(min=1.0)
+    logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"], positions=mask)
+    return -(logp * mask).sum() / (denom if denom is not None else mask.sum().clamp(min=1.0))
 
 
 def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size: int, seed: int = 0,

@@ -179,7 +179,8 @@ def heldout_result(eval_cfg: EvalConfig, env_cfg: EnvConfig, engine, eval_path: 
     sampling = SamplingParams(temperature=eval_cfg.temperature, seed=seed, admissible_only=rollout_cfg.admissible_only,
                               max_new_tokens=eval_cfg.max_new_tokens or rollout_cfg.max_new_tokens)
     request = EvalRequest(env_cfg.id, str(eval_path), eval_cfg.episodes_per_task, sampling=sampling,
-                          chat=env_cfg.chat, env_kwargs=env_cfg.env_kwargs, seed=seed)
+                          chat=env_cfg.chat, env_kwargs=env_cfg.env_kwargs, seed=seed,
+                          max_batch_episodes=eval_cfg.max_batch_episodes)
     return run_eval(request, engine, policy_name="HFPolicy", session=session)
 
 

@@ -1,6 +1,6 @@
 """The household-smol preset (the real model, LoRA, GiGPO, admissible-only decoding) loads and passes
-every check `agentgym train` makes before building anything. Not a training run: none of this preset
-has been measured yet (docs/real_llm.md)."""
+every check `agentgym train` makes before building anything. Not a training run: the runs are
+benchmarks/real_llm_rl.py's (docs/real_llm.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,11 @@ def test_household_smol_is_the_real_model_with_lora_gigpo_and_admissible_only():
     assert "household-smol" in list_presets()
     cfg = load_config("household-smol", [])
     assert cfg.policy.model == "smollm2-135m-instruct" and cfg.policy.lora is not None
-    assert not cfg.tiny.build and not cfg.sft.enabled
+    assert not cfg.tiny.build
+    # the recipe: a short SFT warm start on oracle demonstrations (zero-shot, RL has no signal), then
+    # RL at a LoRA-sized rate
+    assert cfg.sft.enabled and cfg.sft.expert == "oracle" and cfg.sft.filter_success and cfg.sft.num_tasks <= 32
+    assert 1e-5 <= cfg.ppo.lr <= 1e-4 and cfg.ppo.matmul_dtype == "fp32"  # bf16: opt-in, refused without hardware
     assert cfg.estimator.name == "gigpo" and cfg.rollout.admissible_only
     assert cfg.env.id == "agentgym/Household-v0" and cfg.policy.engine == "hf"
 

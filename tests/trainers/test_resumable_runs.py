@@ -313,3 +313,108 @@ def test_credit_by_phase_averages_each_phase_over_seeds_and_iterations():
 
 def test_arm_and_seed_reads_a_job_key():
     assert rr.arm_and_seed("gigpo_omega0/seed12") == ("gigpo_omega0", 12)
+
+
+def test_real_llm_rl_runs_rl_then_its_rft_seed_by_seed_and_resumes_the_unfinished_one(tmp_path):
+    """benchmarks/real_llm_rl.py's jobs, one at a time: rl/seed0, rft/seed0 (which matches rl/seed0),
+    rl/seed1, ...; an interrupted rft/seed0 starts again on the next run, the finished ones do not."""
+    import real_llm_rl as rlr
+
+    jobs = rlr.jobs([0, 1])
+    assert [(j.key, j.after) for j in jobs] == [("rl/seed0", ()), ("rft/seed0", ("rl/seed0",)),
+                                               ("rl/seed1", ()), ("rft/seed1", ("rl/seed1",))]
+    root = tmp_path / "runs"
+    table = rr.DoneTable(root / "done.json")
+    lines: list[str] = []
+    failed = rr.run_jobs(jobs, table, commands(tmp_path, flaky={"rft/seed0"}), root, parallel=1, poll_s=0.05,
+                         log=lines.append)
+    assert failed == ["rft/seed0"]
+    started = [line.split(":")[0] for line in lines if ": started" in line]
+    assert started == ["rl/seed0", "rft/seed0", "rl/seed1", "rft/seed1"]  # seed by seed, not all RL first
+    failed = rr.run_jobs(jobs, rr.DoneTable(root / "done.json"), commands(tmp_path, flaky={"rft/seed0"}), root,
+                         parallel=1, poll_s=0.05, log=lines.append)
+    assert failed == []
+    assert [starts(tmp_path, k) for k in ("rl/seed0", "rft/seed0", "rl/seed1", "rft/seed1")] == [1, 2, 1, 1]
+
+
+def test_real_llm_rl_gives_rft_the_steps_of_each_rl_iteration_and_pairs_both_with_the_start(
+        tmp_path, sft_model_dir, toy_config, monkeypatch):
+    """The two arms of a seed on the toy env (the tiny model standing in for SmolLM2): RFT starts from
+    RL's start model, takes exactly RL's optimizer steps in each iteration with RL's samples per step
+    (so about its tokens), is evaluated on the same held-out tasks, and both lifts are paired with
+    the RL run's before-evaluation; the table lands under its key beside the file's other keys."""
+    import argparse
+
+    import real_llm_rl as rlr
+
+    def config(args, seed, folder, *extra):
+        return toy_config(folder, sft_model_dir, "iterations=3", f"seed={seed}", f"run_dir={folder}", *extra)
+
+    monkeypatch.setattr(rlr, "config", config)
+    args = argparse.Namespace(runs=str(tmp_path / "runs"), seeds=[0], rft_lr=1e-3, threads=None, overrides=[])
+    table = rr.DoneTable(tmp_path / "runs" / "done.json")
+    rl = rlr.run_job(args, "rl/seed0")
+    table.mark("rl/seed0", json.loads(json.dumps(rl)))
+    assert rl["start_model"] == str(sft_model_dir) and rl["compute"]["optimizer_steps"] > 0
+    assert len(rl["iteration_cpu_s"]) == 3 and all(s > 0 for s in rl["iteration_cpu_s"])
+    rft = rlr.run_job(args, "rft/seed0")
+    compute = rft["compute"]
+    assert compute["steps_per_iteration"] == rl["compute"]["steps_per_iteration"]
+    assert compute["optimizer_steps"] == rl["compute"]["optimizer_steps"] == compute["rl_optimizer_steps"]
+    assert rft["batch_size"] == round(rl["compute"]["samples"] / rl["compute"]["optimizer_steps"])
+    assert 0.5 < compute["tokens"] / compute["rl_tokens"] < 2.0  # the same kind of samples, as many per step
+    assert rft["heldout_before"] == rl["heldout_before"]  # one start, one before-evaluation
+    assert set(rft["heldout"]["per_task_success"]) == set(rl["heldout"]["per_task_success"])
+    table.mark("rft/seed0", json.loads(json.dumps(rft)))
+
+    out = tmp_path / "real_llm.json"
+    out.write_text(json.dumps({"rows": ["zero-shot rows"]}))
+    report = rlr.report(args, table)
+    rr.write_json_key(out, rlr.KEY, report)
+    whole = json.loads(out.read_text())
+    assert whole["rows"] == ["zero-shot rows"] and whole[rlr.KEY]["runs_done"] == "2 of 2"
+    before = rl["heldout_before"]["success_rate"]
+    assert report["lift"]["rft"]["diff"] == pytest.approx(rft["heldout"]["success_rate"] - before)
+    assert report["lift"]["rl"]["diff"] == pytest.approx(rl["heldout"]["success_rate"] - before)
+    assert report["rl_minus_rft"]["diff"] == pytest.approx(rl["heldout"]["success_rate"]
+                                                           - rft["heldout"]["success_rate"])
+    assert "| rft | 0 |" in rlr.markdown(report)
+
+
+def test_real_llm_rl_refuses_rft_when_its_rl_run_made_no_step():
+    import real_llm_rl as rlr
+    import rl_vs_baselines as rvb
+
+    with pytest.raises(rvb.NoSuccessfulRollouts, match="RL run of seed 2 made no optimizer steps"):
+        rlr.rft_budget({"seed": 2, "compute": {"optimizer_steps": 0, "samples": 0, "steps_per_iteration": [0, 0]}})
+
+
+def test_sft_update_in_micro_batches_takes_the_step_of_one_pass(tiny_policy_factory):
+    """RFT's step on a real model accumulates its gradient over small passes (a batch of 32 steps
+    of 450 tokens would not fit in memory): the same step as one pass, up to float summation order;
+    and the loss at the targets alone is the loss over every position's logits."""
+    from agentgym.trainers.ppo import token_logprobs
+    from agentgym.trainers.samples import collate, sft_sample
+    from agentgym.trainers.sft import sft_loss
+
+    g = torch.Generator().manual_seed(0)
+    chunk = [sft_sample(torch.randint(5, 300, (n,), generator=g).tolist(), torch.randint(5, 300, (m,), generator=g).tolist())
+             for n, m in [(12, 3), (20, 5), (7, 2), (15, 4), (9, 6)]]
+    one, micro = tiny_policy_factory(), tiny_policy_factory()
+    batch = collate(chunk, one.tokenizer.pad_token_id)
+    logp, _ = token_logprobs(one.model, batch["input_ids"], batch["attention_mask"])
+    everywhere = -(logp * batch["loss_mask"]).sum() / batch["loss_mask"].sum()
+    assert float(sft_loss(one.model, batch).detach()) == pytest.approx(float(everywhere.detach()), rel=1e-5)
+    results = []
+    for policy, size in ((one, None), (micro, 2)):  # SGD: Adam's first step is the gradient's sign, blind to scale
+        optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=1.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+        results.append(rr.sft_update(policy, optimizer, scheduler, chunk, micro_batch_size=size))
+    assert results[0][1] == results[1][1] == sum(len(s) for s in chunk)
+    assert results[1][0] == pytest.approx(results[0][0], rel=1e-5)
+    moved = 0.0
+    for (name, a), b, start in zip(one.model.state_dict().items(), micro.model.state_dict().values(),
+                                   tiny_policy_factory().model.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-5), name
+        moved = max(moved, float((a - start).abs().max()))
+    assert moved > 1e-3  # the step did move the weights
