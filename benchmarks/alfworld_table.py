@@ -1,8 +1,9 @@
 """ALFWorld's table, as papers report it: success per task type (Pick, Look, Clean, Heat, Cool,
 Pick2, All) on ALFWorld-v0's `heldout` and `heldout_unseen` games at 50 steps, with 95% Wilson
-intervals, for any policies side by side (random, the oracle, a warm start, a trained model).
+intervals, for any policies side by side (random, the oracle, the searching demonstrator, a warm start, a
+trained model).
 
-    python benchmarks/alfworld_table.py --policy random --policy oracle --out docs/alfworld_table.json
+    python benchmarks/alfworld_table.py --policy random --policy oracle --policy searching --out docs/alfworld_table.json
     python benchmarks/alfworld_table.py --policy hf:runs/alfworld-tiny/sft_model \
         --policy hf:runs/alfworld-tiny/final_model --out docs/alfworld_table.json
     # the same table on the official games (`alfworld-download`; valid_seen / valid_unseen):
@@ -91,7 +92,7 @@ def markdown(rows: list[dict]) -> str:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policy", action="append", required=True, help="random | oracle | hf:PATH (repeatable)")
+    ap.add_argument("--policy", action="append", required=True, help="random | oracle | searching | hf:PATH (repeatable)")
     ap.add_argument("--split", action="append", help="default: heldout and heldout_unseen")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--episodes", type=int, default=1, help="episodes per game")

@@ -345,6 +345,9 @@ class OfficialTaskSpace(TaskSpace):
             raise games.GameError(f"the planner finds no plan for ALFWorld game {path}: remove it from the data")
         return plan
 
+    # the same demonstrator: it reads the game and its traj_data.json as for generated games
+    solve_searching = ALFWorldTaskSpace.solve_searching
+
     def sample(self, rng: np.random.Generator, **_: Any) -> TaskSpec:
         train = self.read_split("train")
         if not train:
