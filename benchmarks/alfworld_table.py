@@ -62,7 +62,7 @@ def measure(policy_spec: str, split: str, args, space) -> dict:
 
     spec = parse_policy_spec(policy_spec)
     trained = training_settings(spec.target) if spec.kind == "hf" else {}
-    policy = load_policy(spec, ENV_ID, seed=args.seed, device="cpu", task_space=space)
+    policy = load_policy(spec, ENV_ID, seed=args.seed, device=args.device, task_space=space)
     sampling = SamplingParams(temperature=args.temperature, seed=args.seed,
                               max_new_tokens=trained.get("max_new_tokens") or 16,
                               admissible_only=bool(trained.get("admissible_only")))
@@ -102,6 +102,7 @@ def main(argv=None) -> None:
     ap.add_argument("--list-no-help", action="store_true", help="leave ALFWorld's `help` out of the listed actions")
     ap.add_argument("--batch", type=int, default=16, help="episodes played at once")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="where an hf: model runs (cpu, cuda, auto)")
     ap.add_argument("--out", default="docs/alfworld_table.json")
     ap.add_argument("--redo", action="store_true", help="measure again what --out already holds")
     args = ap.parse_args(argv)

@@ -116,6 +116,8 @@ class SearchingDemonstrator:
         if self.task_type in APPLIANCE and not self.treated:
             verb, kind = APPLIANCE[self.task_type]
             place = self._first(admissible, kind)
+            if place is None:  # no such appliance in the list: search on
+                return self._search(admissible, avoid="")
             use = f"{verb} {held} with {place}"
             if use in admissible:
                 return use
@@ -130,6 +132,8 @@ class SearchingDemonstrator:
                     return _GO + place
             return self._search(admissible, avoid="")
         place = self.drop_site or self._first(admissible, self.target)
+        if place is None:  # no receptacle of the target type in the list: search on
+            return self._search(admissible, avoid="")
         move = f"move {held} to {place}"
         if move in admissible:
             return move
