@@ -20,11 +20,21 @@ already tried) instead of at random. Two styles:
   they stand in its prompt: with the list style it re-issues remembered actions (a 2-layer model
   said `go to cabinet 1` while standing at cabinet 1), with marks every name it can copy is one
   it may use. Envs without an admissible list fall back to the list style.
+
+`memory_seen=True` (windowed layouts, with or without `memory`) adds where the agent saw the
+things its task names: a line "Seen: apple 2 (go to countertop 1); desklamp 1 (open drawer 2)."
+A thing is a name followed by a number (the "apple 2" convention of ALFWorld, household and
+TextWorld's games) whose word is a word of the instruction; each is kept with the latest action
+whose observation showed it, unless that action names it itself (taking or moving it is not a
+sighting). Marks remember where the agent went; this remembers what it found there, so a policy
+that sees one observation at a time can go back for a second object or a lamp it passed.
+Envs whose texts name no such things get no line.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import gymnasium as gym
 
@@ -34,6 +44,8 @@ from agentgym.policies.base import Messages  # the prompt type of the Policy con
 
 TRIED_MARK = "(tried)"  # memory_style="marks": the suffix of admissible actions already taken
 MEMORY_ENTRY_WORDS = 24  # one remembered action is cut here, so a long reply cannot fill the memory
+SEEN_MAX_ENTRIES = 12  # memory_seen: the newest sightings shown (a room lists dozens of names)
+_NAMED_THING = re.compile(r"\b([a-z][a-z-]*) (\d+)\b")
 
 
 @dataclasses.dataclass
@@ -54,6 +66,7 @@ class ChatConfig:
     memory_outcomes: bool = True
     memory_max_words: int = 120
     memory_style: str = "list"  # "list" | "marks"
+    memory_seen: bool = False  # a "Seen: thing (action); ..." line: where the task's things were seen
 
     def __post_init__(self) -> None:
         history, memory, words = self.history, self.memory, self.memory_max_words
@@ -68,6 +81,11 @@ class ChatConfig:
             raise ValueError(f"memory_max_words must be a positive int, got {words!r}")
         if self.memory_style not in ("list", "marks"):
             raise ValueError(f"memory_style must be 'list' or 'marks', got {self.memory_style!r}")
+        if not isinstance(self.memory_seen, bool):
+            raise ValueError(f"memory_seen must be true or false, got {self.memory_seen!r}")
+        if self.memory_seen and history == "full":
+            raise ValueError("memory_seen is for windowed prompts: with history='full' the conversation already "
+                             "holds every observation; set memory_seen=false or history to a number")
         if isinstance(self.max_admissible, bool) or not isinstance(self.max_admissible, int) or self.max_admissible < 0:
             raise ValueError(f"max_admissible must be a non-negative int, got {self.max_admissible!r}")
         if not isinstance(self.invalid_penalty, (int, float)) or isinstance(self.invalid_penalty, bool) or \
@@ -104,12 +122,14 @@ class ChatEnv(gym.Wrapper):
         memory_outcomes: bool = True,
         memory_max_words: int = 120,
         memory_style: str = "list",
+        memory_seen: bool = False,
     ):
         super().__init__(env)
         # the checks live in ChatConfig (a parser object is not a config value: checked by get_parser)
         ChatConfig(history=history, memory=memory, memory_max_words=memory_max_words, memory_style=memory_style,
-                   max_admissible=max_admissible, invalid_penalty=invalid_penalty)
+                   max_admissible=max_admissible, invalid_penalty=invalid_penalty, memory_seen=memory_seen)
         self.memory = memory
+        self.memory_seen = memory_seen
         self.memory_style = memory_style
         self.memory_outcomes = bool(memory_outcomes)
         self.memory_max_words = memory_max_words
@@ -128,6 +148,7 @@ class ChatEnv(gym.Wrapper):
         self._turns: list[tuple[str, str]] = []  # (action or raw reply summary, observation)
         self._memory: list[str] = []  # one entry per past step: the action and its short outcome
         self._tried: list[str] = []  # per past step: the valid action, normalized ("" for invalid ones)
+        self._seen: dict[str, str] = {}  # memory_seen: thing -> the latest action whose observation showed it
         self._messages: Messages = []
         self._instruction = ""
 
@@ -138,6 +159,7 @@ class ChatEnv(gym.Wrapper):
         self._turns = []
         self._memory = []
         self._tried = []
+        self._seen = {}
         info = dict(info, env_observation=obs)
         self._messages = [{"role": "system", "content": self.system_prompt}]
         if self.history == "full":
@@ -166,6 +188,8 @@ class ChatEnv(gym.Wrapper):
         self._turns.append((parsed.action if parsed.action is not None else "(unparseable reply)", shown))
         if self.memory:
             self._remember(parsed.action, bool(info["action_valid"]))
+        if self.memory_seen and info["action_valid"] and parsed.action is not None:
+            update_sightings(self._seen, self._instruction, parsed.action, obs)
         if self.history == "full":
             self._messages.append({"role": "assistant", "content": text if isinstance(text, str) else ""})
             self._messages.append({"role": "user", "content": self._turn_message(shown, info)})
@@ -196,6 +220,11 @@ class ChatEnv(gym.Wrapper):
             words += n
         return kept[::-1]
 
+    @property
+    def sightings(self) -> dict[str, str]:
+        """memory_seen: each thing of the task seen so far -> the action after which it was last seen."""
+        return dict(self._seen)
+
     # --- prompt building --------------------------------------------------------------------
     def _prompt(self, obs: str, info: dict) -> Messages:
         if self.history == "full":
@@ -225,6 +254,9 @@ class ChatEnv(gym.Wrapper):
         if self.memory and (self.memory_style == "list" or info.get("admissible_actions") is None):
             entries = self.memory_entries
             parts.append("Your actions so far: " + ("; ".join(entries) if entries else "none") + ".")
+        if self.memory_seen and self._seen:
+            newest = list(self._seen.items())[-SEEN_MAX_ENTRIES:]
+            parts.append("Seen: " + "; ".join(f"{thing} ({action})" for thing, action in newest) + ".")
         window = self._turns[-self.history :] if self.history else []
         if window:
             first = done - len(window) + 1
@@ -245,3 +277,16 @@ class ChatEnv(gym.Wrapper):
 
 def _normalized(action: str) -> str:
     return " ".join(action.lower().split())
+
+
+def update_sightings(seen: dict[str, str], instruction: str, action: str, observation: str) -> None:
+    """memory_seen's rule, in place: every "word N" thing in `observation` whose word is a word of
+    `instruction` and that `action` does not name is now last seen after `action` (moved to the
+    end, so the newest sightings come last)."""
+    words = set(re.findall(r"[a-z]+", instruction.lower()))
+    act = _normalized(action)
+    for word, number in _NAMED_THING.findall(observation.lower()):
+        thing = f"{word} {number}"
+        if word in words and not re.search(rf"\b{re.escape(thing)}\b", act):
+            seen.pop(thing, None)
+            seen[thing] = act

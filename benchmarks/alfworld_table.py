@@ -1,8 +1,9 @@
 """ALFWorld's table, as papers report it: success per task type (Pick, Look, Clean, Heat, Cool,
 Pick2, All) on ALFWorld-v0's `heldout` and `heldout_unseen` games at 50 steps, with 95% Wilson
-intervals, for any policies side by side (random, the oracle, a warm start, a trained model).
+intervals, for any policies side by side (random, the oracle, the searching demonstrator, a warm start, a
+trained model).
 
-    python benchmarks/alfworld_table.py --policy random --policy oracle --out docs/alfworld_table.json
+    python benchmarks/alfworld_table.py --policy random --policy oracle --policy searching --out docs/alfworld_table.json
     python benchmarks/alfworld_table.py --policy hf:runs/alfworld-tiny/sft_model \
         --policy hf:runs/alfworld-tiny/final_model --out docs/alfworld_table.json
     # the same table on the official games (`alfworld-download`; valid_seen / valid_unseen):
@@ -61,7 +62,7 @@ def measure(policy_spec: str, split: str, args, space) -> dict:
 
     spec = parse_policy_spec(policy_spec)
     trained = training_settings(spec.target) if spec.kind == "hf" else {}
-    policy = load_policy(spec, ENV_ID, seed=args.seed, device="cpu", task_space=space)
+    policy = load_policy(spec, ENV_ID, seed=args.seed, device=args.device, task_space=space)
     sampling = SamplingParams(temperature=args.temperature, seed=args.seed,
                               max_new_tokens=trained.get("max_new_tokens") or 16,
                               admissible_only=bool(trained.get("admissible_only")))
@@ -91,7 +92,7 @@ def markdown(rows: list[dict]) -> str:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policy", action="append", required=True, help="random | oracle | hf:PATH (repeatable)")
+    ap.add_argument("--policy", action="append", required=True, help="random | oracle | searching | hf:PATH (repeatable)")
     ap.add_argument("--split", action="append", help="default: heldout and heldout_unseen")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--episodes", type=int, default=1, help="episodes per game")
@@ -101,6 +102,7 @@ def main(argv=None) -> None:
     ap.add_argument("--list-no-help", action="store_true", help="leave ALFWorld's `help` out of the listed actions")
     ap.add_argument("--batch", type=int, default=16, help="episodes played at once")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="where an hf: model runs (cpu, cuda, auto)")
     ap.add_argument("--out", default="docs/alfworld_table.json")
     ap.add_argument("--redo", action="store_true", help="measure again what --out already holds")
     args = ap.parse_args(argv)

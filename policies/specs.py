@@ -1,4 +1,5 @@
-"""Policies named on a command line or in a config: `random`, `oracle`, `hf:PATH` (a local HF folder
+"""Policies named on a command line or in a config: `random`, `oracle`, `searching` (the env's
+demonstrator that knows only what it has seen), `hf:PATH` (a local HF folder
 or cached hub id), `openai:URL:MODEL` (any OpenAI-compatible server). `parse_policy_spec` checks
 the syntax without loading anything; `load_policy` builds the policy, importing heavy backends
 (torch, the openai client) only then. Used by `agentgym eval --policy` and by a training config's
@@ -15,14 +16,14 @@ from agentgym.policies.model_files import check_device
 from agentgym.policies import OraclePolicy, RandomPolicy
 from agentgym.registration import get_task_space
 
-POLICY_HELP = "random | oracle | hf:PATH (HF model folder, hub id, GGUF file or `agentgym models` name) | openai:URL:MODEL"
+POLICY_HELP = "random | oracle | searching | hf:PATH (HF model folder, hub id, GGUF file or `agentgym models` name) | openai:URL:MODEL"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _OPENAI = re.compile(r"^(https?://[^/:\s]+(?::\d+)?(?:/[^:\s]*)?):(.+)$")
 
 
 @dataclass
 class PolicySpec:
-    kind: str  # random | oracle | hf | openai
+    kind: str  # random | oracle | searching | hf | openai
     target: str = ""  # model path / hub id, or base URL
     model: str = ""  # openai model name
 
@@ -42,7 +43,7 @@ class PolicySpec:
 def parse_policy_spec(spec: str) -> PolicySpec:
     """Check the syntax of a --policy value (no model is loaded here)."""
     spec = spec.strip()
-    if spec in ("random", "oracle"):
+    if spec in ("random", "oracle", "searching"):
         return PolicySpec(spec)
     if spec.startswith("hf:"):
         path = spec[3:].strip()
@@ -84,6 +85,13 @@ def load_policy(spec: PolicySpec, env_id: str, *, seed: int = 0, device: str = "
         if task_space is None:
             task_space = get_task_space(env_id)
         return OraclePolicy(task_space)
+    if spec.kind == "searching":  # the demonstrator that knows only what it has seen (sft.expert=searching)
+        if task_space is None:
+            task_space = get_task_space(env_id)
+        if not callable(getattr(task_space, "solve_searching", None)):
+            raise ConfigError(f"{env_id} has no searching demonstrator (its task space has no solve_searching): "
+                              "use --policy oracle")
+        return OraclePolicy(task_space, search=True, seed=seed)
     if spec.kind == "hf":
         try:
             from agentgym.policies.hf import HFPolicy  # lazy: needs torch

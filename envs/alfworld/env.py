@@ -20,19 +20,17 @@ its prompt, docs/alfworld.md); "help" still works as a command.
 
 from __future__ import annotations
 
-import re
 import weakref
 
 from agentgym.core import TextEnv
 from agentgym.envs.alfworld import games
 from agentgym.envs.alfworld.progress import goal_progress
+from agentgym.envs.alfworld.searching import first_observation
 from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace, OfficialTaskSpace
 from agentgym.errors import require
 from agentgym.tasks.spec import TaskSpec
 from agentgym.envs.alfworld.engine import Engine
 
-_BANNER = re.compile(r"^\s*-= Welcome to TextWorld, ALFRED! =-\s*")
-_TASK = re.compile(r"Your task is to: (.*)$", re.S)
 _GENERATED = ALFWorldTaskSpace()
 
 
@@ -97,9 +95,7 @@ class ALFWorldEnv(TextEnv):
         state = engine.reset()
         self._history = []
         self._done = False
-        obs = _BANNER.sub("", state.feedback).strip()
-        match = _TASK.search(obs)
-        self._instruction = match.group(1).strip() if match else ""
+        obs, self._instruction = first_observation(state.feedback)
         self._progress = self._measure()
         return obs, self._info(True)
 

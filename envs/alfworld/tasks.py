@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.envs.alfworld import games, scenes
+from agentgym.envs.alfworld import games, scenes, searching
 from agentgym.errors import ConfigError
 from agentgym.tasks.space import TaskSpace, check_schema
 from agentgym.tasks.validation import canonical
@@ -137,6 +137,23 @@ class ALFWorldTaskSpace(TaskSpace):
     def solve(self, spec: TaskSpec) -> list[str]:
         """The planner's plan, kept in the game as its walkthrough."""
         return list(games.load_game(self.game_dir(spec) / games.GAME_FILE)["walkthrough"])
+
+    def solve_searching(self, spec: TaskSpec, rng: np.random.Generator | None = None,
+                        dawdle_prob: float = 0.0, max_steps: int = 50) -> list[str]:
+        """The commands of a demonstrator that knows only what it has seen (searching.py): it
+        searches receptacles in the admissible list's order, opening closed ones, and remembers
+        where it saw the task's things, as the chat layer's marks and `memory_seen` let a policy.
+        Its order is fixed (`rng` is not used: a learnable order, not a random one); a plan that
+        does not win within `max_steps` is returned as far as it got."""
+        if dawdle_prob:
+            raise ValueError("ALFWorld's searching demonstrator does not dawdle: set sft.dawdle_prob=0")
+        traj = self.traj_data(spec)
+        engine = Engine.acquire()
+        try:
+            engine.load(games.load_game(self.game_dir(spec) / games.GAME_FILE))
+            return searching.play(engine, traj.get("task_type", ""), traj.get("pddl_params", {}), max_steps)
+        finally:
+            engine.release()
 
     def validate(self, spec: TaskSpec) -> bool:
         """The game builds: the planner solves it and its plan, replayed, wins (games.py)."""
@@ -327,6 +344,9 @@ class OfficialTaskSpace(TaskSpace):
         if not plan:
             raise games.GameError(f"the planner finds no plan for ALFWorld game {path}: remove it from the data")
         return plan
+
+    # the same demonstrator: it reads the game and its traj_data.json as for generated games
+    solve_searching = ALFWorldTaskSpace.solve_searching
 
     def sample(self, rng: np.random.Generator, **_: Any) -> TaskSpec:
         train = self.read_split("train")

@@ -216,6 +216,12 @@ def test_data_path_plays_official_games_with_alfworld_splits(tmp_path):
         for action in space.solve(spec):
             _, _, terminated, _, info = env.step(action)
         assert terminated and info["success"]
+    # the searching demonstrator plays official games too (it reads the game and its traj_data.json)
+    spec = space.split("heldout")[0]
+    _, info = env.reset(options={"task": spec})
+    for action in space.solve_searching(spec):
+        _, _, terminated, _, info = env.step(action)
+    assert terminated and info["success"]
     # progress comes from the game's traj_data.json
     _, info = env.reset(options={"task": space.split("train")[0]})
     first = space.solve(space.split("train")[0])

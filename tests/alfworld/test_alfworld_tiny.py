@@ -37,6 +37,9 @@ def test_the_preset_is_alfworld_gigpo_on_the_evolving_source_with_admissible_dec
     assert cfg.rollout.admissible_only and cfg.estimator.name == "gigpo" and cfg.sft.enabled and cfg.tiny.build
     assert cfg.eval.split == "heldout_unseen" and cfg.eval.num_tasks >= 120
     assert cfg.env.chat.memory >= 50 and cfg.env.chat.memory_style == "marks"  # every action of an episode marked
+    # the warm start imitates the demonstrator that knows only what it has seen, and the policy sees
+    # what that demonstrator decides from: the marks and where the task's things were seen
+    assert cfg.sft.expert == "searching" and cfg.env.chat.memory_seen
     assert cfg.env.chat.max_admissible >= 100  # ALFWorld rooms have up to 54 receptacles
     check_env_features(cfg.env, cfg.sft, ALFWorldTaskSpace())  # the env offers all the preset needs
 

@@ -128,3 +128,43 @@ def test_marks_style_falls_back_to_the_list_without_admissible_actions():
     env.step("<action>search[anything]</action>")
     messages, *_ = env.step("<action>search[something else]</action>")
     assert memory_line(messages).startswith("search[anything]")
+
+
+def _seen_line(messages) -> str | None:
+    user = messages[-1]["content"]
+    return next((l for l in user.splitlines() if l.startswith("Seen: ")), None)
+
+
+def test_update_sightings_keeps_the_tasks_things_with_the_latest_action_that_showed_them():
+    from agentgym.chat import update_sightings
+
+    seen: dict[str, str] = {}
+    task = "put two apple in fridge."
+    update_sightings(seen, task, "go to countertop 1", "On the countertop 1, you see a apple 2, a bread 1, and a fridge 3.")
+    assert seen == {"apple 2": "go to countertop 1", "fridge 3": "go to countertop 1"}  # bread is not the task's
+    update_sightings(seen, task, "take apple 2 from countertop 1", "You pick up the apple 2 from the countertop 1.")
+    assert seen["apple 2"] == "go to countertop 1"  # an action naming the thing is not a sighting of it
+    update_sightings(seen, task, "Open Drawer 2", "In it, you see a apple 2 and a apple 5.")
+    assert list(seen.items())[-2:] == [("apple 2", "open drawer 2"), ("apple 5", "open drawer 2")]  # newest last
+
+
+def test_memory_seen_line_in_the_prompt_refused_with_full_history_and_reset_per_episode():
+    class Rooms(gym.Env):  # the smallest env with an instruction and named things
+        def reset(self, *, seed=None, options=None):
+            return "You are in a hall.", {"instruction": "find the key", "admissible_actions": ["go to box 1", "go to box 2"]}
+
+        def step(self, action):
+            obs = "In the box 2, you see a key 4 and a coin 1." if action == "go to box 2" else "Nothing here."
+            return obs, 0.0, False, False, {"action_valid": True, "admissible_actions": ["go to box 1", "go to box 2"]}
+
+    env = ChatEnv(Rooms(), parser="raw", history=0, memory=5, memory_style="marks", memory_seen=True)
+    messages, _ = env.reset()
+    assert _seen_line(messages) is None
+    env.step("go to box 1")
+    messages, *_ = env.step("go to box 2")
+    assert _seen_line(messages) == "Seen: key 4 (go to box 2)."  # coin is not named by the task
+    assert "go to box 2 (tried)" in messages[-1]["content"]
+    messages, _ = env.reset()
+    assert _seen_line(messages) is None and env.sightings == {}
+    with pytest.raises(ValueError, match="memory_seen is for windowed prompts"):
+        agentgym.chat.ChatConfig(history="full", memory_seen=True)

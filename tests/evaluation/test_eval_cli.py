@@ -102,6 +102,13 @@ def test_policy_spec_parsing():
     assert parse_policy_spec("hf:Qwen/Qwen2.5-1.5B-Instruct").label == "hf:Qwen2.5-1.5B-Instruct"
 
 
+def test_searching_policy_needs_an_env_with_a_searching_demonstrator(counter_env):
+    assert parse_policy_spec("searching").kind == "searching"
+    assert load_policy(parse_policy_spec("searching"), "agentgym/Household-v0").search
+    with pytest.raises(ConfigError, match="no searching demonstrator"):  # the counter has only the plain oracle
+        load_policy(parse_policy_spec("searching"), "agentgym/EvalCounter-v0")
+
+
 def test_openai_backend_missing_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "agentgym.policies.openai_compat", None)
     spec = parse_policy_spec("openai:http://localhost:8000/v1:m")
