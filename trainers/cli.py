@@ -249,6 +249,7 @@ def sft_command(
     from agentgym.trainers.task_selection import write_eval_tasks
     from agentgym.policies.engines import EngineSettings
     from agentgym.trainers.threads import set_torch_threads
+    from agentgym.trainers.config import save_config
 
     cfg = _load(config, list(overrides or []) + ["sft.enabled=true"], run_dir)
     check_before_building(cfg.policy)
@@ -256,7 +257,9 @@ def sft_command(
     out = run_dir_for(cfg)
     out.mkdir(parents=True, exist_ok=True)
     with progress.session() as session:
-        set_torch_threads(cfg.torch_threads, session.log)
+        cfg.torch_threads = set_torch_threads(cfg.torch_threads, session.log)
+        # as `agentgym train` does: `agentgym eval RUN/sft_model` then reads the chat layout it was trained with
+        save_config(cfg, out / "config.yaml")
         model_dir, info = prepare_start_model(cfg, out, log=session.log, session=session)
         eval_path = write_eval_tasks(cfg.eval, cfg.env, get_task_space(cfg.env.id), out)
         policy = make_policy(cfg.policy, model_dir)

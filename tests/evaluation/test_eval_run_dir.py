@@ -114,3 +114,19 @@ def test_a_bare_hf_path_of_a_runs_model_names_eval_run_dir(tiny_run, tmp_path):
     assert f"evaluate it as the trainer did: agentgym eval {run}" in " ".join(result.output.split())
     result = CliRunner().invoke(app, ["eval", str(run), "--limit", "2", "--out", str(tmp_path / "run")])
     assert result.exit_code == 0 and "evaluate it as the trainer did" not in result.output
+
+
+def test_sft_command_writes_the_config_that_eval_reads(counter_env, tmp_path):
+    """`agentgym sft` records its config.yaml like `agentgym train`, so `agentgym eval RUN/sft_model`
+    prompts with the chat layout the model was cloned on, not the defaults."""
+    from agentgym.evaluation.cli import training_settings
+
+    run = tmp_path / "sft_run"
+    config = tmp_path / "sft.yaml"
+    config.write_text(json.dumps({"env": {"id": counter_env, "chat": dict(CHAT)}}))
+    result = CliRunner().invoke(app, ["sft", str(config), "--run-dir", str(run), "tiny.build=true", "tiny.vocab_size=300",
+                                      "tiny.hidden=32", "tiny.heads=2", "tiny.num_tasks=4", "sft.num_tasks=4",
+                                      "sft.epochs=1", "eval.num_tasks=2", "torch_threads=1", "log.plot=false"])
+    assert result.exit_code == 0, result.output
+    settings = training_settings(str(run / "sft_model"))
+    assert settings["chat"]["history"] == 1 and settings["chat"]["system_prompt"] == "Act.", settings
