@@ -47,6 +47,9 @@ CHAT = {"history": "full", "parser": "raw", "system_prompt": "", "show_admissibl
 CATEGORIES = ["pick_and_place/easy", "look_at_obj_in_light/easy"]  # short tasks: a warm start solves some
 TINY = {"vocab_size": 1000, "hidden": 256, "layers": 2, "heads": 8}  # the main job's tiny model
 SFT = {"sft.epochs": 4, "sft.lr": 1e-3, "sft.batch_size": 8, "sft.expert": "searching", "env.fresh_tasks": 4000}
+# --model's warm start: a LoRA (r=16, all linears) SFT merged into the weights, since a full fine-tune
+# of a 135M model at the tiny model's lr would wreck it; 3 epochs of small batches learn the reply layout
+MODEL_SFT = {**SFT, "sft.epochs": 3, "sft.lr": 5e-4, "sft.batch_size": 4}
 
 
 class FixedOrder:
@@ -83,6 +86,7 @@ def main() -> None:
     ap.add_argument("--warm-dir", default="runs/trl_vs_agentgym/warm",
                     help="where the warm start is kept (reused when its settings match)")
     ap.add_argument("--out", default="docs/trl_vs_agentgym.json")
+    ap.add_argument("--warm-only", action="store_true", help="build (or check) the warm start and stop")
     ap.add_argument("--quick", action="store_true", help="3 iterations of 2 tasks x 2 episodes")
     args = ap.parse_args()
     if args.quick:
@@ -108,6 +112,8 @@ def main() -> None:
     # the warm start: SFT of --model (or of a tiny model built for the env) on --sft-tasks expert
     # episodes, kept in --warm-dir; --sft-tasks 0 trains --model as it is
     model_dir = args.model if args.model and args.sft_tasks == 0 else warm_start(env_id, work, categories, args)
+    if args.warm_only:
+        return
     tasks = [t for t in space.split("train") if categories is None or space.category(t) in categories]
     tasks = tasks[len(tasks) // 2:][: args.iterations * args.tasks]  # not the warm start's first half
     batch = args.tasks * args.group
@@ -237,26 +243,33 @@ def warm_start(env_id: str, work: Path, categories, args) -> Path:
     from agentgym.policies.tiny import build_tiny_model
     from agentgym.trainers.run_setup import collect_env_texts
     from agentgym.trainers.config import load_config
+    from agentgym.trainers.precision import cpu_has_bf16, update_autocast
     from agentgym.trainers.sft import run_sft
 
+    sft = MODEL_SFT if args.model else SFT
     settings = {"env": env_id, "categories": categories, "chat": CHAT, "sft_tasks": args.sft_tasks,
-                "sft": SFT, "max_turns": args.max_turns}
-    settings.update({"model": str(Path(args.model).resolve())} if args.model else {"tiny": TINY})
+                "sft": sft, "max_turns": args.max_turns}
+    settings.update({"model": str(Path(args.model).resolve()), "lora": True} if args.model else {"tiny": TINY})
     out = Path(args.warm_dir)
     marker = out / "warm_start_settings.json"
     if marker.is_file() and json.loads(marker.read_text()) == settings:
         print(f"warm start reused: {out}")
         return out
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     tiny_dir = args.model or build_tiny_model(work / "tiny", env_id=env_id,
                                               texts=collect_env_texts(env_id, num_tasks=64, chat=CHAT), **TINY)
     cfg = load_config({"env": {"chat": dict(CHAT), "categories": categories}}, [
         f"env.id={env_id}", f"policy.model={tiny_dir}", "tiny.build=false", f"sft.num_tasks={args.sft_tasks}",
-        *[f"{k}={v}" for k, v in SFT.items()], "seed=0", f"env.max_turns={args.max_turns}"])
-    policy = HFPolicy(tiny_dir)
-    stats = run_sft(policy, cfg.sft, cfg.env, cfg.seed)
-    print(f"warm start: SFT on {stats['trajectories']} expert episodes, final loss {stats['final_loss']:.3f}, "
-          f"{time.perf_counter() - t:.0f}s")
+        *[f"{k}={v}" for k, v in sft.items()], "seed=0", f"env.max_turns={args.max_turns}"])
+    policy = HFPolicy(tiny_dir, lora={} if args.model else None)
+    # bf16 matrix multiplies where the CPU has them natively (the SFT is the costly part of a --model run)
+    precision = update_autocast("bf16" if args.model and cpu_has_bf16() else "fp32", policy.device)
+    with precision:
+        stats = run_sft(policy, cfg.sft, cfg.env, cfg.seed)
+    print(f"warm start: SFT on {stats['trajectories']} expert episodes, loss {stats['first_loss']:.3f} -> "
+          f"{stats['final_loss']:.3f}, {time.perf_counter() - t:.0f}s wall, {time.process_time() - c:.0f}s CPU")
+    if args.model:  # the adapter merged in: both arms then start from a plain model folder
+        policy.model = policy.model.merge_and_unload()
     policy.save(out)
     marker.write_text(json.dumps(settings))
     return out

@@ -20,6 +20,7 @@ without LoRA an optional frozen deep copy (`reference="copy"`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import threading
@@ -246,6 +247,7 @@ class HFPolicy:
         self.stop_strings = list(stop_strings or [])
         self.reference_model = None
         self.reuse_kv = True  # growing conversations: a turn's KV cache is extended by the next turn
+        self.matmul_context = contextlib.nullcontext  # the context of the policy's own forwards (keep_base_in_bf16)
         self._prefixes: dict[str, _Prefix] = {}
         self.last_prefill_tokens: list[int] = []
         self._generator = torch.Generator(device=self.device)
@@ -401,8 +403,9 @@ class HFPolicy:
         if rows_in == batch and all(u == i for i, u in enumerate(expand)):
             expand = None
         attention, positions = attention.to(self.device), positions.to(self.device)
-        out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention, position_ids=positions,
-                         past_key_values=past, use_cache=True, logits_to_keep=1)
+        with self.matmul_context():
+            out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention, position_ids=positions,
+                             past_key_values=past, use_cache=True, logits_to_keep=1)
         past = out.past_key_values
         if expand is not None:
             index = torch.tensor(expand, device=self.device)
@@ -451,8 +454,9 @@ class HFPolicy:
                 live, token, attention, positions = live[keep], token[keep], attention[keep], positions[keep]
             positions = positions[:, -1:] + 1
             attention = torch.cat([attention, torch.ones((len(live), 1), dtype=attention.dtype, device=self.device)], 1)
-            out = self.model(input_ids=token[:, None], attention_mask=attention, position_ids=positions,
-                             past_key_values=past, use_cache=True, logits_to_keep=1)
+            with self.matmul_context():
+                out = self.model(input_ids=token[:, None], attention_mask=attention, position_ids=positions,
+                                 past_key_values=past, use_cache=True, logits_to_keep=1)
             past = out.past_key_values
         return [
             Completion(text=self.tokenizer.decode(r, skip_special_tokens=True), prompt_ids=list(p), response_ids=r,
@@ -554,13 +558,27 @@ class HFPolicy:
     # --- training support -----------------------------------------------------------------
     def reference_forward(self, **kwargs):
         """The frozen reference model's forward pass (no gradients), called like the model."""
-        with torch.no_grad():
+        with torch.no_grad(), self.matmul_context():
             if self.is_lora:
                 with self.model.disable_adapter():
                     return self.model(**kwargs)
             if self.reference_model is None:
                 raise ConfigError("no reference model: set policy.reference=copy or use LoRA to train with a KL term")
             return self.reference_model(**kwargs)
+
+    def keep_base_in_bf16(self) -> int:
+        """LoRA: store the frozen base's linear weights in bf16 (once) and run the policy's own
+        forwards (rollout prefill and decode, reference) under bf16 autocast, the LM head in fp32
+        (agentgym.policies.bf16_base); the update runs under the same autocast (ppo.matmul_dtype=bf16).
+        Returns the number of parameters stored in bf16."""
+        from agentgym.policies.bf16_base import keep_frozen_linears_in_bf16
+
+        if not self.is_lora:
+            raise ValueError("keep_base_in_bf16 needs a LoRA policy: full fine-tuning trains the base weights")
+        cast = keep_frozen_linears_in_bf16(self.model)
+        self.matmul_context = functools.partial(torch.autocast, self.device.type, dtype=torch.bfloat16)
+        self.forget()  # cached keys and values were computed in fp32
+        return cast
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]

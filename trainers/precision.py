@@ -8,8 +8,10 @@
            real model's shapes here (docs/real_model_speed.json). Elsewhere bf16 is emulated and
            slower, so it is refused in one line rather than run on a slow path.
 
-The rollout keeps the model's dtype, so the first minibatch's ratio differs from 1 by bf16's
-rounding of the logprobs (tests/trainers/test_precision.py states the tolerance).
+With LoRA (and the policy playing its own rollouts) the frozen base is stored in bf16 and the
+rollout runs in bf16 too (`bf16_rollout`): the first minibatch's ratio is then 1 up to kernel
+differences. With full fine-tuning the rollout keeps the model's dtype and the ratio differs from
+1 by bf16's rounding of the logprobs (tests/trainers/test_precision.py states both tolerances).
 """
 
 from __future__ import annotations
@@ -52,3 +54,23 @@ def update_autocast(matmul_dtype: str, device: str | torch.device, cpuinfo: str 
     else:
         raise ConfigError(f"ppo.matmul_dtype=bf16 is for CPU and CUDA devices, not {kind}; set ppo.matmul_dtype=fp32")
     return torch.autocast(kind, dtype=torch.bfloat16)
+
+
+def bf16_rollout(matmul_dtype: str, policy, engine: str, data_parallel: bool = False) -> str | None:
+    """ppo.matmul_dtype=bf16 with a LoRA policy that plays its own rollouts (policy.engine=hf, one
+    process): its frozen base is stored in bf16 and the rollout runs in bf16 too
+    (HFPolicy.keep_base_in_bf16), so the update recomputes the sampled tokens' logprobs with the
+    weights that sampled them. Elsewhere the rollout stays in the model's dtype. Returns the one
+    line to log about it (None for fp32); refuses bf16 without native bf16 first."""
+    if matmul_dtype != "bf16":
+        return None
+    update_autocast(matmul_dtype, policy.device)
+    fallback = ("the update runs in bf16 but the rollout stays in the model's dtype, so the first PPO ratio is off 1 "
+                "by bf16's rounding (about 1.03 on a 30-layer model)")
+    if not getattr(policy, "is_lora", False):
+        return f"ppo.matmul_dtype=bf16 with full fine-tuning: {fallback}; policy.lora={{}} runs the rollout in bf16 too"
+    if engine != "hf" or data_parallel:
+        where = f"policy.engine={engine}" if engine != "hf" else "data-parallel ranks"
+        return f"ppo.matmul_dtype=bf16 with {where}: {fallback}"
+    cast = policy.keep_base_in_bf16()
+    return f"ppo.matmul_dtype=bf16: LoRA's frozen base ({cast / 1e6:.1f}M parameters) kept in bf16, rollout and update alike"

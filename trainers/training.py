@@ -45,6 +45,7 @@ from agentgym.tasks.splits import load_split
 from agentgym.trainers import distributed
 from agentgym.trainers.batches import BatchProducer
 from agentgym.trainers.checkpoint import check_resume, load_checkpoint, save_checkpoint
+from agentgym.trainers.precision import bf16_rollout
 from agentgym.trainers.checks import importance_cap
 from agentgym.policies.engines import EngineSettings
 from agentgym.trainers.config import (EnvConfig, EvalConfig, LogConfig, PPOConfig, RolloutConfig, SFTConfig,
@@ -272,6 +273,9 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         policy.load_weights(checkpoint / "model")  # before FSDP shards them
     dp.broadcast_parameters(policy, heads)
     dp.shard_model(policy)  # data_parallel=fsdp: from here each rank holds a shard (trainers/fsdp.py)
+    note = bf16_rollout(cfg.ppo.matmul_dtype, policy, cfg.policy.engine, dp.enabled)  # LoRA: frozen base in bf16
+    if note:
+        log(note)
     # syncs from `policy` whenever its weights changed
     engine = make_engine(EngineSettings(cfg.policy, cfg.seed, cfg.ray), policy, start_model)
     optimizer, scheduler = make_optimizer(cfg.ppo, policy, heads)
