@@ -50,6 +50,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 CATEGORIES = ["pick_and_place/easy", "look_at_obj_in_light/easy"]
+FLOORS = ("fp32", "bf16", "bf16_body_fp32_head")  # the rates a floor is priced at (measure_rates)
 
 
 # --- 1. the matrix-multiply rate ------------------------------------------------------------------
@@ -89,6 +90,8 @@ def measure_rates(model, rows: int, decode_rows: int) -> dict:
         out[name] = {"body_gflops": matmul_rate(rows, body, dtype), "head_gflops": matmul_rate(rows, [head], dtype),
                      "decode_body_gflops": matmul_rate(decode_rows, body, dtype),
                      "decode_head_gflops": matmul_rate(decode_rows, [head], dtype)}
+    # ppo.matmul_dtype=bf16 with LoRA: the body in bf16, the LM head kept fp32 (exact logprobs)
+    out["bf16_body_fp32_head"] = {k: out["bf16" if "body" in k else "fp32"][k] for k in out["fp32"]}
     return {"rows": rows, "decode_rows": decode_rows, **out}
 
 
@@ -169,6 +172,7 @@ class PhaseClock:
         self.policy = None
         self.samples: list = []
         self.weights: list = []
+        self.last_prompts: list = []  # the last iteration's prompts (the ways' rollout)
 
     def reset(self):
         self.seconds: dict = defaultdict(float)  # wall
@@ -284,7 +288,7 @@ def iteration_row(clock: PhaseClock, metrics: dict, sizes: dict, rates: dict) ->
     }
     flops = floor_flops(sizes, counts)
     t = metrics["time"]
-    floors = {name: floor_seconds(flops, rates[name]) for name in ("fp32", "bf16")}
+    floors = {name: floor_seconds(flops, rates[name]) for name in FLOORS}
     row = {"counts": counts, "floor_gflop": {k: v / 1e9 for k, v in flops.items()},
            "floor_s": {name: {**f, "total": sum(f.values())} for name, f in floors.items()}}
     for clock_name, s, suffix in (("cpu", clock.cpu, "_cpu_s"), ("wall", clock.seconds, "_s")):
@@ -303,7 +307,8 @@ def iteration_row(clock: PhaseClock, metrics: dict, sizes: dict, rates: dict) ->
                 "scoring (no-grad logprobs, inside the phases above)": s["scoring"]},
             "model_compute_s": {**measured, "total": sum(measured.values())},
             "ratio_to_floor": {dtype: iteration / sum(floors[dtype].values()) for dtype in floors},
-            "ratio_model_compute_to_floor_fp32": {k: measured[k] / max(floors["fp32"][k], 1e-9) for k in measured},
+            "ratio_model_compute_to_floor": {name: {k: measured[k] / max(floors[name][k], 1e-9) for k in measured}
+                                             for name in floors},
         }
     row.update({"success": metrics["rollout"].get("success_rate"), "loss_pg": metrics["train"].get("pg_loss"),
                 "ratio_max_first_minibatch": metrics["train"].get("ratio_max_first_minibatch"),
@@ -337,9 +342,10 @@ def run_iterations(args, clock: PhaseClock, rates_for) -> tuple[list[dict], dict
         row = iteration_row(clock, metrics, state["sizes"], state["rates"])
         rows.append(row)
         cpu = row["cpu"]
+        clock.last_prompts = list(clock.prompts)
         print(f"iteration {len(rows)}: {cpu['iteration_s']:.1f} CPU s, {row['wall']['iteration_s']:.1f} wall s; floor "
-              f"fp32 {row['floor_s']['fp32']['total']:.1f} s, bf16 {row['floor_s']['bf16']['total']:.1f} s; ratio (CPU) "
-              f"{cpu['ratio_to_floor']['fp32']:.2f} / {cpu['ratio_to_floor']['bf16']:.2f}; CPU s: "
+              + ", ".join(f"{name} {row['floor_s'][name]['total']:.1f} s" for name in FLOORS) + "; ratio (CPU) "
+              + " / ".join(f"{cpu['ratio_to_floor'][name]:.2f}" for name in FLOORS) + "; CPU s: "
               + ", ".join(f"{k.split(' ')[0]} {v:.1f}" for k, v in cpu["phases_s"].items()), flush=True)
         clock.reset()
 
@@ -388,7 +394,7 @@ def main() -> None:
         with torch.no_grad():  # back to the weights the last batch was sampled with: its first ratio is 1
             for p, w in zip(clock.policy.trainable_parameters(), clock.weights):
                 p.copy_(w)
-        result["ways"] = measure_ways(clock.policy, clock.samples, decode_rows)
+        result["ways"] = measure_ways(clock.policy, clock.samples, decode_rows, prompts=clock.last_prompts)
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
     args.out.write_text(json.dumps({**previous, **result}, indent=1) + "\n")
     print(f"wrote {args.out}")

@@ -87,12 +87,17 @@ def main() -> None:
                     help="where the warm start is kept (reused when its settings match)")
     ap.add_argument("--out", default="docs/trl_vs_agentgym.json")
     ap.add_argument("--warm-only", action="store_true", help="build (or check) the warm start and stop")
+    ap.add_argument("--raw", default=None, help="also write each iteration's records here as they land")
+    ap.add_argument("--lora", type=int, default=None,
+                    help="LoRA rank of both arms (0: full fine-tuning); default 16 with --model, 0 for the tiny model")
     ap.add_argument("--quick", action="store_true", help="3 iterations of 2 tasks x 2 episodes")
     args = ap.parse_args()
     if args.quick:
         args.iterations, args.tasks, args.group = 3, 2, 2
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    if args.lora is None:
+        args.lora = 16 if args.model else 0
 
     from transformers import TrainerCallback
 
@@ -104,6 +109,7 @@ def main() -> None:
     from agentgym.trainers.batches import BatchProducer
     from agentgym.trainers.training import run_iteration
     from agentgym.trainers.run_setup import build_heads, make_optimizer, make_policy
+    from agentgym.trainers.precision import bf16_rollout, cpu_has_bf16
 
     env_id = agentgym.registration.check_env_id(args.env)
     work = Path(tempfile.mkdtemp(prefix="trl_vs_agentgym_"))
@@ -127,17 +133,27 @@ def main() -> None:
         "ppo.micro_batch_tokens=1024",  # our best setting on a CPU (same gradient): 1-2 episodes per pass
         f"ppo.lr={args.lr}", "ppo.clip_eps=0.2", "ppo.kl_coef=0.0", "eval.every=0", "log.plot=false",
         "log.tensorboard=false", "torch_threads=1",
+        # our best CPU setting on a real model: LoRA with its frozen base in bf16, rollout and update alike
+        *([f"policy.lora={{r: {args.lora}}}"] if args.lora else []),
+        *(["ppo.matmul_dtype=bf16"] if args.model and cpu_has_bf16() else []),
     ])
     policy = make_policy(cfg.policy, model_dir)
+    note = bf16_rollout(cfg.ppo.matmul_dtype, policy, cfg.policy.engine)
+    if note:
+        print(note)
     heads = build_heads(cfg.estimator, policy)
     optimizer, scheduler = make_optimizer(cfg.ppo, policy, heads)
     producer = BatchProducer(cfg, policy, FixedOrder(tasks))
     ours: list[dict] = []
 
+    phases = Phases()
+    phases.watch(policy.model)
+
     def agentgym_iteration(i: int) -> None:
         w, c = time.perf_counter(), time.process_time()
+        before = phases.snapshot()
         m = run_iteration(cfg, i, policy, optimizer, scheduler, producer, heads)
-        ours.append({"wall": time.perf_counter() - w, "cpu": time.process_time() - c,
+        ours.append({"wall": time.perf_counter() - w, "cpu": time.process_time() - c, **phases.since(before),
                      "rollout_wall": m["time"]["rollout_s"], "rollout_cpu": m["time"]["rollout_cpu_s"],
                      "tokens": m["rollout"]["response_tokens"],
                      "success": m["rollout"]["success_rate"], "trained": m["train"]["tokens"],
@@ -161,6 +177,7 @@ def main() -> None:
     class Alternate(TrainerCallback):
         def on_step_begin(self, a, state, control, **kw):
             self.wall, self.cpu = time.perf_counter(), time.process_time()
+            self.phases = phases.snapshot()
 
         def on_log(self, a, state, control, logs=None, **kw):
             if logs and "loss" in logs:
@@ -171,9 +188,12 @@ def main() -> None:
             trajs = rollout.last_trajectories
             tokens, trained, sequences, rollout_wall, rollout_cpu = generated[-1]
             theirs.append({"wall": wall, "cpu": cpu, "rollout_wall": rollout_wall, "rollout_cpu": rollout_cpu,
+                           **phases.since(self.phases),
                            "tokens": tokens, "trained": trained,
                            "sequences": sequences, "success": sum(t.success for t in trajs) / max(len(trajs), 1)})
             agentgym_iteration(state.global_step - 1)  # not inside TRL's timed step
+            if args.raw:  # a long run's records survive a crash
+                Path(args.raw).write_text(json.dumps({"trl": theirs, "agentgym": ours, "trl_losses": losses}))
 
     config = grpo_config(output_dir=str(work / "trl"), num_generations=args.group, per_device_train_batch_size=batch,
                          gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1,
@@ -181,9 +201,19 @@ def main() -> None:
                          beta=0.0, epsilon=0.2, temperature=1.0, max_completion_length=1 << 14, use_cpu=True,
                          report_to=[], save_strategy="no", logging_steps=1, shuffle_dataset=False, seed=0,
                          disable_tqdm=True, log_level="error")
+    peft = {}
+    if args.lora:  # what a TRL user trains a real model on a CPU with: PEFT's LoRA, the same rank and modules as ours
+        from peft import LoraConfig
+
+        from agentgym.policies.hf import DEFAULT_LORA
+
+        peft = {"peft_config": LoraConfig(task_type="CAUSAL_LM", **{**DEFAULT_LORA, "r": args.lora})}
     trainer = grpo_trainer(str(model_dir), rollout, config, train_dataset=rollout.dataset(tasks=tasks),
-                           callbacks=[Alternate()])
+                           callbacks=[Alternate()], **peft)
     trainer.rollout_func = counting
+    phases.watch(trainer.model)
+    print(f"TRL: mixed precision {trainer.accelerator.mixed_precision}, model dtype {trainer.model.dtype}, "
+          f"{sum(p.numel() for p in trainer.model.parameters() if p.requires_grad) / 1e6:.2f}M trained parameters")
     trainer.train()
 
     for r, loss in zip(theirs, losses):  # TRL logs the step's loss after on_step_end
@@ -199,7 +229,16 @@ def main() -> None:
                "generated_tokens_per_iter": mean["tokens"], "trained_sequences_per_iter": mean["sequences"],
                "trained_tokens_per_iter": mean["trained"], "trained_tokens_per_s": mean["trained"] / mean["wall"],
                "rollout_success": mean["success"], "loss_per_iter": [r.get("loss", 0.0) for r in runs],
-               "iterations_measured": len(runs)}
+               "success_per_iter": [r["success"] for r in runs], "cpu_s_per_iter_all": [r["cpu"] for r in runs],
+               "iterations_measured": len(runs),
+               # CPU s per iteration by phase: the rollout, no-grad scoring forwards outside it, the backward
+               # passes, the optimizer steps, and the rest (the update's forward, loss, collate, bookkeeping)
+               "phases_cpu_s": {"rollout": mean["rollout_cpu"], "scoring_forward": mean["scoring_cpu"],
+                                "backward": mean["backward_cpu"], "optimizer_step": mean["optimizer_cpu"],
+                                "update_forward_and_rest": mean["cpu"] - mean["rollout_cpu"] - mean["scoring_cpu"]
+                                - mean["backward_cpu"] - mean["optimizer_cpu"]}}
+        print(f"  {name}, CPU s per iteration by phase: "
+              + ", ".join(f"{k} {v:.1f}" for k, v in out["phases_cpu_s"].items()))
         print(f"| {name} | {out['s_per_iter']:.2f} | {out['cpu_s_per_iter']:.2f} | {out['rollout_s_per_iter']:.2f} | "
               f"{mean['tokens']:.0f} | {mean['sequences']:.0f} | {mean['trained']:.0f} | "
               f"{out['trained_tokens_per_s']:.0f} | {mean['success']:.2f} | "
@@ -218,17 +257,65 @@ def main() -> None:
           f"{trl['cpu_s_per_iter'] / ours_row['cpu_s_per_iter']:.2f} (CPU)")
     out_path = Path(args.out)
     report = json.loads(out_path.read_text()) if out_path.is_file() else {}
-    report.update({
-        "command": "python " + " ".join(sys.argv),
+    entry = {
+        "command": "OMP_NUM_THREADS=1 python " + " ".join(sys.argv),
         "setting": {"env": env_id, "categories": categories, "tasks_per_iter": args.tasks, "group": args.group,
                     "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens, "iterations": args.iterations,
-                    "warm_start_sft_tasks": args.sft_tasks, "lr": args.lr},
+                    "warm_start_sft_tasks": args.sft_tasks, "lr": args.lr, "lora_r": args.lora,
+                    "agentgym_matmul_dtype": cfg.ppo.matmul_dtype,
+                    "trl_mixed_precision": str(trainer.accelerator.mixed_precision)},
         "trl": trl, "agentgym": ours_row, "speedup": speedup,
         "speedup_cpu": trl["cpu_s_per_iter"] / ours_row["cpu_s_per_iter"],
-    })
+    }
+    # the real model's entry beside the tiny model's (the top level)
+    report.update({"real_model": {"model": args.model, **entry}} if args.model else entry)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(report, indent=2))
     print(f"written: {out_path}")
+
+
+class Phases:
+    """CPU and wall seconds, accumulated over the process, of backward passes (torch.autograd.backward,
+    patched here), optimizer steps (torch's global optimizer hooks) and no-grad forwards of the
+    watched models outside a rollout (scoring: a rollout samples in inference mode); each arm reads
+    what accrued during its own iteration (`since`), the arms running one after the other."""
+
+    def __init__(self):
+        self.cpu = {"backward": 0.0, "optimizer": 0.0, "scoring": 0.0}
+        real_backward = torch.autograd.backward
+
+        def backward(*a, **kw):
+            c = time.process_time()
+            try:
+                return real_backward(*a, **kw)
+            finally:
+                self.cpu["backward"] += time.process_time() - c
+
+        torch.autograd.backward = backward
+        self._step = []
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        register_optimizer_step_pre_hook(lambda *_: self._step.append(time.process_time()))
+        register_optimizer_step_post_hook(
+            lambda *_: self._add("optimizer", self._step.pop()) if self._step else None)
+
+    def _add(self, phase: str, start: float) -> None:
+        self.cpu[phase] += time.process_time() - start
+
+    def watch(self, model) -> None:
+        starts = []
+
+        def scoring() -> bool:
+            return not torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+
+        model.register_forward_pre_hook(lambda *_: starts.append(time.process_time()) if scoring() else None)
+        model.register_forward_hook(lambda *_: self._add("scoring", starts.pop()) if scoring() and starts else None)
+
+    def snapshot(self) -> dict:
+        return dict(self.cpu)
+
+    def since(self, before: dict) -> dict:
+        return {f"{k}_cpu": v - before[k] for k, v in self.cpu.items()}
 
 
 def warm_start(env_id: str, work: Path, categories, args) -> Path:

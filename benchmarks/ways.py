@@ -8,10 +8,16 @@
                       first minibatch's largest ratio and approx KL to the rollout's logprobs.
     admissible step   the trie mask + log-softmax + sampling of one decode step on the 49k
                       vocabulary, beside the model's forward of the same step
+    bf16 base         LoRA's frozen base stored in bf16 (HFPolicy.keep_base_in_bf16, what
+                      ppo.matmul_dtype=bf16 does with LoRA) on a copy of the policy, against the fp32
+                      policy: the update on the same minibatch, and the rollout (prefill + decode of
+                      the same prompts, same seed, alternating, best of `rounds`) with the first
+                      ratio of what each rollout sampled as the update recomputes it
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -110,9 +116,79 @@ def with_advantages(samples, seed: int = 0) -> list:
     return out
 
 
-def measure_ways(policy, samples, decode_rows: int, max_samples: int = 12) -> dict:
+def bf16_base_copy(policy):
+    """A copy of the LoRA `policy` whose frozen base is stored in bf16 (the rollout runs in bf16)."""
+    import copy
+
+    from agentgym.policies.hf import HFPolicy
+
+    fast = HFPolicy.from_loaded(copy.deepcopy(policy.model), policy.tokenizer, policy.max_prompt_tokens)
+    fast.keep_base_in_bf16()
+    return fast
+
+
+def first_ratio(policy, prompts, completions, matmul_dtype: str) -> float:
+    """The largest |ratio - 1| over the sampled tokens when the update (`matmul_dtype`) recomputes
+    their logprobs: what the first minibatch's ratio would be."""
+    from agentgym.trainers.ppo import token_logprobs
+    from agentgym.trainers.precision import update_autocast
+
+    worst = 0.0
+    for prompt, c in zip(prompts, completions):
+        ids = torch.tensor([list(prompt) + c.response_ids])
+        where = torch.zeros(1, ids.shape[1] - 1, dtype=torch.bool)
+        where[0, len(prompt) - 1:] = True
+        with torch.no_grad(), update_autocast(matmul_dtype, policy.device):
+            logp, _ = token_logprobs(policy.model, ids, torch.ones_like(ids), positions=where)
+        new = logp[0, len(prompt) - 1:]
+        worst = max(worst, float((new - torch.tensor(c.response_logprobs)).exp().sub(1).abs().max()))
+    return worst
+
+
+def bf16_base(policy, samples, prompts, rounds: int = 3, max_new_tokens: int = 16) -> dict:
+    from agentgym.policies.base import SamplingParams
+
+    fast = bf16_base_copy(policy)
+    out: dict = {"update": {}, "rollout": {}}
+    reference = None
+    for name, p, dtype in (("fp32 base, bf16 autocast", policy, "bf16"), ("bf16 base", fast, "bf16")):
+        stats, grad, cpu = _update(p, samples, share_prefixes=True, matmul_dtype=dtype)
+        reference = grad if reference is None else reference
+        out["update"][name] = {"cpu_s": cpu, "grad_rel_error_vs_fp32_base": float((grad - reference).norm() / reference.norm()),
+                               "ratio_max_first_minibatch": stats["ratio_max_first_minibatch"]}
+        print(f"  update, {name}: {cpu:.1f} CPU s", flush=True)
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=max_new_tokens, seed=0)
+    cpu = {"fp32": [], "bf16": []}
+    completions = {}
+    for _ in range(rounds):
+        for name, p in (("fp32", policy), ("bf16", fast)):
+            start = time.process_time()
+            completions[name] = p.generate_ids(prompts, sampling)
+            cpu[name].append(time.process_time() - start)
+    tokens = {name: sum(len(c.response_ids) for c in cs) for name, cs in completions.items()}
+    out["rollout"] = {
+        "prompts": len(prompts), "prompt_tokens": sum(len(p) for p in prompts), "sampled_tokens": tokens,
+        "cpu_s_best": {k: min(v) for k, v in cpu.items()}, "cpu_s_all": cpu,
+        # the old bf16 setting: an fp32 rollout whose tokens the bf16 update recomputes
+        "first_ratio_dev_fp32_rollout_bf16_update": first_ratio(policy, prompts, completions["fp32"], "bf16"),
+        "first_ratio_dev_fp32_rollout_fp32_update": first_ratio(policy, prompts, completions["fp32"], "fp32"),
+        "first_ratio_dev_bf16_rollout_bf16_update": first_ratio(fast, prompts, completions["bf16"], "bf16"),
+    }
+    r = out["rollout"]
+    print(f"  rollout of {len(prompts)} prompts: fp32 {r['cpu_s_best']['fp32']:.2f} CPU s, bf16 base "
+          f"{r['cpu_s_best']['bf16']:.2f} CPU s (best of {rounds}); first ratio |r-1| max: fp32 rollout + bf16 update "
+          f"{r['first_ratio_dev_fp32_rollout_bf16_update']:.4f}, bf16 rollout + bf16 update "
+          f"{r['first_ratio_dev_bf16_rollout_bf16_update']:.4f}, fp32 + fp32 {r['first_ratio_dev_fp32_rollout_fp32_update']:.5f}",
+          flush=True)
+    return out
+
+
+def measure_ways(policy, samples, decode_rows: int, max_samples: int = 12, prompts=None) -> dict:
     chosen = sorted((s for s in samples if sum(s.loss_mask)), key=lambda s: s.input_ids)[:max_samples]
     chosen = with_advantages(chosen)
     print(f"ways: {len(chosen)} samples, {sum(len(s) for s in chosen)} tokens", flush=True)
-    return {"samples": len(chosen), "tokens": sum(len(s) for s in chosen),
-            "update": update_variants(policy, chosen), "admissible_step": admissible_step(policy, decode_rows)}
+    out = {"samples": len(chosen), "tokens": sum(len(s) for s in chosen),
+           "update": update_variants(policy, chosen), "admissible_step": admissible_step(policy, decode_rows)}
+    if prompts and getattr(policy, "is_lora", False) and policy.matmul_context is contextlib.nullcontext:
+        out["bf16_base"] = bf16_base(policy, chosen, prompts[::max(1, len(prompts) // decode_rows)][:decode_rows])
+    return out
