@@ -366,7 +366,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--iterations", type=int, default=2)
     ap.add_argument("--rows", type=int, default=1024, help="rows of the matmuls of a prefill / update pass")
-    ap.add_argument("--ways", action="store_true", help="also measure each way of doing less work (ways.py)")
+    ap.add_argument("--ways", nargs="?", const="all", choices=["all", "bf16-base"],
+                    help="also measure each way of doing less work (ways.py); bf16-base: only LoRA's bf16 base on/off")
     ap.add_argument("--set", nargs="*", default=[], help="extra trainer overrides (key=value)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "real_model_speed.json")
     args = ap.parse_args()
@@ -394,7 +395,8 @@ def main() -> None:
         with torch.no_grad():  # back to the weights the last batch was sampled with: its first ratio is 1
             for p, w in zip(clock.policy.trainable_parameters(), clock.weights):
                 p.copy_(w)
-        result["ways"] = measure_ways(clock.policy, clock.samples, decode_rows, prompts=clock.last_prompts)
+        result["ways"] = measure_ways(clock.policy, clock.samples, decode_rows, prompts=clock.last_prompts,
+                                     only_bf16_base=args.ways == "bf16-base")
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
     args.out.write_text(json.dumps({**previous, **result}, indent=1) + "\n")
     print(f"wrote {args.out}")

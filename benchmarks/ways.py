@@ -183,12 +183,14 @@ def bf16_base(policy, samples, prompts, rounds: int = 3, max_new_tokens: int = 1
     return out
 
 
-def measure_ways(policy, samples, decode_rows: int, max_samples: int = 12, prompts=None) -> dict:
+def measure_ways(policy, samples, decode_rows: int, max_samples: int = 12, prompts=None,
+                 only_bf16_base: bool = False) -> dict:
     chosen = sorted((s for s in samples if sum(s.loss_mask)), key=lambda s: s.input_ids)[:max_samples]
     chosen = with_advantages(chosen)
     print(f"ways: {len(chosen)} samples, {sum(len(s) for s in chosen)} tokens", flush=True)
-    out = {"samples": len(chosen), "tokens": sum(len(s) for s in chosen),
-           "update": update_variants(policy, chosen), "admissible_step": admissible_step(policy, decode_rows)}
+    out = {"samples": len(chosen), "tokens": sum(len(s) for s in chosen)}
+    if not only_bf16_base:
+        out.update(update=update_variants(policy, chosen), admissible_step=admissible_step(policy, decode_rows))
     if prompts and getattr(policy, "is_lora", False) and policy.matmul_context is contextlib.nullcontext:
         out["bf16_base"] = bf16_base(policy, chosen, prompts[::max(1, len(prompts) // decode_rows)][:decode_rows])
     return out

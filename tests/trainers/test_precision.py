@@ -136,7 +136,8 @@ def test_lora_bf16_base_samples_with_the_weights_the_update_recomputes(toy_env_i
     stats_plain, grad_plain = _update(plain, samples, "fp32")  # fp32 recomputation of the bf16 rollout's tokens
     stats_cast, grad_cast = _update(lora_policy(), samples, "bf16")  # autocast casting an fp32 base at every pass
 
-    # storing the base in bf16 once computes what autocast's per-pass cast computes
+    # storing the base in bf16 once computes what autocast's per-pass cast computes (and the decode-attention
+    # swap keeps the causal mask of a full pass)
     assert torch.allclose(grad_fast, grad_cast, rtol=0, atol=1e-6)
     assert stats_fast["ratio_max_first_minibatch"] == pytest.approx(stats_cast["ratio_max_first_minibatch"], abs=1e-6)
     error = float((grad_fast - grad_plain).norm() / grad_plain.norm())
