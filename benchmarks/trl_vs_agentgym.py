@@ -201,7 +201,10 @@ def main() -> None:
                          max_steps=args.iterations, learning_rate=args.lr, lr_scheduler_type="constant",
                          beta=0.0, epsilon=0.2, temperature=1.0, max_completion_length=1 << 14, use_cpu=True,
                          report_to=[], save_strategy="no", logging_steps=1, shuffle_dataset=False, seed=0,
-                         disable_tqdm=True, log_level="error")
+                         disable_tqdm=True, log_level="error",
+                         # TRL's default (True) recomputes every forward in the backward to save memory; a CPU
+                         # has the memory for these models, so off is TRL's faster setting here
+                         gradient_checkpointing=False)
     peft = {}
     if args.lora:  # what a TRL user trains a real model on a CPU with: PEFT's LoRA, the same rank and modules as ours
         from peft import LoraConfig
