@@ -279,9 +279,9 @@ def _read_yaml(source: str | Path) -> dict:
         path = PRESET_DIR / f"{source}.yaml"
         if not path.is_file():
             raise ConfigError(f"no config file or preset named {source!r}; presets: {', '.join(list_presets())}")
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
-    try:  # bounded: a multi-GB file named by mistake is refused before it is read into memory
+    try:  # bounded, and a FIFO or a folder is named as one: a multi-GB file named by mistake is refused before it is read into memory
         raw = read_regular(path, MAX_YAML_BYTES, "config file")
     except UnsafeFileError as exc:
         raise ConfigError(str(exc)) from None

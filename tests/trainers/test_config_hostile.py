@@ -61,6 +61,17 @@ def test_deep_huge_and_non_utf8_files_are_one_line(tmp_path):
     assert "cannot read" in _load_file(tmp_path, "seed: " + "9" * 5000 + "\n")
 
 
+def test_a_fifo_or_folder_named_as_the_config_is_one_line_not_a_hang(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "pipe.yaml")
+    (tmp_path / "folder.yaml").mkdir()
+    for name, kind in (("pipe.yaml", "a FIFO"), ("folder.yaml", "a folder")):
+        with pytest.raises(ConfigError) as err:
+            load_config(tmp_path / name, BASE)
+        assert kind in _one_line(err.value)
+
+
 ISSUE_CASES = ["policy.vllm.engine_args=abc", "seed=" + "9" * 5000, "ppo.lr=inf", "ppo.epochs=1.5", "seed=-1",
                "env.env_kwargs.bogus=1", "tiny.heads=3", "policy.device=bogus", "policy.lora=5",
                "policy.lora={r: -1}", "env.max_tasks=-1", "log.wandb=maybe", "policy.max_prompt_tokens=-1",
