@@ -316,6 +316,23 @@ def iteration_row(clock: PhaseClock, metrics: dict, sizes: dict, rates: dict) ->
     return row
 
 
+# what a --preset run changes in the preset: timing only (no checkpoints, evaluations or plots),
+# the start model given by --model (its SFT warm start, say), one torch thread
+PRESET_TIMING = ["checkpoint_every=0", "eval.every=0", "eval.num_tasks=1", "eval.episodes_per_task=1",
+                 "log.plot=false", "log.tensorboard=false", "log.save_trajectories_every=0", "sft.enabled=false",
+                 "time_budget_s=null", "torch_threads=1"]
+
+
+def load_run_config(args, run_dir: Path):
+    """The iteration's config: a preset as it trains (--preset), or the fixed small setting below."""
+    from agentgym.trainers.config import load_config
+
+    if args.preset:
+        return load_config(args.preset, [f"run_dir={run_dir}", f"policy.model={args.model}", "tiny.build=false",
+                                         f"iterations={args.iterations}", *PRESET_TIMING, *args.set])
+    return load_config("generic", overrides(args, run_dir))
+
+
 def overrides(args, run_dir: Path) -> list[str]:
     return [f"run_dir={run_dir}", f"policy.model={args.model}", "tiny.build=false", "sft.enabled=false",
             "env.id=agentgym/Household-v0", f"env.categories={json.dumps(CATEGORIES)}",
@@ -329,7 +346,6 @@ def overrides(args, run_dir: Path) -> list[str]:
 
 
 def run_iterations(args, clock: PhaseClock, rates_for) -> tuple[list[dict], dict]:
-    from agentgym.trainers.config import load_config
     from agentgym.trainers.training import train
 
     rows: list[dict] = []
@@ -350,7 +366,8 @@ def run_iterations(args, clock: PhaseClock, rates_for) -> tuple[list[dict], dict
         clock.reset()
 
     with tempfile.TemporaryDirectory() as work:
-        cfg = load_config("generic", overrides(args, Path(work) / "run"))
+        cfg = load_run_config(args, Path(work) / "run")
+        state["cfg"] = cfg
         started = time.perf_counter()
         train(cfg, log=lambda *_: None, on_iteration=on_iteration)
         state["run_s"] = time.perf_counter() - started
@@ -360,6 +377,8 @@ def run_iterations(args, clock: PhaseClock, rates_for) -> tuple[list[dict], dict
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="/work/models/smollm2-135m-instruct", help="HF folder of the real model")
+    ap.add_argument("--preset", help="time this preset's own iteration (household-smol) from --model, e.g. its SFT "
+                                     "warm start; --tasks, --group, --max-turns and --max-new-tokens are then the preset's")
     ap.add_argument("--tasks", type=int, default=2)
     ap.add_argument("--group", type=int, default=2)
     ap.add_argument("--max-turns", type=int, default=6)
@@ -375,17 +394,27 @@ def main() -> None:
 
     clock = PhaseClock()
     install(clock)
+    if args.preset:  # the decode batch the preset samples: its tasks x group
+        from agentgym.trainers.config import load_config
+
+        rollout = load_config(args.preset, []).rollout
+        args.tasks, args.group, args.max_new_tokens = rollout.tasks_per_iter, rollout.group_size, rollout.max_new_tokens
     decode_rows = args.tasks * args.group
     rows, state = run_iterations(args, clock, lambda model: measure_rates(model, args.rows, decode_rows))
+    if args.preset:
+        setting = {"preset": args.preset, "timing_overrides": PRESET_TIMING, "overrides": args.set,
+                   "tasks": args.tasks, "group": args.group, "max_new_tokens": args.max_new_tokens}
+    else:
+        setting = {"lora_r": 16, "env": "agentgym/Household-v0", "categories": CATEGORIES, "history": 0,
+                   "admissible_only": True, "estimator": "gigpo", "sample_mode": "per-step",
+                   "tasks": args.tasks, "group": args.group, "max_turns": args.max_turns,
+                   "max_new_tokens": args.max_new_tokens, "overrides": args.set}
     result = {
         "command": "OMP_NUM_THREADS=1 python benchmarks/real_model_speed.py " + " ".join(sys.argv[1:]),
         "note": "seconds are this process's CPU seconds ('cpu') and wall seconds ('wall') on a 2-core machine "
                 "shared with other jobs; the matmul rates are the best of ten CPU-timed rounds",
         "model": str(args.model), "cpu": platform.processor() or platform.machine(), "torch_threads": 1,
-        "setting": {"lora_r": 16, "env": "agentgym/Household-v0", "categories": CATEGORIES, "history": 0,
-                    "admissible_only": True, "estimator": "gigpo", "sample_mode": "per-step",
-                    "tasks": args.tasks, "group": args.group, "max_turns": args.max_turns,
-                    "max_new_tokens": args.max_new_tokens, "overrides": args.set},
+        "setting": setting,
         "model_sizes": state.get("sizes"), "matmul_rates_gflops": state.get("rates"),
         "iterations": rows, "run_s": state.get("run_s"),
     }

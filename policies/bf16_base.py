@@ -9,10 +9,11 @@ the very bf16 weights the update recomputes their logprobs with, so the first PP
 to kernel differences (batch shapes, KV cache vs one pass), not 1 + bf16's rounding of an fp32
 policy.
 
-Attention of a decode step (one query per row) runs in fp32 (`DECODE_ATTENTION`): torch's CPU
-attention kernel takes 3.5x longer on a bf16 KV cache than on fp32 for a single query (1.2 vs
-0.33 ms per layer at 4 rows x 300 keys; casting the cache is cheap), while for a prefill or an
-update pass bf16 is 2x faster and stays.
+Attention of a decode step (one query per row) runs in fp32 on the single-query path
+(agentgym.policies.decode_attention, which every HF policy on a CPU uses): torch's CPU attention
+kernel takes 3.5x longer on a bf16 KV cache than on fp32 for a single query (1.2 vs 0.33 ms per
+layer at 4 rows x 300 keys; casting the cache is cheap), while for a prefill or an update pass
+bf16 is 2x faster and stays.
 
 What stays fp32: the LoRA factors (trained; the optimizer steps them in fp32, autocast casts
 them per matmul: they are small), the embeddings, the norms and the residual stream, and the LM
@@ -27,37 +28,7 @@ import types
 import torch
 import torch.nn.functional as F
 
-
-DECODE_ATTENTION = "sdpa_fp32_single_query"
-
-
-def _sdpa_single_query_in_fp32(module, query, key, value, attention_mask, **kwargs):
-    """transformers' sdpa attention, in fp32 for a bf16 decode step (query length 1)."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    if query.dtype != torch.bfloat16 or query.shape[2] != 1:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    if attention_mask is not None and attention_mask.is_floating_point():
-        attention_mask = attention_mask.float()
-    with torch.autocast(query.device.type, enabled=False):
-        out, weights = sdpa_attention_forward(module, query.float(), key.float(), value.float(), attention_mask,
-                                              **kwargs)
-    return out.to(query.dtype), weights
-
-
-def decode_attention_in_fp32(model: torch.nn.Module) -> bool:
-    """Have `model` (a transformers model on sdpa attention) run a decode step's attention in fp32;
-    False where it uses another attention implementation (left as it is)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    if getattr(base.config, "_attn_implementation", None) not in ("sdpa", DECODE_ATTENTION):
-        return False
-    AttentionInterface.register(DECODE_ATTENTION, _sdpa_single_query_in_fp32)
-    AttentionMaskInterface.register(DECODE_ATTENTION, sdpa_mask)  # sdpa's causal mask (an unknown name gets none)
-    base.set_attn_implementation(DECODE_ATTENTION)
-    return True
+from agentgym.policies.decode_attention import use_single_query_decode
 
 
 def _linear_in_weight_dtype(self, x: torch.Tensor) -> torch.Tensor:
@@ -90,5 +61,5 @@ def keep_frozen_linears_in_bf16(model: torch.nn.Module) -> int:
         module.forward = types.MethodType(_linear_in_weight_dtype, module)
         cast += module.weight.numel()
     exact_head(model)
-    decode_attention_in_fp32(model)
+    use_single_query_decode(model)
     return cast

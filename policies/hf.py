@@ -25,6 +25,7 @@ import copy
 import functools
 import threading
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ import torch
 
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
+from agentgym.policies.decode_attention import use_single_query_decode
 from agentgym.policies.model_files import DTYPES, encode_chat_prompt, eos_ids, resolve_model
 
 DEFAULT_LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
@@ -164,6 +166,47 @@ def _within(logits: torch.Tensor, nodes: list[dict | None]) -> torch.Tensor:
     return logits.masked_fill(~mask, float("-inf"))
 
 
+def _allowed_columns(nodes: list[dict | None] | None, device) -> torch.Tensor | None:
+    """The ids any row's trie node allows, sorted (the columns admissible-only decoding reads); None
+    when some row decodes freely (or none is given)."""
+    if not nodes or any(node is None for node in nodes):
+        return None
+    return torch.tensor(sorted(set().union(*nodes)), dtype=torch.long, device=device)
+
+
+@contextlib.contextmanager
+def _head_restricted_to(model: torch.nn.Module, columns: torch.Tensor | None):
+    """Inside, the LM head computes only `columns` of the logits, as the whole head would (up to the
+    order of floating-point sums, 1e-7), and gives the others -inf. Admissible-only decoding samples within a trie node's few ids, so the
+    rest of the head (a real model's 49k x 576 output layer: a fifth of SmolLM2's weights and 40% of
+    a 16-row decode step's matmul time) is never read. Left as it is where the head is not a plain
+    nn.Linear (an adapter on it) or columns is None."""
+    head = model.get_output_embeddings() if columns is not None else None
+    if type(head) is not torch.nn.Linear:
+        yield
+        return
+    own = head.__dict__.get("forward")  # an instance override (bf16_base.exact_head), else the class's
+    full = own or head.forward
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        weight = head.weight[columns]
+        bias = None if head.bias is None else head.bias[columns]
+        part = full.__func__(types.SimpleNamespace(weight=weight, bias=bias), x) if own is not None \
+            else torch.nn.functional.linear(x, weight, bias)
+        out = part.new_full((*part.shape[:-1], head.weight.shape[0]), float("-inf"))
+        out[..., columns] = part
+        return out
+
+    head.forward = forward
+    try:
+        yield
+    finally:
+        if own is not None:
+            head.forward = own
+        else:
+            del head.forward
+
+
 @dataclass
 class _Prefix:
     """A conversation's cached context: its token ids and, per layer, keys and values [heads, len, dim]."""
@@ -250,6 +293,8 @@ class HFPolicy:
         self.matmul_context = contextlib.nullcontext  # the context of the policy's own forwards (keep_base_in_bf16)
         self._prefixes: dict[str, _Prefix] = {}
         self.last_prefill_tokens: list[int] = []
+        if self.device.type == "cpu":  # a decode step's attention as two matmuls (policies/decode_attention.py)
+            use_single_query_decode(self.model)
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(0)
         self._last_seed: int | None = None
@@ -403,7 +448,7 @@ class HFPolicy:
         if rows_in == batch and all(u == i for i, u in enumerate(expand)):
             expand = None
         attention, positions = attention.to(self.device), positions.to(self.device)
-        with self.matmul_context():
+        with self.matmul_context(), _head_restricted_to(self.model, _allowed_columns(tries, self.device)):
             out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention, position_ids=positions,
                              past_key_values=past, use_cache=True, logits_to_keep=1)
         past = out.past_key_values
@@ -421,10 +466,16 @@ class HFPolicy:
         for step in range(sampling.max_new_tokens):
             logits = out.logits[:, -1, :].float()
             rows = live.tolist()
-            if tries:  # admissible-only decoding: the policy is the model renormalized within each row's trie node
-                logits = _within(logits, [tries[i] for i in rows])
-            token = self._pick(logits, sampling)
-            token_logprob = torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
+            nodes = [tries[i] for i in rows] if tries else None
+            columns = _allowed_columns(nodes, self.device)
+            if columns is not None:  # every row within its trie node: sample among the allowed columns alone
+                within = torch.tensor([[c in node for c in columns.tolist()] for node in nodes], device=self.device)
+                logits = logits[:, columns].masked_fill(~within, float("-inf"))
+            elif tries:  # admissible-only decoding: the policy is the model renormalized within each row's trie node
+                logits = _within(logits, nodes)
+            pick = self._pick(logits, sampling)
+            token_logprob = torch.log_softmax(logits, dim=-1).gather(-1, pick[:, None])[:, 0]
+            token = columns[pick] if columns is not None else pick
             if tries:
                 for b, i in enumerate(rows):
                     if tries[i] is not None:
@@ -454,7 +505,8 @@ class HFPolicy:
                 live, token, attention, positions = live[keep], token[keep], attention[keep], positions[keep]
             positions = positions[:, -1:] + 1
             attention = torch.cat([attention, torch.ones((len(live), 1), dtype=attention.dtype, device=self.device)], 1)
-            with self.matmul_context():
+            columns = _allowed_columns([tries[i] for i in live.tolist()] if tries else None, self.device)
+            with self.matmul_context(), _head_restricted_to(self.model, columns):
                 out = self.model(input_ids=token[:, None], attention_mask=attention, position_ids=positions,
                                  past_key_values=past, use_cache=True, logits_to_keep=1)
             past = out.past_key_values
