@@ -48,11 +48,10 @@ CATEGORIES = ["pick_and_place/easy", "look_at_obj_in_light/easy"]  # short tasks
 TINY = {"vocab_size": 1000, "hidden": 256, "layers": 2, "heads": 8}  # the main job's tiny model
 SFT = {"sft.epochs": 4, "sft.lr": 1e-3, "sft.batch_size": 8, "sft.expert": "searching", "env.fresh_tasks": 4000}
 # --model's warm start: a LoRA (r=16, all linears) SFT merged into the weights, since a full fine-tune
-# of a 135M model at the tiny model's lr would wreck it (LoRA at lr 1e-3 for 2 epochs of 20 episodes
-# collapsed to replying "go": success 0), on the oracle's episodes as the household-smol preset does:
-# the searching expert's random exploration is a target a 135M model cannot fit from 20 episodes
-# (3 epochs at lr 3e-4: loss 0.98 -> 0.86 and success 0), the oracle's shortest paths it can
-MODEL_SFT = {**SFT, "sft.epochs": 3, "sft.lr": 3e-4, "sft.batch_size": 2, "sft.expert": "oracle"}
+# of a 135M model at the tiny model's lr would wreck it. (Its earlier failures, "go" replies at lr 1e-3
+# and a loss stuck near 0.9 at 3e-4, were one bf16 autocast around the whole SFT: autocast keeps its
+# bf16 copy of a trained weight until the context exits, so every step computed with LoRA's B = 0.)
+MODEL_SFT = {**SFT, "sft.epochs": 3, "sft.lr": 3e-4, "sft.batch_size": 2}
 
 
 class FixedOrder:
@@ -336,7 +335,7 @@ def warm_start(env_id: str, work: Path, categories, args) -> Path:
     from agentgym.policies.tiny import build_tiny_model
     from agentgym.trainers.run_setup import collect_env_texts
     from agentgym.trainers.config import load_config
-    from agentgym.trainers.precision import cpu_has_bf16, update_autocast
+    from agentgym.trainers.precision import cpu_has_bf16
     from agentgym.trainers.sft import run_sft
 
     sft = MODEL_SFT if args.model else SFT
@@ -355,10 +354,9 @@ def warm_start(env_id: str, work: Path, categories, args) -> Path:
         f"env.id={env_id}", f"policy.model={tiny_dir}", "tiny.build=false", f"sft.num_tasks={args.sft_tasks}",
         *[f"{k}={v}" for k, v in sft.items()], "seed=0", f"env.max_turns={args.max_turns}"])
     policy = HFPolicy(tiny_dir, lora={} if args.model else None)
-    # bf16 matrix multiplies where the CPU has them natively (the SFT is the costly part of a --model run)
-    precision = update_autocast("bf16" if args.model and cpu_has_bf16() else "fp32", policy.device)
-    with precision:
-        stats = run_sft(policy, cfg.sft, cfg.env, cfg.seed)
+    # bf16 matrix multiplies where the CPU has them natively (the SFT is the costly part of a --model run),
+    # a fresh autocast per step (run_sft): one context around it all trained nothing (LoRA's B stayed 0)
+    stats = run_sft(policy, cfg.sft, cfg.env, cfg.seed, matmul_dtype="bf16" if args.model and cpu_has_bf16() else "fp32")
     print(f"warm start: SFT on {stats['trajectories']} expert episodes, loss {stats['first_loss']:.3f} -> "
           f"{stats['final_loss']:.3f}, {time.perf_counter() - t:.0f}s wall, {time.process_time() - c:.0f}s CPU")
     if args.model:  # the adapter merged in: both arms then start from a plain model folder

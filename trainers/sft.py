@@ -24,6 +24,7 @@ from agentgym.registration import get_task_space
 from agentgym.rollout import collect
 from agentgym.continuation import TokenContinuation
 from agentgym.trainers.ppo import token_logprobs
+from agentgym.trainers.precision import update_autocast
 from agentgym.trainers.task_selection import select_train_tasks
 from agentgym.chat import ChatConfig
 
@@ -108,10 +109,15 @@ def sft_loss(model, batch, denom: float | None = None) -> torch.Tensor:
 
 def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size: int, seed: int = 0,
               weight_decay: float = 0.0, max_steps: int | None = None, log: Callable[[str], None] | None = None,
-              max_seconds: float | None = None, session=progress.CURRENT) -> dict:
+              max_seconds: float | None = None, session=progress.CURRENT, matmul_dtype: str = "fp32") -> dict:
     """Cross-entropy on the targets of `samples`; stops after `epochs`, `max_steps` optimizer steps or
     `max_seconds` of wall time (the "SFT for as long as RL ran" baseline), whichever comes first.
-    session: where its bar draws (agentgym.progress; by default the calling command's session)."""
+    session: where its bar draws (agentgym.progress; by default the calling command's session).
+    matmul_dtype: "bf16" runs each step's forward under bf16 autocast (trainers/precision.py), a
+    fresh context per step: autocast keeps its bf16 copy of a trained weight until its outermost
+    context exits, so one context around the whole loop would keep computing with the weights of
+    the first step (LoRA: B = 0, the loss stuck at its start)."""
+    update_autocast(matmul_dtype, policy.device)  # refuses bf16 where the device has none, before any work
     model = policy.model
     model.train()
     params = policy.trainable_parameters()
@@ -136,7 +142,8 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
             for start in range(0, len(samples), batch_size):
                 chunk = [samples[j] for j in order[start:start + batch_size]]
                 batch = collate(chunk, policy.tokenizer.pad_token_id, device=policy.device)
-                loss = sft_loss(model, batch)
+                with update_autocast(matmul_dtype, policy.device):
+                    loss = sft_loss(model, batch)
                 if not torch.isfinite(loss):
                     raise FloatingPointError(f"SFT loss became {float(loss)} at step {step}: lower sft.lr")
                 optimizer.zero_grad(set_to_none=True)
@@ -162,8 +169,9 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
 
 
 def run_sft(policy, sft_cfg: SFTConfig, env_cfg: EnvConfig, seed: int, log: Callable[[str], None] | None = None,
-            session=progress.CURRENT) -> dict:
-    """SFT `policy` in place on oracle trajectories of env_cfg's training tasks (bars in `session`)."""
+            session=progress.CURRENT, matmul_dtype: str = "fp32") -> dict:
+    """SFT `policy` in place on oracle trajectories of env_cfg's training tasks (bars in `session`;
+    matmul_dtype as train_sft's)."""
     session = progress.resolve(session)
 
     space = get_task_space(env_cfg.id)
@@ -178,6 +186,7 @@ def run_sft(policy, sft_cfg: SFTConfig, env_cfg: EnvConfig, seed: int, log: Call
     full = ChatConfig.of(env_cfg.chat).history == "full"
     samples = sft_episode_samples(policy, trajs) if full else sft_samples(policy, trajs)
     stats = train_sft(policy, samples, sft_cfg.epochs, sft_cfg.lr, sft_cfg.batch_size, seed=seed,
-                      weight_decay=sft_cfg.weight_decay, max_steps=sft_cfg.max_steps, log=log, session=session)
+                      weight_decay=sft_cfg.weight_decay, max_steps=sft_cfg.max_steps, log=log, session=session,
+                      matmul_dtype=matmul_dtype)
     stats["trajectories"] = len(trajs)
     return stats
