@@ -22,8 +22,8 @@ likewise.
 
 Every run has its folder under --runs and its own checkpoints (RL every 2 iterations, RFT every
 iteration); <runs>/done.json lists the finished ones. Run the same command again to resume:
-finished runs are skipped, an unfinished one continues from its last checkpoint (an RL run killed
-before its first checkpoint starts over, its before-evaluation included). The JSON is rewritten
+finished runs are skipped, an unfinished one continues from its last checkpoint (the trainer
+checkpoints its evaluation before RL too: a run killed in its first iterations keeps it). The JSON is rewritten
 as each run lands, keeping the file's other keys (the zero-shot rows).
 
     python benchmarks/real_llm_rl.py                         # seeds 0 1 2: rl/seed0, rft/seed0, rl/seed1, ...

@@ -297,9 +297,15 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                         otherwise=distributed.NullLogger())
     producer, finished = None, False
     try:
-        if not state["evals"] and (ev := _evaluate_now(evaluate, cfg.log, run_dir, policy, state, dp)) is not None:
-            logger.log({"eval": ev}, step=0)
-            log(f"held-out success before RL: {ev['success_rate']:.3f}")
+        if not state["evals"]:  # every rank alike (a resumed run's state holds its evaluations on every rank)
+            if (ev := _evaluate_now(evaluate, cfg.log, run_dir, policy, state, dp)) is not None:  # rank 0's
+                logger.log({"eval": ev}, step=0)
+                log(f"held-out success before RL: {ev['success_rate']:.3f}")
+            if cfg.checkpoint_every and state["iteration"] == 0:
+                # a real model's evaluation before RL can outlast many iterations (an hour on 2 cores): a run
+                # killed before its first periodic checkpoint resumes after that evaluation, not before it
+                state["wall_seconds"] = time.perf_counter() - started
+                dp.save_checkpoint(save_checkpoint, run_dir, 0, policy, optimizer, scheduler, heads, state)
         producer = BatchProducer(cfg, policy, source, start_iteration=state["iteration"], engine=engine, dp=dp,
                                  executor=env_pool, session=session)
         deadline = session_started + cfg.time_budget_s if cfg.time_budget_s else None

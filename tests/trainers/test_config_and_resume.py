@@ -126,6 +126,32 @@ def test_a_new_run_never_deletes_an_earlier_one(tmp_path, toy_config, sft_model_
     assert latest_checkpoint(run).name == "iter_000003" and (run / "final_model").is_dir()
 
 
+def test_a_run_killed_before_its_first_iteration_resumes_after_its_evaluation(tmp_path, toy_config, sft_model_dir,
+                                                                              monkeypatch):
+    """The evaluation before RL is checkpointed (a real model's takes an hour here): a run killed in
+    its first iteration does not evaluate again when resumed, and keeps that evaluation as its first."""
+    import agentgym.trainers.training as training
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    cfg = toy_config(tmp_path, sft_model_dir, "iterations=2", "checkpoint_every=2")
+    run_iteration = training.run_iteration
+    monkeypatch.setattr(training, "run_iteration", killed)
+    with pytest.raises(KeyboardInterrupt):
+        training.train(cfg, log=lambda _: None)
+    first = json.loads((tmp_path / "run" / "checkpoints" / "iter_000000" / "state.json").read_text())["evals"]
+    assert len(first) == 1 and first[0]["iteration"] == 0
+    calls = []
+    heldout_result = training.heldout_result
+    monkeypatch.setattr(training, "run_iteration", run_iteration)
+    monkeypatch.setattr(training, "heldout_result", lambda *a, **k: calls.append(1) or heldout_result(*a, **k))
+    summary = training.train(cfg, log=lambda _: None, resume=True)
+    assert summary["iterations"] == 2 and len(calls) == 1  # the final evaluation only
+    evals = json.loads((tmp_path / "run" / "checkpoints" / "iter_000002" / "state.json").read_text())["evals"]
+    assert [e["iteration"] for e in evals] == [0, 2] and evals[0] == first[0]
+
+
 def test_overwrite_starts_clean_in_a_used_run_dir(tmp_path, toy_config, sft_model_dir):
     """--overwrite: the old run's metrics are not appended to (they would mix two runs in one
     learning curve) and its later checkpoints cannot be resumed by mistake."""
@@ -139,7 +165,8 @@ def test_overwrite_starts_clean_in_a_used_run_dir(tmp_path, toy_config, sft_mode
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in records if "iteration" in r] == [1]
     assert latest_checkpoint(tmp_path / "run").name == "iter_000001"
-    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("iter_*")) == ["iter_000001"]
+    # the new run's own: after its evaluation before RL, and after its iteration
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("iter_*")) == ["iter_000000", "iter_000001"]
     # a folder no run wrote a config into is left alone, whatever it holds
     other = tmp_path / "not_a_run"
     (other / "checkpoints").mkdir(parents=True)

@@ -33,10 +33,11 @@ def test_a_full_disk_is_one_line_and_the_last_checkpoint_is_intact(where, tmp_pa
     if where == "checkpoint":
         real_save = torch.save
 
-        def save(obj, path, *args, **kwargs):  # the second checkpoint's trainer.pt finds the disk full
+        # iteration 2's checkpoint (after those of the evaluation before RL and of iteration 1) finds the disk full
+        def save(obj, path, *args, **kwargs):
             if str(path).endswith("trainer.pt"):
                 calls["n"] += 1
-                if calls["n"] == 2:
+                if calls["n"] == 3:
                     Path(path).write_bytes(b"half")
                     raise _enospc(path)
             return real_save(obj, path, *args, **kwargs)
