@@ -2,7 +2,7 @@
 (the household-smol preset, GiGPO) against RFT at the same compute, each evaluated before and after
 on the preset's held-out tasks; results in docs/real_llm.json under "rl_table".
 
-Per seed, two runs, in this order (one at a time: the CPU is shared):
+Per seed, two runs, in this order (one at a time; `--parallel 2` runs two, e.g. rl/seed0 beside rl/seed1):
 
     rl/seedN    the preset's RL run: held-out success before RL (the zero-shot start), `iterations`
                 of GiGPO, held-out success after (the final model, never the best seen)
@@ -190,11 +190,12 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "docs" / "real_llm.json"))
     parser.add_argument("--report", action="store_true", help=f"print the table from --out's {KEY!r}")
     parser.add_argument("--report-only", action="store_true", help="rewrite --out from the finished runs")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="runs at once (each a real model: ~3.5 GB and a core; 2 fit a 2-core, 24 GB machine)")
     parser.add_argument("--job", help=argparse.SUPPRESS)  # internal: one run, in its own process
     parser.add_argument("--threads", type=int, help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="config overrides for both arms, as for agentgym train")
     args = parser.parse_args()
-    args.parallel = 1  # one run at a time: a run is many CPU hours here, and the arms' timings stay comparable
     if args.report:
         print(markdown(json.loads(Path(args.out).read_text())[KEY]))
         return
