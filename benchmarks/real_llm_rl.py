@@ -197,7 +197,10 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="config overrides for both arms, as for agentgym train")
     args = parser.parse_args()
     if args.report:
-        print(markdown(json.loads(Path(args.out).read_text())[KEY]))
+        table = json.loads(Path(args.out).read_text()).get(KEY) if Path(args.out).is_file() else None
+        if table is None:
+            raise SystemExit(f"{args.out} has no {KEY!r} yet: no run has finished (python benchmarks/real_llm_rl.py)")
+        print(markdown(table))
         return
     run_root = Path(args.runs)
     if args.job:
