@@ -29,6 +29,13 @@ whose observation showed it, unless that action names it itself (taking or movin
 sighting). Marks remember where the agent went; this remembers what it found there, so a policy
 that sees one observation at a time can go back for a second object or a lamp it passed.
 Envs whose texts name no such things get no line.
+
+`memory_unvisited=True` (windowed layouts) adds the places the agent has not gone to yet: a line
+"Not visited yet: cabinet 2, countertop 1, ..." of the admissible "go to X" actions not taken in
+this episode, in the list's order (the first `UNVISITED_MAX_ENTRIES`). The marks carry the same
+fact, but reading it takes a pass over a list of up to ~60 entries; a 2-layer model cloned from a
+demonstrator that searches in list order learned the first moves and then looped among marked
+places (docs/alfworld.md). Envs without "go to" actions get no line.
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ from agentgym.policies.base import Messages  # the prompt type of the Policy con
 TRIED_MARK = "(tried)"  # memory_style="marks": the suffix of admissible actions already taken
 MEMORY_ENTRY_WORDS = 24  # one remembered action is cut here, so a long reply cannot fill the memory
 SEEN_MAX_ENTRIES = 12  # memory_seen: the newest sightings shown (a room lists dozens of names)
+UNVISITED_MAX_ENTRIES = 10  # memory_unvisited: the next places in list order (a search needs only the first)
+_GO_TO = "go to "
 _NAMED_THING = re.compile(r"\b([a-z][a-z-]*) (\d+)\b")
 
 
@@ -67,6 +76,7 @@ class ChatConfig:
     memory_max_words: int = 120
     memory_style: str = "list"  # "list" | "marks"
     memory_seen: bool = False  # a "Seen: thing (action); ..." line: where the task's things were seen
+    memory_unvisited: bool = False  # a "Not visited yet: place, ..." line: "go to" targets not yet taken
 
     def __post_init__(self) -> None:
         history, memory, words = self.history, self.memory, self.memory_max_words
@@ -86,6 +96,11 @@ class ChatConfig:
         if self.memory_seen and history == "full":
             raise ValueError("memory_seen is for windowed prompts: with history='full' the conversation already "
                              "holds every observation; set memory_seen=false or history to a number")
+        if not isinstance(self.memory_unvisited, bool):
+            raise ValueError(f"memory_unvisited must be true or false, got {self.memory_unvisited!r}")
+        if self.memory_unvisited and history == "full":
+            raise ValueError("memory_unvisited is for windowed prompts: with history='full' the conversation already "
+                             "holds every action; set memory_unvisited=false or history to a number")
         if isinstance(self.max_admissible, bool) or not isinstance(self.max_admissible, int) or self.max_admissible < 0:
             raise ValueError(f"max_admissible must be a non-negative int, got {self.max_admissible!r}")
         if not isinstance(self.invalid_penalty, (int, float)) or isinstance(self.invalid_penalty, bool) or \
@@ -123,13 +138,16 @@ class ChatEnv(gym.Wrapper):
         memory_max_words: int = 120,
         memory_style: str = "list",
         memory_seen: bool = False,
+        memory_unvisited: bool = False,
     ):
         super().__init__(env)
         # the checks live in ChatConfig (a parser object is not a config value: checked by get_parser)
         ChatConfig(history=history, memory=memory, memory_max_words=memory_max_words, memory_style=memory_style,
-                   max_admissible=max_admissible, invalid_penalty=invalid_penalty, memory_seen=memory_seen)
+                   max_admissible=max_admissible, invalid_penalty=invalid_penalty, memory_seen=memory_seen,
+                   memory_unvisited=memory_unvisited)
         self.memory = memory
         self.memory_seen = memory_seen
+        self.memory_unvisited = memory_unvisited
         self.memory_style = memory_style
         self.memory_outcomes = bool(memory_outcomes)
         self.memory_max_words = memory_max_words
@@ -149,6 +167,7 @@ class ChatEnv(gym.Wrapper):
         self._memory: list[str] = []  # one entry per past step: the action and its short outcome
         self._tried: list[str] = []  # per past step: the valid action, normalized ("" for invalid ones)
         self._seen: dict[str, str] = {}  # memory_seen: thing -> the latest action whose observation showed it
+        self._visited: set[str] = set()  # memory_unvisited: the valid actions taken this episode, normalized
         self._messages: Messages = []
         self._instruction = ""
 
@@ -160,6 +179,7 @@ class ChatEnv(gym.Wrapper):
         self._memory = []
         self._tried = []
         self._seen = {}
+        self._visited = set()
         info = dict(info, env_observation=obs)
         self._messages = [{"role": "system", "content": self.system_prompt}]
         if self.history == "full":
@@ -190,6 +210,8 @@ class ChatEnv(gym.Wrapper):
             self._remember(parsed.action, bool(info["action_valid"]))
         if self.memory_seen and info["action_valid"] and parsed.action is not None:
             update_sightings(self._seen, self._instruction, parsed.action, obs)
+        if self.memory_unvisited and info["action_valid"] and parsed.action is not None:
+            self._visited.add(_normalized(parsed.action))
         if self.history == "full":
             self._messages.append({"role": "assistant", "content": text if isinstance(text, str) else ""})
             self._messages.append({"role": "user", "content": self._turn_message(shown, info)})
@@ -257,6 +279,8 @@ class ChatEnv(gym.Wrapper):
         if self.memory_seen and self._seen:
             newest = list(self._seen.items())[-SEEN_MAX_ENTRIES:]
             parts.append("Seen: " + "; ".join(f"{thing} ({action})" for thing, action in newest) + ".")
+        if self.memory_unvisited and (places := self._unvisited(info)):
+            parts.append("Not visited yet: " + ", ".join(places) + ".")
         window = self._turns[-self.history :] if self.history else []
         if window:
             first = done - len(window) + 1
@@ -266,6 +290,14 @@ class ChatEnv(gym.Wrapper):
         parts.append(f"Current observation (step {done + 1}):\n{obs}{self._admissible(info)}")
         parts.append(self.parser.format_instructions)
         return "\n\n".join(parts)
+
+    def _unvisited(self, info: dict) -> list[str]:
+        """memory_unvisited: the targets of the admissible "go to" actions not taken this episode, in
+        list order, the first UNVISITED_MAX_ENTRIES (with how many more)."""
+        places = [a[len(_GO_TO):] for a in info.get("admissible_actions") or ()
+                  if a.startswith(_GO_TO) and _normalized(a) not in self._visited]
+        more = len(places) - UNVISITED_MAX_ENTRIES
+        return places[:UNVISITED_MAX_ENTRIES] + ([f"(and {more} more)"] if more > 0 else [])
 
     @property
     def instruction(self) -> str:

@@ -168,3 +168,35 @@ def test_memory_seen_line_in_the_prompt_refused_with_full_history_and_reset_per_
     assert _seen_line(messages) is None and env.sightings == {}
     with pytest.raises(ValueError, match="memory_seen is for windowed prompts"):
         agentgym.chat.ChatConfig(history="full", memory_seen=True)
+
+
+def test_memory_unvisited_lists_the_go_to_places_not_yet_taken_in_list_order():
+    places = [f"go to cabinet {i}" for i in range(1, 13)] + ["look", "open cabinet 1"]
+
+    class Rooms(gym.Env):  # twelve cabinets: more places than the line shows
+        def reset(self, *, seed=None, options=None):
+            return "You are in a kitchen.", {"instruction": "find a cup", "admissible_actions": places}
+
+        def step(self, action):
+            return "Nothing here.", 0.0, False, False, {"action_valid": action in places, "admissible_actions": places}
+
+    def unvisited(messages):
+        lines = [l for l in messages[-1]["content"].splitlines() if l.startswith("Not visited yet: ")]
+        return lines[0].removeprefix("Not visited yet: ").removesuffix(".") if lines else None
+
+    env = ChatEnv(Rooms(), parser="raw", history=0, memory_unvisited=True)
+    messages, _ = env.reset()
+    assert unvisited(messages) == ", ".join(f"cabinet {i}" for i in range(1, 11)) + ", (and 2 more)"
+    env.step("go to cabinet 1")
+    env.step("go to cabinet 99")  # not admissible: it visits nothing
+    messages, *_ = env.step("go to cabinet 3")
+    assert unvisited(messages).startswith("cabinet 2, cabinet 4, cabinet 5,") and "(and 1 more)" not in unvisited(messages)
+    assert unvisited(messages).endswith("cabinet 11, cabinet 12")
+    messages, _ = env.reset()  # a new episode has visited nothing
+    assert unvisited(messages).startswith("cabinet 1, cabinet 2,")
+    plain, _ = ChatEnv(Rooms(), parser="raw", history=0).reset()
+    assert unvisited(plain) is None
+    with pytest.raises(ValueError, match="memory_unvisited is for windowed prompts"):
+        agentgym.chat.ChatConfig(history="full", memory_unvisited=True)
+    with pytest.raises(ValueError, match="memory_unvisited must be true or false"):
+        agentgym.chat.ChatConfig(memory_unvisited="yes")
