@@ -89,7 +89,9 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
             info["build_seconds"] = time.perf_counter() - t0
             log(f"built a tiny model (random weights, tokenizer from {cfg.env.id}'s text) in {model} "
                 f"({info['build_seconds']:.1f}s)")
-        start = {"tiny": settings_hash(settings)}
+        # the tiny model's own record: one reused from before a chat option was added keeps the hash its
+        # warm start was recorded against
+        start = {"tiny": json.loads((model / SETTINGS_FILE).read_text()).get("hash", settings_hash(settings))}
     else:
         raise ConfigError("no model: set policy.model=PATH_OR_HUB_ID or tiny.build=true")
     if not cfg.sft.enabled:
@@ -146,9 +148,20 @@ def tagged(sft_cfg: SFTConfig) -> bool:
     return bool(sft_cfg.enabled and sft_cfg.tags)
 
 
+# chat options added after warm starts were built, at the value that keeps the old prompt: left out of
+# a settings record, so a tiny model or warm start built before them stays reusable
+_CHAT_ADDED_LATER = {"memory_seen": False, "memory_unvisited": False}
+
+
+def _chat_settings(chat) -> dict:
+    """env.chat as a settings record holds it (a ChatConfig or the dict a record stored)."""
+    chat = dataclasses.asdict(chat) if dataclasses.is_dataclass(chat) else dict(chat)
+    return {k: v for k, v in chat.items() if not (k in _CHAT_ADDED_LATER and v == _CHAT_ADDED_LATER[k])}
+
+
 def tiny_settings(env_cfg: EnvConfig, tiny_cfg: TinyModelConfig, sft_cfg: SFTConfig, seed: int) -> dict:
     """Everything a tiny model's tokenizer and weights depend on (build_tiny_model's arguments)."""
-    return {"env.id": env_cfg.id, "seed": seed, "env.chat": dataclasses.asdict(env_cfg.chat),
+    return {"env.id": env_cfg.id, "seed": seed, "env.chat": _chat_settings(env_cfg.chat),
             **{f"tiny.{k}": v for k, v in dataclasses.asdict(tiny_cfg).items() if k != "build"},
             **({"meta_tags": True} if tagged(sft_cfg) else {})}  # absent when off: older tiny models stay reusable
 
@@ -157,7 +170,7 @@ def sft_settings(env_cfg: EnvConfig, policy_cfg: PolicyConfig, sft_cfg: SFTConfi
     """Everything the SFT warm start depends on: its start model, the demonstrations (env, tasks,
     chat layout, expert) and the optimisation."""
     env = env_cfg
-    return {"start": start, "seed": seed, "env.id": env.id, "env.chat": dataclasses.asdict(env.chat),
+    return {"start": start, "seed": seed, "env.id": env.id, "env.chat": _chat_settings(env.chat),
             "env.env_kwargs": env.env_kwargs, "env.categories": env.categories, "env.task_filter": env.task_filter,
             "env.fresh_tasks": env.fresh_tasks, "env.tasks_file": env.tasks_file, "env.max_tasks": env.max_tasks,
             "env.max_turns": env.max_turns, "policy.lora": policy_cfg.lora, "policy.dtype": policy_cfg.dtype,
@@ -182,6 +195,13 @@ def _reusable(folder: Path, settings: dict, what: str, log: Callable[[str], None
         record = None
     if isinstance(record, dict) and record.get("hash") == settings_hash(settings):
         log(f"reusing the {what} in {folder} (its settings match, hash {record['hash']})")
+        return True
+    stored = record.get("settings") if isinstance(record, dict) else None
+    if isinstance(stored, dict) and isinstance(stored.get("env.chat"), dict) and \
+            settings_hash({**stored, "env.chat": _chat_settings(stored["env.chat"])}) == settings_hash(settings):
+        # recorded with a later-added chat option at its old value (a build between its addition and its
+        # leaving the record): the same settings
+        log(f"reusing the {what} in {folder} (its settings match)")
         return True
     if isinstance(record, dict) and isinstance(record.get("settings"), dict):
         old = json.loads(json.dumps(record["settings"], default=str))

@@ -144,3 +144,26 @@ def test_tagged_warm_start_tokenizes_tags_whole_and_writes_replies_that_parse(tm
     for reply in replies:
         assert parse_tags(reply.text).well_formed, reply.text
         assert parser.parse(reply.text).action, reply.text
+
+
+def test_a_chat_option_added_later_at_its_old_value_keeps_built_models_reusable(tmp_path):
+    """memory_seen and memory_unvisited came after warm starts were built: off, they are left out of the settings
+    record, so a model recorded without them (or with them off) is reused; on, it is rebuilt."""
+    import json
+
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.run_setup import SETTINGS_FILE, _reusable, settings_hash, tiny_settings
+
+    def tiny(c):
+        return tiny_settings(c.env, c.tiny, c.sft, c.seed)
+
+    plain = tiny(load_config("household-tiny"))
+    assert "memory_unvisited" not in plain["env.chat"] and "memory_seen" not in plain["env.chat"]
+    folder = tmp_path / "tiny_model"
+    for recorded in (plain, {**plain, "env.chat": {**plain["env.chat"], "memory_unvisited": False}}):
+        folder.mkdir(exist_ok=True)
+        (folder / SETTINGS_FILE).write_text(json.dumps({"hash": settings_hash(recorded), "settings": recorded}))
+        assert _reusable(folder, plain, "tiny model", lambda _: None)
+    on = tiny(load_config("household-tiny", ["env.chat.memory_unvisited=true"]))
+    assert on["env.chat"]["memory_unvisited"] is True
+    assert not _reusable(folder, on, "tiny model", lambda _: None) and not folder.exists()
