@@ -186,13 +186,11 @@ def _head_restricted_to(model: torch.nn.Module, columns: torch.Tensor | None):
         yield
         return
     own = head.__dict__.get("forward")  # an instance override (bf16_base.exact_head), else the class's
-    full = own or head.forward
 
     def forward(x: torch.Tensor) -> torch.Tensor:
-        weight = head.weight[columns]
-        bias = None if head.bias is None else head.bias[columns]
-        part = full.__func__(types.SimpleNamespace(weight=weight, bias=bias), x) if own is not None \
-            else torch.nn.functional.linear(x, weight, bias)
+        sliced = types.SimpleNamespace(weight=head.weight[columns],
+                                       bias=None if head.bias is None else head.bias[columns])
+        part = own.__func__(sliced, x) if own is not None else torch.nn.functional.linear(x, sliced.weight, sliced.bias)
         out = part.new_full((*part.shape[:-1], head.weight.shape[0]), float("-inf"))
         out[..., columns] = part
         return out
@@ -448,7 +446,8 @@ class HFPolicy:
         if rows_in == batch and all(u == i for i, u in enumerate(expand)):
             expand = None
         attention, positions = attention.to(self.device), positions.to(self.device)
-        with self.matmul_context(), _head_restricted_to(self.model, _allowed_columns(tries, self.device)):
+        columns = _allowed_columns(tries, self.device)  # the first step's: every row is at its trie's root
+        with self.matmul_context(), _head_restricted_to(self.model, columns):
             out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention, position_ids=positions,
                              past_key_values=past, use_cache=True, logits_to_keep=1)
         past = out.past_key_values
@@ -467,9 +466,9 @@ class HFPolicy:
             logits = out.logits[:, -1, :].float()
             rows = live.tolist()
             nodes = [tries[i] for i in rows] if tries else None
-            columns = _allowed_columns(nodes, self.device)
             if columns is not None:  # every row within its trie node: sample among the allowed columns alone
-                within = torch.tensor([[c in node for c in columns.tolist()] for node in nodes], device=self.device)
+                ids = columns.tolist()
+                within = torch.tensor([[c in node for c in ids] for node in nodes], device=self.device)
                 logits = logits[:, columns].masked_fill(~within, float("-inf"))
             elif tries:  # admissible-only decoding: the policy is the model renormalized within each row's trie node
                 logits = _within(logits, nodes)
@@ -505,6 +504,7 @@ class HFPolicy:
                 live, token, attention, positions = live[keep], token[keep], attention[keep], positions[keep]
             positions = positions[:, -1:] + 1
             attention = torch.cat([attention, torch.ones((len(live), 1), dtype=attention.dtype, device=self.device)], 1)
+            # the next step's columns: the live rows' nodes after this step's token (what its logits are sampled within)
             columns = _allowed_columns([tries[i] for i in live.tolist()] if tries else None, self.device)
             with self.matmul_context(), _head_restricted_to(self.model, columns):
                 out = self.model(input_ids=token[:, None], attention_mask=attention, position_ids=positions,

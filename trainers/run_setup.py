@@ -203,8 +203,8 @@ def _reusable(folder: Path, settings: dict, what: str, log: Callable[[str], None
         # leaving the record): the same settings
         log(f"reusing the {what} in {folder} (its settings match)")
         return True
-    if isinstance(record, dict) and isinstance(record.get("settings"), dict):
-        old = json.loads(json.dumps(record["settings"], default=str))
+    if isinstance(stored, dict):
+        old = json.loads(json.dumps(stored, default=str))
         new = json.loads(json.dumps(settings, default=str))
         changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
         why = "its settings changed: " + ", ".join(
