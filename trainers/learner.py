@@ -25,7 +25,8 @@ from agentgym.errors import AgentGymError
 from agentgym.trainers.ppo import ImportanceStats, reference_logprobs, token_logprobs
 from agentgym.trainers.precision import update_autocast
 from agentgym.trainers.samples import Sample, TokenSequence, collate, pad_sequences
-from agentgym.trainers.shared_prefix import plan_micro_batches, shared_prefix_logprobs, supports_shared_prefix
+from agentgym.trainers.shared_prefix import (SharedRoot, plan_micro_batches, shared_prefix_logprobs, shared_root_length,
+                                             supports_shared_prefix)
 
 
 class TrainingDiverged(AgentGymError):
@@ -188,13 +189,18 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     weights = ImportanceStats()  # no stats when synchronous
     # FSDP pairs every forward over ranks, and a level-wise pass is three: sharded runs keep the plain one
     share = pc.share_prefixes and not dp.sharded and supports_shared_prefix(model)
+    # a root shared by a whole minibatch is computed once before its micro-batches and its gradient
+    # sent back after them (SharedRoot); one process only (DDP's reducer fires on each backward) and
+    # without a value head (it would read the root's hidden states, which are detached)
+    share_root = share and not dp.enabled and value_head is None
     update_autocast(pc.matmul_dtype, policy.device)  # refuses bf16 without native bf16 matmuls, before any work
     precision = functools.partial(update_autocast, pc.matmul_dtype, policy.device)  # a fresh context per pass
 
     def cut(items: list) -> list:
         """(micro-batch, level plan or None) pairs of a minibatch's local samples."""
         if share:
-            return plan_micro_batches(items, pc.micro_batch_size, lambda xs: cut_micro_batches(pc, xs))
+            root = shared_root_length(items) if share_root else 0
+            return plan_micro_batches(items, pc.micro_batch_size, lambda xs: cut_micro_batches(pc, xs), root)
         return [(m, None) for m in cut_micro_batches(pc, items)]
 
     # every optimizer step's micro-batches, cut before the loop so the progress bar knows their count
@@ -211,6 +217,12 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
             n_values = sum(len(s.value_targets) for s in minibatch)
             optimizer.zero_grad(set_to_none=True)
             dp.keep_step(policy, len(micros), pc.entropy_coef > 0, use_kl)  # FSDP: passes pair up over ranks
+            root = None
+            if micros and micros[0][1] is not None and micros[0][1].root:
+                plan = micros[0][1]
+                with precision():
+                    root = SharedRoot(model, plan.levels[0].rows[0], policy.tokenizer.pad_token_id, policy.device)
+                prefix_tokens[0] += plan.root
             for micro, plan in micros:
                 batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
                 entropy = None
@@ -219,7 +231,7 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
                     if plan is not None:
                         logp, hidden, *rest = shared_prefix_logprobs(
                             model, micro, policy.tokenizer.pad_token_id, where, value_head is not None,
-                            want_entropy=pc.entropy_coef > 0, plan=plan, allowed=batch.get("allowed"))
+                            want_entropy=pc.entropy_coef > 0, plan=plan, allowed=batch.get("allowed"), root=root)
                         entropy = rest[0] if rest else None
                         prefix_tokens[0] += plan.tokens()
                         prefix_tokens[1] += sum(len(s) for s in micro)
@@ -244,6 +256,8 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
                 step_ratio_max = max(step_ratio_max, st.ratio_max)
                 n_micro += 1
                 bar.update(advance=1)
+            if root is not None:
+                root.backward()  # the root's summed gradient, once, before the step
             ratio_max = max(ratio_max, step_ratio_max)
             minibatch_ratio_max.append(step_ratio_max)
             dp.sync_gradients(params)

@@ -5,6 +5,9 @@ of a task starts with the same template and instruction, and a group's episodes 
 states (all of them at their first turn). A micro-batch is computed in three levels, each one
 batched forward with the levels above it as its KV cache:
 
+    level 0  root        the prefix every prompt of the minibatch shares (a system prompt), once per
+                         minibatch (`SharedRoot`): its keys and values are leaves every micro-batch
+                         reads, and their summed gradient goes back through its forward once
     level 1  stems       the longest prefix shared by a cluster of prompts, once per cluster
     level 2  prompts     the rest of each distinct prompt, once per distinct prompt
     level 3  replies     the rest of each sample (its response; in full mode the episode after its
@@ -49,13 +52,18 @@ class PrefixPlan:
     levels: list[LevelPlan]
     # per sample, per position p: (level, row, column) of the node that computes token p
     nodes: list[list[tuple[int, int, int]]]
+    root: int = 0  # > 0: levels[0] is the minibatch's shared root of this many tokens (computed apart)
+
+    def _own_levels(self) -> list[LevelPlan]:
+        """The levels this micro-batch's pass computes (the root is the minibatch's, computed once)."""
+        return self.levels[1:] if self.root else self.levels
 
     def tokens(self) -> int:
-        return sum(len(r) for level in self.levels for r in level.rows)
+        return sum(len(r) for level in self._own_levels() for r in level.rows)
 
     def padded_tokens(self) -> int:
-        """What the level-wise passes compute, padding included."""
-        return sum(len(level.rows) * max((len(r) for r in level.rows), default=0) for level in self.levels)
+        """What the level-wise passes compute, padding included (the shared root not counted)."""
+        return sum(len(level.rows) * max((len(r) for r in level.rows), default=0) for level in self._own_levels())
 
     @property
     def usable(self) -> bool:
@@ -81,10 +89,26 @@ def _common_length(a: Sequence[int], b: Sequence[int], limit: int) -> int:
     return min(n, limit)
 
 
-def plan_levels(sequences: Sequence[TokenSequence]) -> PrefixPlan:
+def shared_root_length(sequences: Sequence[TokenSequence]) -> int:
+    """The prompt prefix all `sequences` share (their system prompt and template), capped so that
+    every prompt keeps two tokens past it (its stem and rest rows are never empty)."""
+    prompts = [s.input_ids[:_prompt_length(s)] for s in sequences]
+    if not prompts:
+        return 0
+    n = min(len(p) for p in prompts) - 2
+    for p in prompts[1:]:
+        n = _common_length(prompts[0], p, n)
+    return max(n, 0)
+
+
+def plan_levels(sequences: Sequence[TokenSequence], root: int = 0) -> PrefixPlan:
     """Clusters of prompts with a long common prefix (sorted neighbours, joined while sharing
-    saves tokens), their stems, the distinct prompt rests, and each sample's reply."""
+    saves tokens), their stems, the distinct prompt rests, and each sample's reply. root > 0: the
+    first `root` tokens (shared by every prompt, `shared_root_length`) are a level of their own,
+    which the minibatch computes once (`SharedRoot`); the stems start after it."""
     prompts = [list(s.input_ids[:_prompt_length(s)]) for s in sequences]
+    if root and any(p[:root] != prompts[0][:root] or len(p) < root + 2 for p in prompts):
+        raise ValueError(f"plan_levels: not every prompt shares the first {root} tokens with two more after them")
     order = sorted(range(len(sequences)), key=lambda i: prompts[i])
     clusters: list[list[int]] = []
     stem_lengths: list[int] = []
@@ -96,8 +120,8 @@ def plan_levels(sequences: Sequence[TokenSequence]) -> PrefixPlan:
             # first response token is predicted from, in level 2)
             shared = _common_length(prompts[members[0]], p, min(stem, len(p) - 1))
             # joining: the cluster's stem shrinks to `shared`; worth it when the tokens saved by
-            # sharing with one more prompt outweigh what the members lose
-            if len(members) * shared >= (len(members) - 1) * stem and shared > 0:
+            # sharing with one more prompt outweigh what the members lose (the root is shared anyway)
+            if len(members) * (shared - root) >= (len(members) - 1) * (stem - root) and shared > root:
                 members.append(i)
                 stem_lengths[-1] = shared
                 continue
@@ -109,11 +133,12 @@ def plan_levels(sequences: Sequence[TokenSequence]) -> PrefixPlan:
     replies = LevelPlan([], [], [])
     nodes: list[list[tuple[int, int, int]]] = [[] for _ in sequences]
     seen_replies: dict[tuple, int] = {}
+    up = 1 if root else 0  # the stems' level index (after the root's)
     for members, stem in zip(clusters, stem_lengths):
         c = len(stems.rows)
-        stems.rows.append(prompts[members[0]][:stem])
-        stems.parents.append(-1)
-        stems.starts.append(0)
+        stems.rows.append(prompts[members[0]][root:stem])
+        stems.parents.append(0 if root else -1)
+        stems.starts.append(root)
         distinct: dict[tuple[int, ...], int] = {}
         for i in members:
             rest = tuple(prompts[i][stem:])
@@ -132,9 +157,13 @@ def plan_levels(sequences: Sequence[TokenSequence]) -> PrefixPlan:
                 replies.parents.append(r)
                 replies.starts.append(plen)
             b = seen_replies[(r, reply)]
-            nodes[i] = ([(0, c, p) for p in range(stem)] + [(1, r, p - stem) for p in range(stem, plen)]
-                        + [(2, b, p - plen) for p in range(plen, len(sequences[i]))])
-    return PrefixPlan([stems, rests, replies], nodes)
+            nodes[i] = ([(0, 0, p) for p in range(root)] + [(up, c, p - root) for p in range(root, stem)]
+                        + [(up + 1, r, p - stem) for p in range(stem, plen)]
+                        + [(up + 2, b, p - plen) for p in range(plen, len(sequences[i]))])
+    levels = [stems, rests, replies]
+    if root:
+        levels.insert(0, LevelPlan([prompts[0][:root]], [-1], [0]))
+    return PrefixPlan(levels, nodes, root)
 
 
 def _forward_level(model, level: LevelPlan, past, past_mask, pad_id: int, device):
@@ -172,16 +201,51 @@ def _gather(kv_levels, mask_levels, parents_chain: list[torch.Tensor]):
     return layers, mask
 
 
+class SharedRoot:
+    """The minibatch's shared root (level 0 of its plans) computed once, before its micro-batches.
+
+    Its keys and values are handed to every micro-batch's pass as leaves (detached copies that
+    collect gradients); `backward()`, after the last micro-batch's, sends their summed gradient
+    back through the root's own forward once. The gradient is the plain pass's sum (the chain rule
+    split at the cache), computed with the root's tokens run once per minibatch instead of once
+    per micro-batch. Its hidden states are detached: no loss or value reads a root position (the
+    root ends two tokens before every prompt does) and the update uses it only without a value head."""
+
+    def __init__(self, model, ids: Sequence[int], pad_id: int, device, split: bool = True):
+        hidden, kv, self.mask = _forward_level(model, LevelPlan([list(ids)], [-1], [0]), None, None, pad_id, device)
+        self.hidden = hidden.detach()
+        if not split:  # one micro-batch's own root: its graph stays whole, no backward() needed
+            self.kv, self._outputs, self._leaves = kv, [], []
+            return
+        self._outputs = [t for layer in kv for t in layer]
+        # fp32 leaves: their gradient is a sum over every sample of the minibatch, and a group's
+        # advantages sum to about zero, so the sum cancels; accumulated in bf16 (the cache's dtype
+        # under ppo.matmul_dtype=bf16) it kept ~8 bits of the terms and lost the result (a 0.39
+        # relative gradient error on SmolLM2, against 0.04 for the per-micro-batch stems)
+        leaves = [t.detach().float().requires_grad_(t.requires_grad) for t in self._outputs]
+        self.kv = [(leaves[2 * i], leaves[2 * i + 1]) for i in range(len(kv))]
+        self._leaves = leaves
+
+    def backward(self) -> None:
+        pairs = [(out, leaf.grad) for out, leaf in zip(self._outputs, self._leaves) if leaf.grad is not None]
+        if pairs:
+            torch.autograd.backward([out for out, _ in pairs], [grad for _, grad in pairs])
+        self._outputs = self._leaves = self.kv = []  # the graph is spent: free it
+
+
 def shared_prefix_logprobs(model, sequences: Sequence[TokenSequence], pad_id: int, positions: torch.Tensor,
                            want_hidden: bool = False, want_entropy: bool = False, plan: PrefixPlan | None = None,
-                           allowed: torch.Tensor | None = None):
+                           allowed: torch.Tensor | None = None, root: SharedRoot | None = None):
     """`token_logprobs(model, *right-padded batch of sequences*, positions=positions, allowed=allowed, ...)`,
     computed level by level (module docstring). positions: [B, T-1] mask of the places wanted;
-    allowed: [B, T-1, M] ids (-1 padded) that admissible-only decoding drew each token among."""
+    allowed: [B, T-1, M] ids (-1 padded) that admissible-only decoding drew each token among;
+    root: the minibatch's `SharedRoot` when the plan has one (computed here when not given)."""
     from agentgym.trainers.ppo import _renormalize, head_logprobs
 
     plan = plan or plan_levels(sequences)
     device = positions.device
+    if plan.root and root is None:
+        root = SharedRoot(model, plan.levels[0].rows[0], pad_id, device, split=False)
     kv_levels, mask_levels, hidden_levels = [], [], []
     chain: list[list[torch.Tensor]] = []  # per level: for its rows, the index of each ancestor row
     for depth, level in enumerate(plan.levels):
@@ -192,7 +256,10 @@ def shared_prefix_logprobs(model, sequences: Sequence[TokenSequence], pad_id: in
         else:
             ancestors = [up.index_select(0, parents) for up in chain[depth - 1]] + [parents]
             past, past_mask = _gather(kv_levels, mask_levels, ancestors)
-        hidden, kv, mask = _forward_level(model, level, past, past_mask, pad_id, device)
+        if depth == 0 and plan.root:
+            hidden, kv, mask = root.hidden, root.kv, root.mask
+        else:
+            hidden, kv, mask = _forward_level(model, level, past, past_mask, pad_id, device)
         kv_levels.append(kv)
         mask_levels.append(mask)
         hidden_levels.append(hidden)
@@ -244,18 +311,24 @@ def supports_shared_prefix(model) -> bool:
 SHARING_OVERHEAD = 1.5
 
 
-def plan_micro_batches(samples: Sequence, size: int, cut_plain) -> list[tuple[list, PrefixPlan | None]]:
+# A root shorter than this is left in the stems (a pass of its own costs more than it saves).
+MIN_ROOT_TOKENS = 16
+
+
+def plan_micro_batches(samples: Sequence, size: int, cut_plain, root: int = 0) -> list[tuple[list, PrefixPlan | None]]:
     """A minibatch's micro-batches, each with its level plan or None (plain pass, micro-batches as
     `cut_plain` makes them), whichever way computes fewer tokens: micro-batches of `size` samples
     cut from the samples in token order share prompt prefixes (a task's steps, a group's identical
     first turns, a long system prompt); cut by length they carry the least padding. Either way the minibatch's gradient is the same sum, in another order.
     The main job's short, mostly distinct prompts stay plain; a 200-token system prompt shared by
-    every sample halves the update's CPU (docs/experiments.md)."""
+    every sample halves the update's CPU (docs/experiments.md). root: the prefix all `samples` share
+    (`shared_root_length`), planned as the minibatch's `SharedRoot` when at least MIN_ROOT_TOKENS."""
     plain = cut_plain(samples)  # the learner's cut: length-sorted, by samples or by tokens
     plain_cost = sum(len(m) * max(len(s) for s in m) for m in plain)
     ordered = sorted(samples, key=lambda s: s.input_ids)
     shared = [list(ordered[i:i + size]) for i in range(0, len(ordered), size)]
-    plans = [plan_levels(m) for m in shared]
-    if all(p.usable for p in plans) and SHARING_OVERHEAD * sum(p.padded_tokens() for p in plans) < plain_cost:
+    root = root if root >= MIN_ROOT_TOKENS else 0
+    plans = [plan_levels(m, root) for m in shared]
+    if all(p.usable for p in plans) and SHARING_OVERHEAD * (sum(p.padded_tokens() for p in plans) + root) < plain_cost:
         return list(zip(shared, plans))
     return [(m, None) for m in plain]

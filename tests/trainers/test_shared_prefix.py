@@ -40,11 +40,29 @@ def test_the_plan_computes_each_shared_token_once_and_rebuilds_every_sample():
     assert not plan_levels([_seq([5], [6])]).usable  # a one-token prompt leaves an empty stem
 
 
-def _samples(policy, env_id, mode, history, admissible_only=False):
+def test_a_root_shared_by_every_prompt_is_a_level_of_its_own():
+    system = list(range(100, 120))
+    sequences = [_seq(system + [1, 2, 3], [9]), _seq(system + [1, 2, 4], [9]), _seq(system + [5, 6], [7, 8])]
+    from agentgym.trainers.shared_prefix import shared_root_length
+
+    root = shared_root_length(sequences)
+    assert root == 20  # the system prompt; each prompt keeps two tokens past it
+    plan = plan_levels(sequences, root)
+    assert plan.levels[0].rows == [system] and plan.root == 20
+    assert all(row for level in plan.levels[1:] for row in level.rows)  # no level starts empty
+    for seq, nodes in zip(sequences, plan.nodes):
+        assert [plan.levels[lv].rows[row][col] for lv, row, col in nodes] == seq.input_ids
+    assert plan.tokens() == sum(len(r) for level in plan.levels[1:] for r in level.rows)  # the root apart
+    assert shared_root_length([_seq(system + [1], [9])] + sequences) == 19  # capped: two tokens stay
+    with pytest.raises(ValueError, match="shares the first 21"):
+        plan_levels(sequences, 21)
+
+
+def _samples(policy, env_id, mode, history, admissible_only=False, system_prompt="Act."):
     import agentgym
 
     tasks = agentgym.get_task_space(env_id).split("train")[:3]
-    chat = {"history": history, "system_prompt": "Act.", "show_admissible": True}
+    chat = {"history": history, "system_prompt": system_prompt, "show_admissible": True}
     trajectories = agentgym.collect(env_id, tasks, policy, 3, seed=5, chat=chat, max_turns=4,
                                     sampling=SamplingParams(temperature=1.0, max_new_tokens=8, seed=11,
                                                             admissible_only=admissible_only))
@@ -135,6 +153,39 @@ def test_the_update_with_shared_prefixes_gives_the_plain_updates_gradient(toy_en
     assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-5
     assert 0 < stats[0]["shared_prefix_token_ratio"] < 1 and "shared_prefix_token_ratio" not in stats[1]
     assert stats[0]["pg_loss"] == pytest.approx(stats[1]["pg_loss"], abs=1e-5)
+
+
+def test_a_minibatch_root_computed_once_gives_the_plain_updates_gradient(toy_env_id, tiny_policy_factory,
+                                                                        monkeypatch):
+    """A long system prompt shared by every sample: ppo_update computes it once per minibatch
+    (SharedRoot) and sends its gradient back once; the gradient equals the plain update's within
+    1e-5 of its norm, over several micro-batches and two minibatches."""
+    from agentgym.trainers import learner, shared_prefix
+    from agentgym.trainers.config import PPOConfig
+
+    roots = []
+    real_root = shared_prefix.SharedRoot
+
+    class CountedRoot(real_root):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            roots.append(self.mask.shape[1])
+
+    monkeypatch.setattr(learner, "SharedRoot", CountedRoot)
+    system = "You are in a house. " * 12 + "Reply with one admissible action and nothing else."
+    samples = _samples(tiny_policy_factory(), toy_env_id, "per-step", 1, system_prompt=system)
+    grads = []
+    for share in (True, False):
+        policy = tiny_policy_factory()
+        params = policy.trainable_parameters()
+        pc = PPOConfig(epochs=1, minibatch_size=(len(samples) + 1) // 2, micro_batch_size=4, share_prefixes=share)
+        optimizer = torch.optim.SGD(params, lr=0.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        learner.ppo_update(pc, (0.8, 1.2), policy, optimizer, scheduler, samples, np.random.default_rng(1), 0)
+        grads.append(torch.cat([p.grad.flatten() for p in params if p.grad is not None]))
+    assert len(roots) == 2 and min(roots) >= shared_prefix.MIN_ROOT_TOKENS  # once per minibatch
+    assert grads[0].abs().sum() > 0
+    assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-5
 
 
 def test_identical_samples_are_computed_once_with_the_same_gradient(toy_env_id, tiny_policy_factory, monkeypatch):
