@@ -253,6 +253,9 @@ def install(clock: PhaseClock) -> None:
     training.run_iteration = run_iteration
     timed(learner, "token_logprobs", "update_forward")
     timed(learner, "shared_prefix_logprobs", "update_forward")
+    # the minibatch's shared root: its gradient (torch.autograd.backward, not Tensor.backward), its forward
+    timed(learner.SharedRoot, "backward", "update_backward")
+    timed(learner, "SharedRoot", "update_forward")
     timed(training, "score_sequences", "scoring")
     timed(batches, "score_sequences", "scoring")
     real_update = training.ppo_update
