@@ -218,11 +218,11 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
             optimizer.zero_grad(set_to_none=True)
             dp.keep_step(policy, len(micros), pc.entropy_coef > 0, use_kl)  # FSDP: passes pair up over ranks
             root = None
-            if micros and micros[0][1] is not None and micros[0][1].root:
-                plan = micros[0][1]
+            first_plan = micros[0][1] if micros else None  # every micro-batch's plan has the same root
+            if first_plan is not None and first_plan.root:
                 with precision():
-                    root = SharedRoot(model, plan.levels[0].rows[0], policy.tokenizer.pad_token_id, policy.device)
-                prefix_tokens[0] += plan.root
+                    root = SharedRoot(model, first_plan.levels[0].rows[0], policy.tokenizer.pad_token_id, policy.device)
+                prefix_tokens[0] += first_plan.root
             for micro, plan in micros:
                 batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
                 entropy = None

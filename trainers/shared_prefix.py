@@ -218,10 +218,10 @@ class SharedRoot:
             self.kv, self._outputs, self._leaves = kv, [], []
             return
         self._outputs = [t for layer in kv for t in layer]
-        # fp32 leaves: their gradient is a sum over every sample of the minibatch, and a group's
-        # advantages sum to about zero, so the sum cancels; accumulated in bf16 (the cache's dtype
-        # under ppo.matmul_dtype=bf16) it kept ~8 bits of the terms and lost the result (a 0.39
-        # relative gradient error on SmolLM2, against 0.04 for the per-micro-batch stems)
+        # fp32 leaves: their gradient is a sum over every sample of the minibatch, whose group
+        # advantages sum to about zero, so it is accumulated in fp32 rather than in the cache's bf16
+        # (under ppo.matmul_dtype=bf16). Measured, this alone did not change the bf16 gradient's
+        # distance to fp32 (docs/real_model_speed.md, "Fourth session")
         leaves = [t.detach().float().requires_grad_(t.requires_grad) for t in self._outputs]
         self.kv = [(leaves[2 * i], leaves[2 * i + 1]) for i in range(len(kv))]
         self._leaves = leaves
