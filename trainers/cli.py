@@ -281,5 +281,13 @@ def register(app: typer.Typer) -> None:
 
 if __name__ == "__main__":  # `torchrun --nproc-per-node N -m agentgym.trainers.cli train CONFIG [overrides]`
     from agentgym.cli import main
+    from agentgym.trainers.distributed import exit_rank
 
-    main()
+    try:
+        main()
+        code = 0
+    except SystemExit as stop:  # typer ends with sys.exit; a message is printed as Python would
+        if stop.code is not None and not isinstance(stop.code, int):
+            print(stop.code, file=sys.stderr)
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    exit_rank(code)

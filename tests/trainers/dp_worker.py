@@ -61,3 +61,4 @@ if dp.is_main:
     torch.save({"params": params, "stats": stats,
                 "local_samples": len(dp.local(samples)), "world_size": dp.world_size, "numel_held": held}, out)
 distributed.teardown(dp)
+distributed.exit_rank(0)

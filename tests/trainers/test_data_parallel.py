@@ -216,3 +216,18 @@ def test_torchrun_training_runs_and_resumes_exactly_for_the_same_world_size(tmp_
     it2b = [m for m in again if m.get("iteration") == 2][-1]
     keys = [k for k in it2 if k.startswith(("rollout/", "adv/", "train/")) and "per_s" not in k]
     assert {k: it2b[k] for k in keys} == {k: it2[k] for k in keys}
+
+
+@pytest.mark.parametrize("world_size", ["1", "2"])
+def test_a_finished_rank_exits_with_its_code_and_its_output_flushed(world_size):
+    """`exit_rank` ends a torchrun rank by os._exit (no interpreter finalization, where a finished
+    gloo rank can abort) once its buffered output is written; a single process exits normally."""
+    script = ("import atexit, sys\n"
+              "from agentgym.trainers.distributed import exit_rank\n"
+              "atexit.register(lambda: print('finalized'))\n"
+              "print('done', end='')\n"
+              "exit_rank(3)\n")
+    proc = subprocess.run([sys.executable, "-c", script], env=dict(_env(), WORLD_SIZE=world_size),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3
+    assert proc.stdout == ("done" if world_size == "2" else "donefinalized\n")
