@@ -396,8 +396,8 @@ def exit_rank(code: int) -> None:
 
     A rank leaves through `os._exit`, after flushing its output: no interpreter finalization and no
     C++ static destructors. CI saw a finished fsdp rank (gloo, CPU) abort there with "terminate
-    called without an active exception" (SIGABRT, 2 of 4 fsdp runs on one machine, none in 30
-    here); torchrun then failed the whole run although every result was written. A single process
+    called without an active exception" (SIGABRT, 2 of 4 fsdp runs in one CI run; none in 25 repeats
+    of its worker here); torchrun then failed the whole run although every result was written. A single process
     (no WORLD_SIZE) exits normally."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         sys.exit(code)
