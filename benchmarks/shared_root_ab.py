@@ -17,7 +17,7 @@ distance to the reference (relative norm). LoRA's B starts small and random (a t
 (docs/real_model_speed.md).
 
 Usage: OMP_NUM_THREADS=1 python benchmarks/shared_root_ab.py [--samples 16] [--seed 0] [--zero-b] [--one-task]
-           [--fp32-attention]
+           [--fp32-attention] [--lora-top-layers K]
 """
 
 import argparse
@@ -35,6 +35,8 @@ parser.add_argument("--zero-b", action="store_true", help="LoRA's B at peft's ze
 parser.add_argument("--one-task", action="store_true", help="the first task's samples only (one group)")
 parser.add_argument("--fp32-attention", action="store_true", help="attention with autocast off, inputs in fp32")
 parser.add_argument("--model", default="smollm2-135m-instruct")
+parser.add_argument("--lora-top-layers", type=int, default=None,
+                    help="policy.lora.top_layers: adapters on the last K decoder layers only (default: all 30)")
 args = parser.parse_args()
 torch.set_num_threads(1)
 if args.fp32_attention:
@@ -53,7 +55,9 @@ from agentgym.trainers import learner
 from agentgym.trainers import shared_prefix as sp
 from agentgym.trainers.config import PPOConfig
 from agentgym.trainers.samples import make_samples, TokenSequence
-pol = HFPolicy(args.model, device="cpu", lora={"r": 16, "lora_alpha": 32, "target_modules": "all-linear"})
+lora = {"r": 16, "lora_alpha": 32, "target_modules": "all-linear"}
+pol = HFPolicy(args.model, device="cpu", lora=lora if args.lora_top_layers is None else
+               {**lora, "top_layers": args.lora_top_layers})
 pol.keep_base_in_bf16()
 # LoRA B != 0 (a trained adapter, not the zero init): small random values
 g = torch.Generator().manual_seed(1)

@@ -73,6 +73,34 @@ def _own_aligned_weights(model: torch.nn.Module, alignment: int = 64) -> None:
             t.data = moved[key]
 
 
+def lora_settings(net: torch.nn.Module, lora: dict) -> dict:
+    """LoraConfig kwargs for this model. `top_layers: K` (ours) puts the adapters on the last K decoder
+    layers only (peft's `layers_to_transform`): the layers below stay the frozen base, so the update's
+    backward stops at the lowest adapted layer (no graph is built below it) and the shared prefix's
+    keys and values there need no gradient. peft refuses `target_modules: all-linear` with a layer
+    list, so it is spelled out here as the decoder's linear layers (the output head excluded)."""
+    lora = dict(lora)
+    layers = net.config.num_hidden_layers
+    top = lora.pop("top_layers", None)
+    if top is not None:
+        if not 1 <= top <= layers:
+            raise ConfigError(f"policy.lora.top_layers={top} is out of range: this model has {layers} decoder "
+                              f"layers (1..{layers}; {layers} = every layer, as without top_layers)")
+        if "layers_to_transform" in lora:
+            raise ConfigError("policy.lora sets both top_layers and layers_to_transform: keep one")
+        lora["layers_to_transform"] = list(range(layers - top, layers))
+    chosen = lora.get("layers_to_transform")
+    if chosen is not None:
+        bad = [i for i in ([chosen] if isinstance(chosen, int) else chosen) if not 0 <= i < layers]
+        if bad:
+            raise ConfigError(f"policy.lora.layers_to_transform names layer {bad[0]}: this model's decoder layers "
+                              f"are 0..{layers - 1}")
+        if lora.get("target_modules") == "all-linear":
+            lora["target_modules"] = sorted({name.rsplit(".", 1)[-1] for name, module in net.named_modules()
+                                             if isinstance(module, torch.nn.Linear) and ".layers." in f".{name}"})
+    return lora
+
+
 @dataclass
 class _Follow:
     """What a rollout copy follows: its trainer, the newest snapshot the trainer published (version,
@@ -255,7 +283,7 @@ class HFPolicy:
         if lora is not None and not is_adapter:
             from peft import LoraConfig, get_peft_model
 
-            net = get_peft_model(net, LoraConfig(task_type="CAUSAL_LM", **{**DEFAULT_LORA, **lora}))
+            net = get_peft_model(net, LoraConfig(task_type="CAUSAL_LM", **lora_settings(net, {**DEFAULT_LORA, **lora})))
         self.model = net.to(self.device)
         _own_aligned_weights(self.model)  # not the file map's 8-byte alignment: a copy must compute alike
         self.model.eval()

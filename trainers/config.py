@@ -568,7 +568,8 @@ def _short(value: Any) -> str:
 
 DEVICE_RE = __import__("re").compile(r"(cpu|mps|meta|(cuda|xpu)(:\d{1,3})?)")
 LORA_TYPES = {"r": int, "lora_alpha": (int, float), "lora_dropout": (int, float), "target_modules": (str, list),
-              "bias": str, "use_rslora": bool, "modules_to_save": (list, type(None))}
+              "bias": str, "use_rslora": bool, "modules_to_save": (list, type(None)), "top_layers": int,
+              "layers_to_transform": (int, list)}
 
 
 def check_section_rules(cfg: TrainConfig) -> None:
@@ -651,6 +652,9 @@ def _check_lora(lora: dict) -> None:
         raise ConfigError(f"policy.lora.r={lora['r']} is out of range: a LoRA rank, >= 1")
     if "lora_alpha" in lora and not lora["lora_alpha"] > 0:
         raise ConfigError(f"policy.lora.lora_alpha={lora['lora_alpha']} is out of range: > 0")
+    if "top_layers" in lora and lora["top_layers"] < 1:
+        raise ConfigError(f"policy.lora.top_layers={lora['top_layers']} is out of range: the number of top decoder "
+                          "layers that get adapters, >= 1")
     if "lora_dropout" in lora and not 0 <= lora["lora_dropout"] < 1:
         raise ConfigError(f"policy.lora.lora_dropout={lora['lora_dropout']} is out of range: in [0, 1)")
     unknown = sorted(set(lora) - set(LORA_TYPES))

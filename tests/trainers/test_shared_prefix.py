@@ -272,3 +272,63 @@ def test_admissible_only_samples_share_prefixes_with_the_plain_gradient_and_a_fi
     assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-5
     assert 0 < stats[0]["shared_prefix_token_ratio"] < 1
     assert abs(stats[0]["ratio_max_first_minibatch"] - 1) < 1e-4
+
+
+def test_lora_on_the_top_layers_trains_them_alone_and_keeps_the_root_gradient(toy_env_id, tiny_policy_factory,
+                                                                              tmp_path):
+    """policy.lora.top_layers=1 on the 2-layer model: adapters on layer 1 only, so layer 0's output never
+    requires grad in the update (no graph below the lowest adapted layer, the root included), the root's
+    gradient equals the plain update's, and the saved adapter reloads with the same layers."""
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.trainers import learner
+    from agentgym.trainers.config import PPOConfig
+
+    def adapted_layers(policy):
+        return sorted({int(n.split(".layers.")[1].split(".")[0]) for n, p in policy.model.named_parameters()
+                       if p.requires_grad and "lora_" in n})
+
+    system = "You are in a house. " * 12 + "Reply with one admissible action and nothing else."
+    samples = _samples(tiny_policy_factory(), toy_env_id, "per-step", 1, system_prompt=system)
+    grads, bottom_needs_grad = [], []
+    for share in (True, False):
+        torch.manual_seed(0)
+        policy = tiny_policy_factory(lora={"r": 4, "top_layers": 1})
+        assert adapted_layers(policy) == [1]
+        for n, p in policy.model.named_parameters():
+            if "lora_B" in n:  # B starts at 0: the gradient of A would be 0 and the check empty
+                torch.nn.init.normal_(p, std=0.02, generator=torch.Generator().manual_seed(len(n)))
+        layer0 = policy.model.base_model.model.model.layers[0]
+        hook = layer0.register_forward_hook(
+            lambda _m, _i, out: bottom_needs_grad.append((out[0] if isinstance(out, tuple) else out).requires_grad))
+        params = policy.trainable_parameters()
+        pc = PPOConfig(epochs=1, minibatch_size=(len(samples) + 1) // 2, micro_batch_size=4, share_prefixes=share)
+        optimizer = torch.optim.SGD(params, lr=0.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        learner.ppo_update(pc, (0.8, 1.2), policy, optimizer, scheduler, samples, np.random.default_rng(1), 0)
+        hook.remove()
+        grads.append(torch.cat([p.grad.flatten() for p in params if p.grad is not None]))
+    assert bottom_needs_grad and not any(bottom_needs_grad)
+    assert grads[0].abs().sum() > 0
+    assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-5
+    policy.save(tmp_path / "adapter")
+    assert adapted_layers(HFPolicy(tmp_path / "adapter")) == [1]
+
+
+@pytest.mark.parametrize("lora,says", [
+    ({"top_layers": 3}, "top_layers=3 is out of range: this model has 2 decoder layers"),
+    ({"layers_to_transform": [0, 5]}, "names layer 5: this model's decoder layers are 0..1"),
+    ({"top_layers": 1, "layers_to_transform": [1]}, "sets both top_layers and layers_to_transform"),
+])
+def test_lora_layers_the_model_does_not_have_are_one_line(tiny_policy_factory, lora, says):
+    from agentgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=says):
+        tiny_policy_factory(lora=lora)
+
+
+def test_lora_top_layers_below_one_is_refused_with_the_config():
+    from agentgym.errors import ConfigError
+    from agentgym.trainers.config import load_config
+
+    with pytest.raises(ConfigError, match="top_layers=0 is out of range"):
+        load_config({}, ["tiny.build=true", "policy.lora={top_layers: 0}"])
