@@ -92,6 +92,9 @@ def main() -> None:
     ap.add_argument("--raw", default=None, help="also write each iteration's records here as they land")
     ap.add_argument("--lora", type=int, default=None,
                     help="LoRA rank of both arms (0: full fine-tuning); default 16 with --model, 0 for the tiny model")
+    ap.add_argument("--lora-top-layers", type=int, default=None,
+                    help="both arms' LoRA on the last K decoder layers only (policy.lora.top_layers; PEFT's "
+                         "layers_to_transform for TRL); default: every layer")
     ap.add_argument("--quick", action="store_true", help="3 iterations of 2 tasks x 2 episodes")
     args = ap.parse_args()
     if args.quick:
@@ -127,6 +130,7 @@ def main() -> None:
     batch = args.tasks * args.group
 
     # --- agentgym's trainer, driven iteration by iteration --------------------------------------
+    top = f", top_layers: {args.lora_top_layers}" if args.lora_top_layers else ""
     cfg = load_config({"env": {"chat": dict(CHAT)}}, [
         f"env.id={env_id}", f"policy.model={model_dir}", f"run_dir={work}/agentgym", f"iterations={args.iterations}",
         f"rollout.tasks_per_iter={args.tasks}", f"rollout.group_size={args.group}",
@@ -136,7 +140,7 @@ def main() -> None:
         f"ppo.lr={args.lr}", "ppo.clip_eps=0.2", "ppo.kl_coef=0.0", "eval.every=0", "log.plot=false",
         "log.tensorboard=false", "torch_threads=1",
         # our best CPU setting on a real model: LoRA with its frozen base in bf16, rollout and update alike
-        *([f"policy.lora={{r: {args.lora}}}"] if args.lora else []),
+        *([f"policy.lora={{r: {args.lora}{top}}}"] if args.lora else []),
         *(["ppo.matmul_dtype=bf16"] if args.model and cpu_has_bf16() else []),
     ])
     policy = make_policy(cfg.policy, model_dir)
@@ -212,7 +216,15 @@ def main() -> None:
 
         from agentgym.policies.hf import DEFAULT_LORA
 
-        peft = {"peft_config": LoraConfig(task_type="CAUSAL_LM", **{**DEFAULT_LORA, "r": args.lora})}
+        lora = {**DEFAULT_LORA, "r": args.lora}
+        if args.lora_top_layers:  # the same layers as ours: PEFT's layers_to_transform with the modules spelled out
+            from transformers import AutoModelForCausalLM
+
+            from agentgym.policies.hf import lora_settings
+
+            lora = lora_settings(AutoModelForCausalLM.from_pretrained(str(model_dir)),
+                                 {**lora, "top_layers": args.lora_top_layers})
+        peft = {"peft_config": LoraConfig(task_type="CAUSAL_LM", **lora)}
     trainer = grpo_trainer(str(model_dir), rollout, config, train_dataset=rollout.dataset(tasks=tasks),
                            callbacks=[Alternate()], **peft)
     trainer.rollout_func = counting
@@ -267,13 +279,16 @@ def main() -> None:
         "setting": {"env": env_id, "categories": categories, "tasks_per_iter": args.tasks, "group": args.group,
                     "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens, "iterations": args.iterations,
                     "warm_start_sft_tasks": args.sft_tasks, "lr": args.lr, "lora_r": args.lora,
+                    "lora_top_layers": args.lora_top_layers,
                     "agentgym_matmul_dtype": cfg.ppo.matmul_dtype,
                     "trl_mixed_precision": str(trainer.accelerator.mixed_precision)},
         "trl": trl, "agentgym": ours_row, "speedup": speedup,
         "speedup_cpu": trl["cpu_s_per_iter"] / ours_row["cpu_s_per_iter"],
     }
     # the real model's entry beside the tiny model's (the top level)
-    report.update({"real_model": {"model": args.model, **entry}} if args.model else entry)
+    # (LoRA on the top layers only is a setting of its own, kept beside the every-layer one)
+    key = "real_model" + (f"_lora_top_{args.lora_top_layers}_layers" if args.lora_top_layers else "")
+    report.update({key: {"model": args.model, **entry}} if args.model else entry)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(report, indent=2))
     print(f"written: {out_path}")
