@@ -35,6 +35,7 @@ import torch
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
 from agentgym.policies.decode_attention import use_single_query_decode
+from agentgym.policies.frozen_states import FrozenStates, lowest_adapted_layer
 from agentgym.policies.model_files import DTYPES, encode_chat_prompt, eos_ids, resolve_model
 
 DEFAULT_LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
@@ -71,6 +72,16 @@ def _own_aligned_weights(model: torch.nn.Module, alignment: int = 64) -> None:
             if key not in moved:
                 moved[key] = t.data.clone()
             t.data = moved[key]
+
+
+def _decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The decoder layers of a causal LM, with or without a PEFT wrapper."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.model.layers
+
+
+def _row_states(prompt: torch.Tensor, reply: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([prompt, torch.stack(reply)]) if reply else prompt
 
 
 def lora_settings(net: torch.nn.Module, lora: dict) -> dict:
@@ -240,6 +251,7 @@ class _Prefix:
     ids: list[int]
     layers: list[tuple[torch.Tensor, torch.Tensor]]
     version: int  # the weights' version they were computed with
+    states: torch.Tensor | None = None  # [len, hidden] entering the lowest adapted layer (FrozenStates)
 
 
 class HFPolicy:
@@ -319,6 +331,8 @@ class HFPolicy:
         self.matmul_context = contextlib.nullcontext  # the context of the policy's own forwards (keep_base_in_bf16)
         self._prefixes: dict[str, _Prefix] = {}
         self.last_prefill_tokens: list[int] = []
+        # the frozen layers' outputs for the update, kept while recording (`keep_frozen_states`)
+        self.frozen_states: FrozenStates | None = None
         if self.device.type == "cpu":  # a decode step's attention as two matmuls (policies/decode_attention.py)
             use_single_query_decode(self.model)
         self._generator = torch.Generator(device=self.device)
@@ -401,6 +415,24 @@ class HFPolicy:
         for key in cache_keys or ():
             self._prefixes.pop(key, None)
 
+    def keep_frozen_states(self) -> FrozenStates | None:
+        """With adapters on the top layers only, a store of the frozen layers' outputs that this
+        policy's rollouts fill while it records (policies/frozen_states.py); None when every layer
+        trains. Rollout copies share it."""
+        layer = lowest_adapted_layer(self.model)
+        if layer > 0 and self.frozen_states is None:
+            self.frozen_states = FrozenStates(layer)
+        return self.frozen_states
+
+    def _frozen_layer_hook(self, captured: list):
+        """A forward hook on the last frozen layer that appends its output to `captured`."""
+        layers = _decoder_layers(self.model)
+
+        def hook(_module, _inputs, output):
+            captured.append((output[0] if isinstance(output, tuple) else output).detach())
+
+        return layers[self.frozen_states.layer - 1].register_forward_hook(hook)
+
     def _weights_version(self) -> int:
         return sum(int(p._version) for p in self.model.parameters())
 
@@ -419,7 +451,8 @@ class HFPolicy:
             return None
         if shared == len(entry.ids):
             return entry
-        return _Prefix(entry.ids[:shared], [(k[:, :shared], v[:, :shared]) for k, v in entry.layers], version)
+        return _Prefix(entry.ids[:shared], [(k[:, :shared], v[:, :shared]) for k, v in entry.layers], version,
+                       None if entry.states is None else entry.states[:shared])
 
     def _sample(self, prompt_ids: list[list[int]], sampling: SamplingParams,
                 cache_keys: list[str] | None = None, tries: list[dict | None] | None = None) -> list[Completion]:
@@ -475,10 +508,25 @@ class HFPolicy:
             expand = None
         attention, positions = attention.to(self.device), positions.to(self.device)
         columns = _allowed_columns(tries, self.device)  # the first step's: every row is at its trie's root
-        with self.matmul_context(), _head_restricted_to(self.model, columns):
-            out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention, position_ids=positions,
-                             past_key_values=past, use_cache=True, logits_to_keep=1)
+        recording = self.frozen_states is not None and self.frozen_states.recording and \
+            all(c == 0 or e.states is not None for c, e in zip(cached, prefixes))
+        captured: list[torch.Tensor] = []
+        hook = self._frozen_layer_hook(captured) if recording else None
+        try:
+            with self.matmul_context(), _head_restricted_to(self.model, columns):
+                out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention, position_ids=positions,
+                                 past_key_values=past, use_cache=True, logits_to_keep=1)
+        finally:
+            if hook is not None:
+                hook.remove()
         past = out.past_key_values
+        # per prompt: the states of its tokens (the cached prefix's, then the prefill's), then its fed reply tokens'
+        prompt_states = reply_states = None
+        if recording:
+            unique_states = [torch.cat([e.states, captured[0][u, width_new - len(n):]]) if c else
+                             captured[0][u, width_new - len(n):] for u, (c, e, n) in enumerate(zip(cached, prefixes, new))]
+            prompt_states = [unique_states[u] for u in (expand or range(batch))]
+            reply_states = [[] for _ in range(batch)]
         if expand is not None:
             index = torch.tensor(expand, device=self.device)
             past.batch_select_indices(index)
@@ -520,10 +568,16 @@ class HFPolicy:
                     done[b] = True
                     reasons[i] = "stop"
             last = step == sampling.max_new_tokens - 1
+            ended = range(len(rows)) if last else torch.nonzero(done).flatten().tolist()
+            if recording:  # a reply that ended: its states, prompt and fed reply tokens, for the update
+                for b in ended:
+                    i = rows[b]
+                    self.frozen_states.keep(prompt_ids[i] + responses[i][:-1], _row_states(prompt_states[i], reply_states[i]))
             if cache_keys is not None:
-                for b in (range(len(rows)) if last else torch.nonzero(done).flatten().tolist()):
-                    self._keep_prefix(cache_keys[rows[b]], prompt_ids[rows[b]] + responses[rows[b]][:-1], past, b,
-                                      attention[b], version)
+                for b in ended:
+                    i = rows[b]
+                    self._keep_prefix(cache_keys[i], prompt_ids[i] + responses[i][:-1], past, b, attention[b], version,
+                                      _row_states(prompt_states[i], reply_states[i]) if recording else None)
             if last or bool(done.all()):
                 break
             keep = torch.nonzero(~done).flatten()
@@ -534,9 +588,18 @@ class HFPolicy:
             attention = torch.cat([attention, torch.ones((len(live), 1), dtype=attention.dtype, device=self.device)], 1)
             # the next step's columns: the live rows' nodes after this step's token (what its logits are sampled within)
             columns = _allowed_columns([tries[i] for i in live.tolist()] if tries else None, self.device)
-            with self.matmul_context(), _head_restricted_to(self.model, columns):
-                out = self.model(input_ids=token[:, None], attention_mask=attention, position_ids=positions,
-                                 past_key_values=past, use_cache=True, logits_to_keep=1)
+            captured.clear()
+            hook = self._frozen_layer_hook(captured) if recording else None
+            try:
+                with self.matmul_context(), _head_restricted_to(self.model, columns):
+                    out = self.model(input_ids=token[:, None], attention_mask=attention, position_ids=positions,
+                                     past_key_values=past, use_cache=True, logits_to_keep=1)
+            finally:
+                if hook is not None:
+                    hook.remove()
+            if recording:
+                for b, i in enumerate(live.tolist()):
+                    reply_states[i].append(captured[0][b, 0])
             past = out.past_key_values
         return [
             Completion(text=self.tokenizer.decode(r, skip_special_tokens=True), prompt_ids=list(p), response_ids=r,
@@ -545,7 +608,8 @@ class HFPolicy:
             for p, r, lp, why, a in zip(prompt_ids, responses, logprobs, reasons, allowed)
         ]
 
-    def _keep_prefix(self, key: str, ids: list[int], past, row: int, row_attention: torch.Tensor, version: int) -> None:
+    def _keep_prefix(self, key: str, ids: list[int], past, row: int, row_attention: torch.Tensor, version: int,
+                     states: torch.Tensor | None = None) -> None:
         """Cache row `row`'s keys and values (its attended columns: prompt + reply without its last
         token, which was sampled but never fed) under `key` for the episode's next turn."""
         if not self.reuse_kv:
@@ -554,7 +618,7 @@ class HFPolicy:
         layers = [(layer.keys[row].index_select(1, columns).clone(), layer.values[row].index_select(1, columns).clone())
                   for layer in past.layers]
         if layers and layers[0][0].shape[1] == len(ids):
-            self._prefixes[key] = _Prefix(ids, layers, version)
+            self._prefixes[key] = _Prefix(ids, layers, version, states)
 
     def _pick(self, logits: torch.Tensor, sampling: SamplingParams) -> torch.Tensor:
         if sampling.temperature <= 0:

@@ -148,6 +148,10 @@ class PPOConfig:
     # identical first turns) is computed once, the rest on top of its KV cache (trainers/shared_prefix.py):
     # the same gradient up to float summation order, about half the tokens in the main job.
     share_prefixes: bool = True
+    # With LoRA on the top layers only (policy.lora.top_layers), the rollout keeps the frozen layers' outputs
+    # and the update's level-wise passes start from them (policies/frozen_states.py): the frozen layers run
+    # once per token, in the rollout. The HF engine in this process, one process, no value head.
+    reuse_frozen_states: bool = True
     # "bf16": the update's forward and backward multiply in bf16 under autocast (weights, optimizer and
     # loss stay fp32; trainers/precision.py): refused where the hardware has no native bf16 matmul
     matmul_dtype: str = "fp32"

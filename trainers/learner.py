@@ -13,6 +13,7 @@ samples, so permutations, denominators and optimizer steps are those of one proc
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from typing import Any, Iterator, Sequence
@@ -26,7 +27,7 @@ from agentgym.trainers.ppo import ImportanceStats, reference_logprobs, token_log
 from agentgym.trainers.precision import update_autocast
 from agentgym.trainers.samples import Sample, TokenSequence, collate, pad_sequences
 from agentgym.trainers.shared_prefix import (SharedRoot, plan_micro_batches, shared_prefix_logprobs, shared_root_length,
-                                             supports_shared_prefix)
+                                             supports_shared_prefix, top_layers_only)
 
 
 class TrainingDiverged(AgentGymError):
@@ -193,6 +194,11 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     # sent back after them (SharedRoot); one process only (DDP's reducer fires on each backward) and
     # without a value head (it would read the root's hidden states, which are detached)
     share_root = share and not dp.enabled and value_head is None
+    # the rollout's frozen-layer outputs (LoRA on the top layers, HF engine, one process, no value head:
+    # a value may read a sample's last position, whose state the rollout never computed)
+    frozen = getattr(policy, "frozen_states", None) if pc.reuse_frozen_states and share and not dp.enabled \
+        and value_head is None else None
+    frozen_samples = 0
     update_autocast(pc.matmul_dtype, policy.device)  # refuses bf16 without native bf16 matmuls, before any work
     precision = functools.partial(update_autocast, pc.matmul_dtype, policy.device)  # a fresh context per pass
 
@@ -219,9 +225,16 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
             dp.keep_step(policy, len(micros), pc.entropy_coef > 0, use_kl)  # FSDP: passes pair up over ranks
             root = None
             first_plan = micros[0][1] if micros else None  # every micro-batch's plan has the same root
+            # the frozen layers' outputs from the rollout (policies/frozen_states.py): with LoRA on the top
+            # layers, the level-wise passes run those layers alone; a minibatch uses them when all its samples have them
+            found = frozen.for_sequences([s for m, _ in micros for s in m]) \
+                if frozen is not None and first_plan is not None else None
+            states = None if found is None else iter(found)  # in the micro-batches' order
+            frozen_samples += 0 if found is None else len(found)
             if first_plan is not None and first_plan.root:
-                with precision():
-                    root = SharedRoot(model, first_plan.levels[0].rows[0], policy.tokenizer.pad_token_id, policy.device)
+                with precision(), top_layers_only(model, frozen.layer) if found else contextlib.nullcontext():
+                    root = SharedRoot(model, first_plan.levels[0].rows[0], policy.tokenizer.pad_token_id, policy.device,
+                                      states=None if found is None else found[0][:first_plan.root])
                 prefix_tokens[0] += first_plan.root
             for micro, plan in micros:
                 batch = collate(micro, policy.tokenizer.pad_token_id, device=policy.device)
@@ -229,9 +242,12 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
                 where = batch["loss_mask"] > 0
                 with precision():  # ppo.matmul_dtype: the backward follows the forward's dtypes
                     if plan is not None:
-                        logp, hidden, *rest = shared_prefix_logprobs(
-                            model, micro, policy.tokenizer.pad_token_id, where, value_head is not None,
-                            want_entropy=pc.entropy_coef > 0, plan=plan, allowed=batch.get("allowed"), root=root)
+                        mine = None if states is None else [next(states) for _ in micro]
+                        with top_layers_only(model, frozen.layer) if mine is not None else contextlib.nullcontext():
+                            logp, hidden, *rest = shared_prefix_logprobs(
+                                model, micro, policy.tokenizer.pad_token_id, where, value_head is not None,
+                                want_entropy=pc.entropy_coef > 0, plan=plan, allowed=batch.get("allowed"), root=root,
+                                states=mine)
                         entropy = rest[0] if rest else None
                         prefix_tokens[0] += plan.tokens()
                         prefix_tokens[1] += sum(len(s) for s in micro)
@@ -279,5 +295,7 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     out["optimizer_steps"] = n_updates
     if prefix_tokens[1]:
         out["shared_prefix_token_ratio"] = prefix_tokens[0] / prefix_tokens[1]
+    if frozen is not None:
+        out["frozen_states_samples"] = frozen_samples  # samples whose frozen layers the rollout's outputs replaced
     out.update(weights.summary())
     return out

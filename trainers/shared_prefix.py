@@ -28,6 +28,7 @@ samples, so the loss code is the same for both.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -166,8 +167,48 @@ def plan_levels(sequences: Sequence[TokenSequence], root: int = 0) -> PrefixPlan
     return PrefixPlan(levels, nodes, root)
 
 
-def _forward_level(model, level: LevelPlan, past, past_mask, pad_id: int, device):
-    """One batched forward of a level's rows (right-padded) on top of their parents' cache."""
+@contextmanager
+def top_layers_only(model, first: int):
+    """The model's forward runs decoder layers `first`.. alone, from `inputs_embeds` that are the hidden
+    states entering layer `first` (policies/frozen_states.py); its caches hold those layers' keys and
+    values only. The layers below are frozen (LoRA on the top layers), so skipping them loses nothing."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    decoder, config = base.model, base.config
+    every, count, types = decoder.layers, config.num_hidden_layers, getattr(config, "layer_types", None)
+    top = list(every)[first:]
+    indices = [layer.self_attn.layer_idx for layer in top]
+    decoder.layers = torch.nn.ModuleList(top)
+    for i, layer in enumerate(top):
+        layer.self_attn.layer_idx = i  # the index into the cache, which now holds these layers alone
+    config.num_hidden_layers = len(top)
+    if types is not None:
+        config.layer_types = types[first:]
+    try:
+        yield
+    finally:
+        decoder.layers = every
+        for layer, i in zip(top, indices):
+            layer.self_attn.layer_idx = i
+        config.num_hidden_layers = count
+        if types is not None:
+            config.layer_types = types
+
+
+def _level_states(plan: "PrefixPlan", depth: int, states: Sequence[torch.Tensor], width: int) -> torch.Tensor:
+    """[rows, width, hidden]: the frozen layers' outputs for a level's tokens, read from the samples that
+    use them (a sample's last token has none: no loss reads what follows it; it and pads stay 0)."""
+    rows = len(plan.levels[depth].rows)
+    out = states[0].new_zeros((rows, width, states[0].shape[-1]))
+    for nodes, own in zip(plan.nodes, states):
+        at = torch.tensor(nodes[:len(own)], dtype=torch.long).reshape(-1, 3)
+        mine = torch.nonzero(at[:, 0] == depth).flatten()
+        out[at[mine, 1], at[mine, 2]] = own[mine].to(out.device)
+    return out
+
+
+def _forward_level(model, level: LevelPlan, past, past_mask, pad_id: int, device, states: torch.Tensor | None = None):
+    """One batched forward of a level's rows (right-padded) on top of their parents' cache; states: the
+    rows' inputs to the first computed layer (under `top_layers_only`) instead of their token ids."""
     from transformers.cache_utils import DynamicCache
 
     width = max(max((len(r) for r in level.rows), default=1), 1)
@@ -183,8 +224,9 @@ def _forward_level(model, level: LevelPlan, past, past_mask, pad_id: int, device
     ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
     attention = mask if past_mask is None else torch.cat([past_mask, mask], dim=1)
     cache = None if past is None else DynamicCache(ddp_cache_data=past)
-    out = model(input_ids=ids, attention_mask=attention, position_ids=positions, past_key_values=cache,
-                use_cache=True, output_hidden_states=True, logits_to_keep=1)
+    out = model(input_ids=None if states is not None else ids, inputs_embeds=states, attention_mask=attention,
+                position_ids=positions, past_key_values=cache, use_cache=True, output_hidden_states=True,
+                logits_to_keep=1)
     past_width = 0 if past is None else past[0][0].shape[2]
     layers = [(layer.keys[:, :, past_width:], layer.values[:, :, past_width:]) for layer in out.past_key_values.layers]
     return out.hidden_states[-1], layers, mask
@@ -211,8 +253,11 @@ class SharedRoot:
     per micro-batch. Its hidden states are detached: no loss or value reads a root position (the
     root ends two tokens before every prompt does) and the update uses it only without a value head."""
 
-    def __init__(self, model, ids: Sequence[int], pad_id: int, device, split: bool = True):
-        hidden, kv, self.mask = _forward_level(model, LevelPlan([list(ids)], [-1], [0]), None, None, pad_id, device)
+    def __init__(self, model, ids: Sequence[int], pad_id: int, device, split: bool = True,
+                 states: torch.Tensor | None = None):
+        """states: [len(ids), hidden], the frozen layers' outputs for the root (under `top_layers_only`)."""
+        hidden, kv, self.mask = _forward_level(model, LevelPlan([list(ids)], [-1], [0]), None, None, pad_id, device,
+                                               None if states is None else states[None].to(device))
         self.hidden = hidden.detach()
         if not split:  # one micro-batch's own root: its graph stays whole, no backward() needed
             self.kv, self._outputs, self._leaves = kv, [], []
@@ -235,17 +280,20 @@ class SharedRoot:
 
 def shared_prefix_logprobs(model, sequences: Sequence[TokenSequence], pad_id: int, positions: torch.Tensor,
                            want_hidden: bool = False, want_entropy: bool = False, plan: PrefixPlan | None = None,
-                           allowed: torch.Tensor | None = None, root: SharedRoot | None = None):
+                           allowed: torch.Tensor | None = None, root: SharedRoot | None = None,
+                           states: Sequence[torch.Tensor] | None = None):
     """`token_logprobs(model, *right-padded batch of sequences*, positions=positions, allowed=allowed, ...)`,
     computed level by level (module docstring). positions: [B, T-1] mask of the places wanted;
     allowed: [B, T-1, M] ids (-1 padded) that admissible-only decoding drew each token among;
-    root: the minibatch's `SharedRoot` when the plan has one (computed here when not given)."""
+    root: the minibatch's `SharedRoot` when the plan has one (computed here when not given); states: per
+    sequence, the frozen layers' outputs for its tokens (the model under `top_layers_only`)."""
     from agentgym.trainers.ppo import _renormalize, head_logprobs
 
     plan = plan or plan_levels(sequences)
     device = positions.device
     if plan.root and root is None:
-        root = SharedRoot(model, plan.levels[0].rows[0], pad_id, device, split=False)
+        root = SharedRoot(model, plan.levels[0].rows[0], pad_id, device, split=False,
+                          states=None if states is None else states[0][:plan.root])
     kv_levels, mask_levels, hidden_levels = [], [], []
     chain: list[list[torch.Tensor]] = []  # per level: for its rows, the index of each ancestor row
     for depth, level in enumerate(plan.levels):
@@ -259,7 +307,11 @@ def shared_prefix_logprobs(model, sequences: Sequence[TokenSequence], pad_id: in
         if depth == 0 and plan.root:
             hidden, kv, mask = root.hidden, root.kv, root.mask
         else:
-            hidden, kv, mask = _forward_level(model, level, past, past_mask, pad_id, device)
+            inputs = None
+            if states is not None:
+                width = max(max((len(r) for r in level.rows), default=1), 1)
+                inputs = _level_states(plan, depth, states, width).to(device)
+            hidden, kv, mask = _forward_level(model, level, past, past_mask, pad_id, device, inputs)
         kv_levels.append(kv)
         mask_levels.append(mask)
         hidden_levels.append(hidden)

@@ -115,7 +115,15 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     """reward: env.reward's hook (agentgym.rewards.hook), rewriting outcomes or step rewards in place."""
     dp = producer.dp if dp is None else dp
     t0, c0 = time.perf_counter(), time.process_time()  # wall, and CPU (what a shared machine cannot inflate)
-    batch = producer.get(iteration)  # played now, or made ahead under the staleness bound (batches.py)
+    frozen = getattr(policy, "frozen_states", None)  # the frozen layers' outputs, kept by the training rollouts
+    if frozen is not None:
+        frozen.clear()
+        frozen.recording = True
+    try:
+        batch = producer.get(iteration)  # played now, or made ahead under the staleness bound (batches.py)
+    finally:
+        if frozen is not None:
+            frozen.recording = False
     rng, trajectories = batch.rng, batch.trajectories
     t_rollout, c_rollout = time.perf_counter() - t0, time.process_time() - c0
     reward_metrics = reward(trajectories) if reward is not None else None  # before any advantage is computed
@@ -145,6 +153,8 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
                         importance_cap(cfg.ppo, cfg.rollout), dp, estimator=cfg.estimator,
                         session=producer.session) if samples else {}
     t_update, c_update = time.perf_counter() - t1, time.process_time() - c1
+    if frozen is not None:
+        frozen.clear()  # the update has read them; the evaluation's rollouts keep none
     all_adv = np.concatenate([a for a in all_advantages if len(a)] or [np.zeros(1)])
     train_tokens = sum(len(s) for s in samples) * cfg.ppo.epochs
     metrics = {
@@ -191,6 +201,17 @@ def eval_summary(result) -> dict:
     # per-task success, so that two evaluations on the same tasks give a paired interval of the gain
     out["per_task_success"] = {t["task_id"]: t["successes"] / t["episodes"] for t in result.per_task if t["episodes"]}
     return out
+
+
+def frozen_states_for(cfg: TrainConfig, policy, producer: BatchProducer, dp, heads: dict):
+    """The store of the frozen layers' outputs the training rollouts keep for the update, where it can
+    be used: LoRA on the top layers only, `ppo.reuse_frozen_states`, the update's level-wise passes,
+    rollouts by this very policy (the HF engine, made inline), one process, no value head."""
+    if not (cfg.ppo.reuse_frozen_states and cfg.ppo.share_prefixes and not dp.enabled and not heads.get("value")
+            and not producer.background and producer.rollout_policy is policy
+            and hasattr(policy, "keep_frozen_states")):
+        return None
+    return policy.keep_frozen_states()
 
 
 def evaluate_policy(eval_cfg: EvalConfig, env_cfg: EnvConfig, engine, eval_path: Path, seed: int, *,
@@ -308,6 +329,9 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                 dp.save_checkpoint(save_checkpoint, run_dir, 0, policy, optimizer, scheduler, heads, state)
         producer = BatchProducer(cfg, policy, source, start_iteration=state["iteration"], engine=engine, dp=dp,
                                  executor=env_pool, session=session)
+        if (store := frozen_states_for(cfg, policy, producer, dp, heads)) is not None:
+            log(f"LoRA on the top layers: the update starts at layer {store.layer} from the rollout's outputs of the "
+                f"{store.layer} frozen layers below (ppo.reuse_frozen_states)")
         deadline = session_started + cfg.time_budget_s if cfg.time_budget_s else None
         while state["iteration"] < cfg.iterations:
             if deadline is not None and dp.agree(time.perf_counter() > deadline):

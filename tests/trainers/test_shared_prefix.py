@@ -4,6 +4,8 @@ those of the plain forward."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -332,3 +334,67 @@ def test_lora_top_layers_below_one_is_refused_with_the_config():
 
     with pytest.raises(ConfigError, match="top_layers=0 is out of range"):
         load_config({}, ["tiny.build=true", "policy.lora={top_layers: 0}"])
+
+
+def test_the_update_starts_from_the_rollouts_frozen_layer_outputs_with_the_same_gradient(toy_env_id,
+                                                                                          tiny_policy_factory):
+    """LoRA on the top layer of 2: the rollout keeps what layer 0 gave each token it fed, and the update
+    (shared root and level-wise passes) runs layer 1 alone from those states, never layer 0; its gradient
+    and loss equal the update that runs both layers, within 1e-4 (the rollout computed them in other
+    batches), and the first ratio stays 1."""
+    from agentgym.trainers import learner
+    from agentgym.trainers.config import PPOConfig
+
+    torch.manual_seed(0)
+    policy = tiny_policy_factory(lora={"r": 4, "top_layers": 1})
+    for n, p in policy.model.named_parameters():
+        if "lora_B" in n:
+            torch.nn.init.normal_(p, std=0.02, generator=torch.Generator().manual_seed(len(n)))
+    store = policy.keep_frozen_states()
+    assert store is not None and store.layer == 1
+    store.recording = True
+    system = "You are in a house. " * 12 + "Reply with one admissible action and nothing else."
+    samples = _samples(policy, toy_env_id, "per-step", 1, system_prompt=system)
+    store.recording = False
+    assert len(store) >= len(samples) // 2  # a group's identical steps share one entry
+    layer0_calls = []
+    hook = policy.model.base_model.model.model.layers[0].register_forward_hook(lambda *_: layer0_calls.append(1))
+    grads, stats = [], []
+    for reuse in (True, False):
+        params = policy.trainable_parameters()
+        for p in params:
+            p.grad = None
+        pc = PPOConfig(epochs=1, minibatch_size=(len(samples) + 1) // 2, micro_batch_size=4, reuse_frozen_states=reuse)
+        optimizer = torch.optim.SGD(params, lr=0.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        calls_before = len(layer0_calls)
+        stats.append(learner.ppo_update(pc, (0.8, 1.2), policy, optimizer, scheduler, samples,
+                                        np.random.default_rng(1), 0))
+        grads.append(torch.cat([p.grad.flatten() for p in params if p.grad is not None]))
+        if reuse:
+            assert len(layer0_calls) == calls_before  # the frozen layer never ran in the update
+    hook.remove()
+    assert len(layer0_calls) > 0  # ... and it does without the states
+    assert stats[0]["frozen_states_samples"] == len(samples) and "frozen_states_samples" not in stats[1]
+    assert grads[0].abs().sum() > 0
+    assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-4
+    assert stats[0]["pg_loss"] == pytest.approx(stats[1]["pg_loss"], abs=1e-5)
+    assert stats[0]["ratio_max_first_minibatch"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_training_with_lora_on_the_top_layer_updates_from_the_rollouts_states(toy_env_id, tiny_model_dir,
+                                                                                toy_config, tmp_path):
+    """`train` with policy.lora.top_layers=1 and a long system prompt: every sample of every update
+    starts from the training rollout's states (the metric counts them)."""
+    from agentgym.trainers.training import train
+
+    system = "You are in a house. " * 12 + "Reply with one admissible action and nothing else."
+    cfg = toy_config(tmp_path, tiny_model_dir, "policy.lora={r: 4, top_layers: 1}", f"env.chat.system_prompt={system}",
+                     "ppo.micro_batch_size=2", "rollout.temperature=1.0")
+    lines = []
+    train(cfg, log=lines.append)
+    assert any("the update starts at layer 1" in line for line in lines)
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    used = [r["train/frozen_states_samples"] for r in records if "train/frozen_states_samples" in r]
+    trained = [r["train/optimizer_steps"] for r in records if "train/optimizer_steps" in r]
+    assert len(used) == 2 and all(u > 0 for u in used) and all(t > 0 for t in trained)
