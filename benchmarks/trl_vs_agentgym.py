@@ -112,7 +112,7 @@ def main() -> None:
 
     from agentgym.trainers.config import load_config
     from agentgym.trainers.batches import BatchProducer
-    from agentgym.trainers.training import run_iteration
+    from agentgym.trainers.training import frozen_states_for, run_iteration
     from agentgym.trainers.run_setup import build_heads, make_optimizer, make_policy
     from agentgym.trainers.precision import bf16_rollout, cpu_has_bf16
 
@@ -150,6 +150,8 @@ def main() -> None:
     heads = build_heads(cfg.estimator, policy)
     optimizer, scheduler = make_optimizer(cfg.ppo, policy, heads)
     producer = BatchProducer(cfg, policy, FixedOrder(tasks))
+    if (store := frozen_states_for(cfg, policy, producer, heads)) is not None:  # as `agentgym train` does
+        print(f"agentgym: the update starts at layer {store.layer} from the rollout's frozen-layer outputs")
     ours: list[dict] = []
 
     phases = Phases()
@@ -163,7 +165,8 @@ def main() -> None:
                      "rollout_wall": m["time"]["rollout_s"], "rollout_cpu": m["time"]["rollout_cpu_s"],
                      "tokens": m["rollout"]["response_tokens"],
                      "success": m["rollout"]["success_rate"], "trained": m["train"]["tokens"],
-                     "sequences": m["train"]["samples"], "loss": m["train"].get("pg_loss", 0.0)})
+                     "sequences": m["train"]["samples"], "loss": m["train"].get("pg_loss", 0.0),
+                     "frozen_states_samples": m["train"].get("frozen_states_samples", 0)})
 
     # --- TRL's GRPOTrainer with AgentGymRollout ------------------------------------------------
     rollout = AgentGymRollout(env_id, chat=CHAT, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens)
@@ -248,6 +251,9 @@ def main() -> None:
                "rollout_success": mean["success"], "loss_per_iter": [r.get("loss", 0.0) for r in runs],
                "success_per_iter": [r["success"] for r in runs], "cpu_s_per_iter_all": [r["cpu"] for r in runs],
                "iterations_measured": len(runs),
+               # samples whose update started from the rollout's frozen-layer outputs (LoRA on the top layers)
+               **({"frozen_states_samples_per_iter": mean["frozen_states_samples"]} if "frozen_states_samples" in mean
+                  else {}),
                # CPU s per iteration by phase: the rollout, no-grad scoring forwards outside it, the backward
                # passes, the optimizer steps, and the rest (the update's forward, loss, collate, bookkeeping)
                "phases_cpu_s": {"rollout": mean["rollout_cpu"], "scoring_forward": mean["scoring_cpu"],

@@ -203,11 +203,11 @@ def eval_summary(result) -> dict:
     return out
 
 
-def frozen_states_for(cfg: TrainConfig, policy, producer: BatchProducer, dp, heads: dict):
+def frozen_states_for(cfg: TrainConfig, policy, producer: BatchProducer, heads: dict):
     """The store of the frozen layers' outputs the training rollouts keep for the update, where it can
     be used: LoRA on the top layers only, `ppo.reuse_frozen_states`, the update's level-wise passes,
     rollouts by this very policy (the HF engine, made inline), one process, no value head."""
-    if not (cfg.ppo.reuse_frozen_states and cfg.ppo.share_prefixes and not dp.enabled and not heads.get("value")
+    if not (cfg.ppo.reuse_frozen_states and cfg.ppo.share_prefixes and not producer.dp.enabled and not heads.get("value")
             and not producer.background and producer.rollout_policy is policy
             and hasattr(policy, "keep_frozen_states")):
         return None
@@ -329,7 +329,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                 dp.save_checkpoint(save_checkpoint, run_dir, 0, policy, optimizer, scheduler, heads, state)
         producer = BatchProducer(cfg, policy, source, start_iteration=state["iteration"], engine=engine, dp=dp,
                                  executor=env_pool, session=session)
-        if (store := frozen_states_for(cfg, policy, producer, dp, heads)) is not None:
+        if (store := frozen_states_for(cfg, policy, producer, heads)) is not None:
             log(f"LoRA on the top layers: the update starts at layer {store.layer} from the rollout's outputs of the "
                 f"{store.layer} frozen layers below (ppo.reuse_frozen_states)")
         deadline = session_started + cfg.time_budget_s if cfg.time_budget_s else None
