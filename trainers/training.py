@@ -203,13 +203,29 @@ def eval_summary(result) -> dict:
     return out
 
 
+def frozen_states_unused(cfg: TrainConfig, policy, producer: BatchProducer, heads: dict) -> str | None:
+    """Why the update cannot start from the rollout's frozen-layer outputs (None: it can, or nothing is
+    frozen or it is turned off). They need the update's level-wise passes, rollouts by this very policy
+    (the HF engine, made inline), one process, and no value head (a value may read a sample's last
+    position, whose state the rollout never computes)."""
+    from agentgym.policies.frozen_states import lowest_adapted_layer
+
+    if not cfg.ppo.reuse_frozen_states or not hasattr(policy, "keep_frozen_states") \
+            or lowest_adapted_layer(policy.model) == 0:
+        return None
+    reasons = [(not cfg.ppo.share_prefixes, "ppo.share_prefixes=false"),
+               (producer.dp.enabled, "data parallel"),
+               (bool(heads.get("value")), "a value head"),
+               (producer.background, "asynchronous rollouts"),
+               (producer.rollout_policy is not policy, f"policy.engine={cfg.policy.engine}")]
+    return next((why for bad, why in reasons if bad), None)
+
+
 def frozen_states_for(cfg: TrainConfig, policy, producer: BatchProducer, heads: dict):
-    """The store of the frozen layers' outputs the training rollouts keep for the update, where it can
-    be used: LoRA on the top layers only, `ppo.reuse_frozen_states`, the update's level-wise passes,
-    rollouts by this very policy (the HF engine, made inline), one process, no value head."""
-    if not (cfg.ppo.reuse_frozen_states and cfg.ppo.share_prefixes and not producer.dp.enabled and not heads.get("value")
-            and not producer.background and producer.rollout_policy is policy
-            and hasattr(policy, "keep_frozen_states")):
+    """The store of the frozen layers' outputs the training rollouts keep for the update
+    (policies/frozen_states.py), where it can be used (`frozen_states_unused`); else None."""
+    if not cfg.ppo.reuse_frozen_states or not hasattr(policy, "keep_frozen_states") \
+            or frozen_states_unused(cfg, policy, producer, heads) is not None:
         return None
     return policy.keep_frozen_states()
 
@@ -332,6 +348,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         if (store := frozen_states_for(cfg, policy, producer, heads)) is not None:
             log(f"LoRA on the top layers: the update starts at layer {store.layer} from the rollout's outputs of the "
                 f"{store.layer} frozen layers below (ppo.reuse_frozen_states)")
+        elif (why := frozen_states_unused(cfg, policy, producer, heads)) is not None:
+            log(f"ppo.reuse_frozen_states: not used ({why}); the update runs the frozen layers itself")
         deadline = session_started + cfg.time_budget_s if cfg.time_budget_s else None
         while state["iteration"] < cfg.iterations:
             if deadline is not None and dp.agree(time.perf_counter() > deadline):

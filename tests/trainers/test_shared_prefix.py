@@ -398,3 +398,15 @@ def test_training_with_lora_on_the_top_layer_updates_from_the_rollouts_states(to
     used = [r["train/frozen_states_samples"] for r in records if "train/frozen_states_samples" in r]
     trained = [r["train/optimizer_steps"] for r in records if "train/optimizer_steps" in r]
     assert len(used) == 2 and all(u > 0 for u in used) and all(t > 0 for t in trained)
+
+
+def test_training_says_why_the_frozen_states_go_unused(toy_env_id, tiny_model_dir, toy_config, tmp_path):
+    """A value head (gae) with LoRA on the top layer: one line naming the reason and the fallback."""
+    from agentgym.trainers.training import train
+
+    cfg = toy_config(tmp_path, tiny_model_dir, "policy.lora={r: 4, top_layers: 1}", "estimator.name=gae",
+                     "iterations=1")
+    lines = []
+    train(cfg, log=lines.append)
+    assert any("ppo.reuse_frozen_states: not used (a value head); the update runs the frozen layers itself" in line
+               for line in lines)
