@@ -18,7 +18,7 @@ In one process (1 torch thread):
                       every sampled token that is fed back (all but the last of a reply)
      update           each unique trained token (the training sequences' trie) forward and
                       backward once: body forward, the backward's activation gradients through the
-                      body, the weight gradients of the parameters actually trained (LoRA: its A
+                      body (the adapted layers only, with LoRA on the top layers), the weight gradients of the parameters actually trained (LoRA: its A
                       and B), the LM head forward and backward at the loss positions alone
    divided by the rate of the matching shape (decode: the decode batch's rows; the rest: `--rows`).
    `ratio` = measured seconds / floor seconds (the floor at the dtype the run used, fp32, and at
@@ -128,7 +128,9 @@ def model_sizes(model) -> dict:
     body, head = linear_shapes(model)
     cfg = base.config
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return {"layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "vocab": head[1],
+    from agentgym.policies.frozen_states import lowest_adapted_layer
+
+    return {"layers": cfg.num_hidden_layers, "adapted_layers": cfg.num_hidden_layers - lowest_adapted_layer(model), "hidden": cfg.hidden_size, "vocab": head[1],
             "attn_width": cfg.num_attention_heads * getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads),
             "body_linear_params": cfg.num_hidden_layers * sum(i * o for i, o in body),
             "head_params": head[0] * head[1], "trained_params": trained,
@@ -139,13 +141,16 @@ def floor_flops(sizes: dict, counts: dict) -> dict:
     """The unavoidable FLOPs per phase (module docstring, 3.)."""
     pb, ph, tr = sizes["body_linear_params"], sizes["head_params"], sizes["trained_params"]
     attn = 4 * sizes["layers"] * sizes["attn_width"]  # QK^T and AV per (query, key) pair
+    top = sizes.get("adapted_layers", sizes["layers"]) / sizes["layers"]  # the share of layers the update must run
     return {
         "prefill": 2 * pb * counts["prefill_unique_tokens"] + attn * counts["prefill_unique_context"],
         "decode_body": 2 * pb * counts["decode_fed_tokens"] + attn * counts["decode_context"],
         "decode_head": 2 * ph * counts["sampled_tokens"],
-        # forward 2P + activation gradients 2P through the body; attention's backward ~2x its forward;
-        # weight gradients 2 x trained params per token (the LoRA factors' own forward is in `tr`)
-        "update_body": (4 * pb + 4 * tr) * counts["train_unique_tokens"] + 3 * attn * counts["train_unique_context"],
+        # forward 2P + activation gradients 2P through the adapted layers (LoRA on the top layers: the frozen
+        # ones below were run by the rollout's prefill); attention's backward ~2x its forward; weight
+        # gradients 2 x trained params per token (the LoRA factors' own forward is in `tr`)
+        "update_body": (4 * pb * top + 4 * tr) * counts["train_unique_tokens"]
+        + 3 * attn * top * counts["train_unique_context"],
         "update_head": 4 * ph * counts["train_loss_positions"],
     }
 
