@@ -149,8 +149,8 @@ class PPOConfig:
     # the same gradient up to float summation order, about half the tokens in the main job.
     share_prefixes: bool = True
     # With LoRA on the top layers only (policy.lora.top_layers), the rollout keeps the frozen layers' outputs
-    # and the update's level-wise passes start from them (policies/frozen_states.py): the frozen layers run
-    # once per token, in the rollout. The HF engine in this process, one process, no value head.
+    # and the update starts from them (policies/frozen_states.py): the frozen layers run once per token, in
+    # the rollout. The HF engine in this process, one process, no value head.
     reuse_frozen_states: bool = True
     # "bf16": the update's forward and backward multiply in bf16 under autocast (weights, optimizer and
     # loss stay fp32; trainers/precision.py): refused where the hardware has no native bf16 matmul

@@ -57,7 +57,7 @@ def _decoder(model):
 
 
 def final_hidden_at(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                    where: torch.Tensor) -> torch.Tensor | None:
+                    where: torch.Tensor, inputs_embeds: torch.Tensor | None = None) -> torch.Tensor | None:
     """The final hidden states (after the last norm: what the LM head reads) at the positions
     `where` [B, T] marks, as [N, H] in row-major order (= `hidden[where]`), or None when the model
     is not one this module supports. Right-padded batches (attention_mask 1 then 0) only."""
@@ -81,7 +81,8 @@ def final_hidden_at(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
 
     handle = last.register_forward_pre_hook(capture, with_kwargs=True)
     try:
-        base(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        base(input_ids=None if inputs_embeds is not None else input_ids, inputs_embeds=inputs_embeds,
+             attention_mask=attention_mask, use_cache=False)
     except _Stop:
         pass
     finally:

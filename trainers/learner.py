@@ -80,7 +80,7 @@ def by_length(items: Sequence) -> list:
 
 
 def _unique_forward(model, batch: dict, micro: Sequence[Sample], where: torch.Tensor, want_hidden: bool,
-                    want_entropy: bool) -> tuple:
+                    want_entropy: bool, inputs_embeds: torch.Tensor | None = None) -> tuple:
     """token_logprobs of the micro-batch with identical samples computed once (a group whose
     episodes took the same action in the same state: 4% of the main job's samples at its first
     iteration, 19% at its last) and their rows copied back: the same values and gradient."""
@@ -88,8 +88,8 @@ def _unique_forward(model, batch: dict, micro: Sequence[Sample], where: torch.Te
     rows = [index.setdefault((tuple(s.input_ids), _allowed_key(s)), len(index)) for s in micro]
     allowed = batch.get("allowed")
     if len(index) == len(micro):
-        return token_logprobs(model, batch["input_ids"], batch["attention_mask"], want_hidden,
-                              want_entropy=want_entropy, positions=where, allowed=allowed)[:3 if want_entropy else 2]
+        return token_logprobs(model, batch["input_ids"], batch["attention_mask"], want_hidden, want_entropy=want_entropy,
+                              positions=where, allowed=allowed, inputs_embeds=inputs_embeds)[:3 if want_entropy else 2]
     first = torch.tensor([rows.index(u) for u in range(len(index))], device=where.device)
     expand = torch.tensor(rows, device=where.device)
     # a position any copy trains on (copies can differ in mask: drop_abs_adv_below)
@@ -97,10 +97,21 @@ def _unique_forward(model, batch: dict, micro: Sequence[Sample], where: torch.Te
     wanted = wanted.index_put((expand,), where, accumulate=True)
     out = token_logprobs(model, batch["input_ids"][first], batch["attention_mask"][first], want_hidden,
                          want_entropy=want_entropy, positions=wanted,
-                         allowed=allowed[first] if allowed is not None else None)
+                         allowed=allowed[first] if allowed is not None else None,
+                         inputs_embeds=inputs_embeds[first] if inputs_embeds is not None else None)
     logp = out[0][expand] * where
     hidden = out[1][expand] if out[1] is not None else None
     return (logp, hidden, out[2][expand] * where) if want_entropy else (logp, hidden)
+
+
+def _padded_states(states: list[torch.Tensor], batch: dict) -> torch.Tensor:
+    """[B, T, H]: a right-padded micro-batch's frozen-layer outputs (its last token and pads: 0, no loss
+    reads what follows them)."""
+    ids = batch["input_ids"]
+    out = states[0].new_zeros((ids.shape[0], ids.shape[1], states[0].shape[-1]))
+    for b, own in enumerate(states):
+        out[b, :len(own)] = own
+    return out.to(ids.device)
 
 
 def _allowed_key(sample: TokenSequence) -> tuple:
@@ -196,8 +207,8 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     share_root = share and not dp.enabled and value_head is None
     # the rollout's frozen-layer outputs (LoRA on the top layers, HF engine, one process, no value head:
     # a value may read a sample's last position, whose state the rollout never computed)
-    frozen = getattr(policy, "frozen_states", None) if pc.reuse_frozen_states and share and not dp.enabled \
-        and value_head is None else None
+    frozen = getattr(policy, "frozen_states", None) if pc.reuse_frozen_states and not dp.enabled \
+        and value_head is None and supports_shared_prefix(model) else None
     frozen_samples = 0
     update_autocast(pc.matmul_dtype, policy.device)  # refuses bf16 without native bf16 matmuls, before any work
     precision = functools.partial(update_autocast, pc.matmul_dtype, policy.device)  # a fresh context per pass
@@ -226,9 +237,8 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
             root = None
             first_plan = micros[0][1] if micros else None  # every micro-batch's plan has the same root
             # the frozen layers' outputs from the rollout (policies/frozen_states.py): with LoRA on the top
-            # layers, the level-wise passes run those layers alone; a minibatch uses them when all its samples have them
-            found = frozen.for_sequences([s for m, _ in micros for s in m]) \
-                if frozen is not None and first_plan is not None else None
+            # layers, the passes run the adapted layers alone; a minibatch uses them when all its samples have them
+            found = frozen.for_sequences([s for m, _ in micros for s in m]) if frozen is not None else None
             states = None if found is None else iter(found)  # in the micro-batches' order
             frozen_samples += 0 if found is None else len(found)
             if first_plan is not None and first_plan.root:
@@ -251,10 +261,12 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
                         entropy = rest[0] if rest else None
                         prefix_tokens[0] += plan.tokens()
                         prefix_tokens[1] += sum(len(s) for s in micro)
-                    elif pc.entropy_coef > 0:
-                        logp, hidden, entropy = _unique_forward(model, batch, micro, where, value_head is not None, True)
                     else:
-                        logp, hidden = _unique_forward(model, batch, micro, where, value_head is not None, False)
+                        mine = None if states is None else _padded_states([next(states) for _ in micro], batch)
+                        with top_layers_only(model, frozen.layer) if mine is not None else contextlib.nullcontext():
+                            logp, hidden, *rest = _unique_forward(model, batch, micro, where, value_head is not None,
+                                                                  pc.entropy_coef > 0, mine)
+                        entropy = rest[0] if rest else None
                     ref_logp = reference_logprobs(policy, batch["input_ids"], batch["attention_mask"]) if use_kl else None
                     loss, st = spec_loss.fn(logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], lo, hi,
                                             spec_loss.how, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,

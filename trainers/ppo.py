@@ -63,7 +63,7 @@ def _renormalize(logp: torch.Tensor, entropy: torch.Tensor | None, logp_rows: to
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, want_hidden: bool = False,
                    want_entropy: bool = False, positions: torch.Tensor | None = None,
-                   allowed: torch.Tensor | None = None):
+                   allowed: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None):
     """logprobs[b, p-1] = log pi(input_ids[b, p] | input_ids[b, :p]); optionally last hidden states,
     and with want_entropy a third value: the entropy of pi(. | input_ids[b, :p]) at the same places.
 
@@ -71,12 +71,14 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     log-softmax then run on those rows alone, zeros elsewhere: in an agent's update most tokens
     are prompt and observation (95% in the main job), whose vocabulary-wide logits are not needed.
     allowed: optional [B, T-1, M] ids (-1 padded, `pad_sequences`): where a row has any, pi is
-    renormalized over them (admissible-only decoding's policy)."""
+    renormalized over them (admissible-only decoding's policy). inputs_embeds: [B, T, H] the model runs
+    from instead of the ids (the frozen layers' outputs, under `shared_prefix.top_layers_only`)."""
     # the masks are built on the CPU; on a GPU they must be where the ids are (a no-op on a CPU)
     positions = None if positions is None else positions.to(input_ids.device)
     allowed = None if allowed is None else allowed.to(input_ids.device)
     if positions is None or not head_is_linear(model):
-        out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=want_hidden,
+        out = model(input_ids=None if inputs_embeds is not None else input_ids, inputs_embeds=inputs_embeds,
+                    attention_mask=attention_mask, output_hidden_states=want_hidden,
                     use_cache=False)
         all_logp = torch.log_softmax(out.logits[:, :-1, :].float(), dim=-1)
         logp = all_logp.gather(-1, input_ids[:, 1:, None])[..., 0]
@@ -96,9 +98,10 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     hidden = None
     # the last layer at the loss positions alone when the model allows (trainers/last_layer.py)
     chosen = None if want_hidden else final_hidden_at(model, input_ids, attention_mask,
-                                                      torch.nn.functional.pad(where, (0, 1)))
+                                                      torch.nn.functional.pad(where, (0, 1)), inputs_embeds)
     if chosen is None:
-        out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, use_cache=False,
+        out = model(input_ids=None if inputs_embeds is not None else input_ids, inputs_embeds=inputs_embeds,
+                    attention_mask=attention_mask, output_hidden_states=True, use_cache=False,
                     logits_to_keep=1)
         hidden = out.hidden_states[-1]  # after the final norm: what the LM head reads
         chosen = hidden[:, :-1][where]

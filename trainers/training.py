@@ -205,7 +205,7 @@ def eval_summary(result) -> dict:
 
 def frozen_states_unused(cfg: TrainConfig, policy, producer: BatchProducer, heads: dict) -> str | None:
     """Why the update cannot start from the rollout's frozen-layer outputs (None: it can, or nothing is
-    frozen or it is turned off). They need the update's level-wise passes, rollouts by this very policy
+    frozen or it is turned off). They need rollouts by this very policy
     (the HF engine, made inline), one process, and no value head (a value may read a sample's last
     position, whose state the rollout never computes)."""
     from agentgym.policies.frozen_states import lowest_adapted_layer
@@ -213,8 +213,7 @@ def frozen_states_unused(cfg: TrainConfig, policy, producer: BatchProducer, head
     if not cfg.ppo.reuse_frozen_states or not hasattr(policy, "keep_frozen_states") \
             or lowest_adapted_layer(policy.model) == 0:
         return None
-    reasons = [(not cfg.ppo.share_prefixes, "ppo.share_prefixes=false"),
-               (producer.dp.enabled, "data parallel"),
+    reasons = [(producer.dp.enabled, "data parallel"),
                (bool(heads.get("value")), "a value head"),
                (producer.background, "asynchronous rollouts"),
                (producer.rollout_policy is not policy, f"policy.engine={cfg.policy.engine}")]

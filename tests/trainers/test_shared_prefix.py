@@ -214,7 +214,7 @@ def test_identical_samples_are_computed_once_with_the_same_gradient(toy_env_id, 
     grads = []
     for dedup in (True, False):
         if not dedup:
-            monkeypatch.setattr(learner, "_unique_forward", lambda model, batch, micro, where, hidden, entropy: counting(
+            monkeypatch.setattr(learner, "_unique_forward", lambda model, batch, micro, where, hidden, entropy, _states: counting(
                 model, batch["input_ids"], batch["attention_mask"], hidden, want_entropy=entropy, positions=where))
         policy = tiny_policy_factory()
         pc = PPOConfig(epochs=1, minibatch_size=len(samples), micro_batch_size=len(samples), share_prefixes=False)
@@ -410,3 +410,36 @@ def test_training_says_why_the_frozen_states_go_unused(toy_env_id, tiny_model_di
     train(cfg, log=lines.append)
     assert any("ppo.reuse_frozen_states: not used (a value head); the update runs the frozen layers itself" in line
                for line in lines)
+
+
+def test_plain_micro_batches_start_from_the_frozen_layer_outputs_too(toy_env_id, tiny_policy_factory):
+    """Without shared prefixes (ppo.share_prefixes=false: plain right-padded micro-batches, identical
+    samples computed once) the update also runs the adapted layer alone, with the gradient of the update
+    that runs both layers (within 1e-4)."""
+    from agentgym.trainers import learner
+    from agentgym.trainers.config import PPOConfig
+
+    torch.manual_seed(0)
+    policy = tiny_policy_factory(lora={"r": 4, "top_layers": 1})
+    for n, p in policy.model.named_parameters():
+        if "lora_B" in n:
+            torch.nn.init.normal_(p, std=0.02, generator=torch.Generator().manual_seed(len(n)))
+    store = policy.keep_frozen_states()
+    store.recording = True
+    samples = _samples(policy, toy_env_id, "full", "full")
+    store.recording = False
+    grads, stats = [], []
+    for reuse in (True, False):
+        params = policy.trainable_parameters()
+        for p in params:
+            p.grad = None
+        pc = PPOConfig(epochs=1, minibatch_size=len(samples), micro_batch_size=3, share_prefixes=False,
+                       reuse_frozen_states=reuse, entropy_coef=0.01)
+        optimizer = torch.optim.SGD(params, lr=0.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        stats.append(learner.ppo_update(pc, (0.8, 1.2), policy, optimizer, scheduler, samples,
+                                        np.random.default_rng(1), 0))
+        grads.append(torch.cat([p.grad.flatten() for p in params if p.grad is not None]))
+    assert stats[0]["frozen_states_samples"] == len(samples) and "frozen_states_samples" not in stats[1]
+    assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-4
+    assert stats[0]["entropy"] == pytest.approx(stats[1]["entropy"], rel=1e-4)
