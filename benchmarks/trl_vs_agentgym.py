@@ -150,7 +150,7 @@ def main() -> None:
     heads = build_heads(cfg.estimator, policy)
     optimizer, scheduler = make_optimizer(cfg.ppo, policy, heads)
     producer = BatchProducer(cfg, policy, FixedOrder(tasks))
-    if (store := frozen_states_for(cfg, policy, producer, heads)) is not None:  # as `agentgym train` does
+    if (store := frozen_states_for(cfg.ppo, cfg.policy.engine, policy, producer, heads)) is not None:  # as `agentgym train` does
         print(f"agentgym: the update starts at layer {store.layer} from the rollout's frozen-layer outputs")
     ours: list[dict] = []
 

@@ -203,28 +203,28 @@ def eval_summary(result) -> dict:
     return out
 
 
-def frozen_states_unused(cfg: TrainConfig, policy, producer: BatchProducer, heads: dict) -> str | None:
+def frozen_states_unused(pc: PPOConfig, engine: str, policy, producer: BatchProducer, heads: dict) -> str | None:
     """Why the update cannot start from the rollout's frozen-layer outputs (None: it can, or nothing is
     frozen or it is turned off). They need rollouts by this very policy
     (the HF engine, made inline), one process, and no value head (a value may read a sample's last
     position, whose state the rollout never computes)."""
     from agentgym.policies.frozen_states import lowest_adapted_layer
 
-    if not cfg.ppo.reuse_frozen_states or not hasattr(policy, "keep_frozen_states") \
+    if not pc.reuse_frozen_states or not hasattr(policy, "keep_frozen_states") \
             or lowest_adapted_layer(policy.model) == 0:
         return None
     reasons = [(producer.dp.enabled, "data parallel"),
                (bool(heads.get("value")), "a value head"),
                (producer.background, "asynchronous rollouts"),
-               (producer.rollout_policy is not policy, f"policy.engine={cfg.policy.engine}")]
+               (producer.rollout_policy is not policy, f"policy.engine={engine}")]
     return next((why for bad, why in reasons if bad), None)
 
 
-def frozen_states_for(cfg: TrainConfig, policy, producer: BatchProducer, heads: dict):
+def frozen_states_for(pc: PPOConfig, engine: str, policy, producer: BatchProducer, heads: dict):
     """The store of the frozen layers' outputs the training rollouts keep for the update
     (policies/frozen_states.py), where it can be used (`frozen_states_unused`); else None."""
-    if not cfg.ppo.reuse_frozen_states or not hasattr(policy, "keep_frozen_states") \
-            or frozen_states_unused(cfg, policy, producer, heads) is not None:
+    if not pc.reuse_frozen_states or not hasattr(policy, "keep_frozen_states") \
+            or frozen_states_unused(pc, engine, policy, producer, heads) is not None:
         return None
     return policy.keep_frozen_states()
 
@@ -344,10 +344,10 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                 dp.save_checkpoint(save_checkpoint, run_dir, 0, policy, optimizer, scheduler, heads, state)
         producer = BatchProducer(cfg, policy, source, start_iteration=state["iteration"], engine=engine, dp=dp,
                                  executor=env_pool, session=session)
-        if (store := frozen_states_for(cfg, policy, producer, heads)) is not None:
+        if (store := frozen_states_for(cfg.ppo, cfg.policy.engine, policy, producer, heads)) is not None:
             log(f"LoRA on the top layers: the update starts at layer {store.layer} from the rollout's outputs of the "
                 f"{store.layer} frozen layers below (ppo.reuse_frozen_states)")
-        elif (why := frozen_states_unused(cfg, policy, producer, heads)) is not None:
+        elif (why := frozen_states_unused(cfg.ppo, cfg.policy.engine, policy, producer, heads)) is not None:
             log(f"ppo.reuse_frozen_states: not used ({why}); the update runs the frozen layers itself")
         deadline = session_started + cfg.time_budget_s if cfg.time_budget_s else None
         while state["iteration"] < cfg.iterations:
