@@ -21,16 +21,27 @@ import torch
 class FrozenStates:
     """Hidden states entering decoder layer `layer` ([tokens, hidden]), by the token ids they were
     computed for. The engine records while `recording` is on (the trainer's training rollouts, not its
-    evaluations); the trainer clears the store after each update."""
+    evaluations); the trainer clears the store after each update. max_bytes: what it may hold; a
+    rollout that would exceed it stops recording (`full`), and the samples it did not keep run the frozen
+    layers in the update."""
 
-    def __init__(self, layer: int):
+    def __init__(self, layer: int, max_bytes: int | None = None):
         self.layer = layer
+        self.max_bytes = max_bytes
         self.recording = False
+        self.full = False
+        self.nbytes = 0
         self._by_ids: dict[tuple[int, ...], torch.Tensor] = {}
 
     def keep(self, ids: Sequence[int], states: torch.Tensor) -> None:
-        if self.recording and states.shape[0] == len(ids):
-            self._by_ids[tuple(ids)] = states
+        if not self.recording or states.shape[0] != len(ids):
+            return
+        size = states.numel() * states.element_size()
+        if self.max_bytes is not None and self.nbytes + size > self.max_bytes:
+            self.full, self.recording = True, False
+            return
+        self._by_ids[tuple(ids)] = states
+        self.nbytes += size
 
     def for_sequences(self, sequences: Sequence) -> list[torch.Tensor] | None:
         """Per sequence, the states of all its tokens but the last (which no loss reads as input), or
@@ -40,6 +51,7 @@ class FrozenStates:
 
     def clear(self) -> None:
         self._by_ids.clear()
+        self.nbytes, self.full = 0, False
 
     def __len__(self) -> int:
         return len(self._by_ids)

@@ -415,13 +415,13 @@ class HFPolicy:
         for key in cache_keys or ():
             self._prefixes.pop(key, None)
 
-    def keep_frozen_states(self) -> FrozenStates | None:
+    def keep_frozen_states(self, max_bytes: int | None = None) -> FrozenStates | None:
         """With adapters on the top layers only, a store of the frozen layers' outputs that this
-        policy's rollouts fill while it records (policies/frozen_states.py); None when every layer
-        trains. Rollout copies share it."""
+        policy's rollouts fill while it records (policies/frozen_states.py), holding at most max_bytes;
+        None when every layer trains. Rollout copies share it."""
         layer = lowest_adapted_layer(self.model)
         if layer > 0 and self.frozen_states is None:
-            self.frozen_states = FrozenStates(layer)
+            self.frozen_states = FrozenStates(layer, max_bytes)
         return self.frozen_states
 
     def _frozen_layer_hook(self, captured: list):

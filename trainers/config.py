@@ -152,6 +152,7 @@ class PPOConfig:
     # and the update starts from them (policies/frozen_states.py): the frozen layers run once per token, in
     # the rollout. The HF engine in this process, one process, no value head.
     reuse_frozen_states: bool = True
+    frozen_states_max_gib: float = 4.0  # what those outputs may hold per iteration (beyond it: recomputed)
     # "bf16": the update's forward and backward multiply in bf16 under autocast (weights, optimizer and
     # loss stay fp32; trainers/precision.py): refused where the hardware has no native bf16 matmul
     matmul_dtype: str = "fp32"
@@ -448,7 +449,7 @@ RANGES = [
     ("tasks.seed_tasks", 1, None, "tasks"), ("tasks.new_per_round", 0, None, "tasks per iteration"),
     ("tasks.min_active", 0, None, "tasks"),
     ("policy.vllm.max_model_len", 16, None, "tokens"), ("policy.vllm.gpu_memory_utilization", 1e-12, 1, "a share"),
-    ("policy.vllm.kv_cache_gib", 1e-12, None, "GiB"), ("policy.vllm.max_lora_rank", 1, None, "a LoRA rank"),
+    ("policy.vllm.kv_cache_gib", 1e-12, None, "GiB"), ("ppo.frozen_states_max_gib", 1e-12, None, "GiB"), ("policy.vllm.max_lora_rank", 1, None, "a LoRA rank"),
     ("seed", 0, 2**32 - 1, "a random seed"), ("env.max_tasks", 1, None, "tasks"),
     ("policy.max_prompt_tokens", 1, None, "tokens"), ("tiny.num_tasks", 1, None, "tasks"),
     ("env.chat.max_admissible", 0, None, "actions"),

@@ -124,6 +124,10 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     finally:
         if frozen is not None:
             frozen.recording = False
+    if frozen is not None and frozen.full:
+        progress.log(f"iteration {iteration}: the frozen layers' outputs would exceed ppo.frozen_states_max_gib="
+                     f"{cfg.ppo.frozen_states_max_gib:g}: minibatches with samples they were not kept for run the "
+                     "frozen layers in the update (slower); raise it if memory allows", session=producer.session)
     rng, trajectories = batch.rng, batch.trajectories
     t_rollout, c_rollout = time.perf_counter() - t0, time.process_time() - c0
     reward_metrics = reward(trajectories) if reward is not None else None  # before any advantage is computed
@@ -131,10 +135,10 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
 
     # tokens first; the heads read them; the advantages come next; samples are made from both, once
     sequences = tokenize_trajectories(trajectories, cfg.ppo.sample_mode)
-    values, progress, recomputed = score_heads(cfg.ppo, cfg.estimator, policy, heads, sequences, trajectories,
+    values, progress_scores, recomputed = score_heads(cfg.ppo, cfg.estimator, policy, heads, sequences, trajectories,
                                                cfg.seed + iteration, dp)
     try:
-        advantages = compute_advantages(trajectories, cfg.estimator, values=values, progress=progress)
+        advantages = compute_advantages(trajectories, cfg.estimator, values=values, progress=progress_scores)
     except ValueError as exc:
         raise TrainingDiverged(f"iteration {iteration}: {exc}; training stopped, the last checkpoint is kept") from None
     for a in advantages:
@@ -226,7 +230,7 @@ def frozen_states_for(pc: PPOConfig, engine: str, policy, producer: BatchProduce
     if not pc.reuse_frozen_states or not hasattr(policy, "keep_frozen_states") \
             or frozen_states_unused(pc, engine, policy, producer, heads) is not None:
         return None
-    return policy.keep_frozen_states()
+    return policy.keep_frozen_states(max_bytes=int(pc.frozen_states_max_gib * 2**30))
 
 
 def evaluate_policy(eval_cfg: EvalConfig, env_cfg: EnvConfig, engine, eval_path: Path, seed: int, *,

@@ -443,3 +443,28 @@ def test_plain_micro_batches_start_from_the_frozen_layer_outputs_too(toy_env_id,
     assert stats[0]["frozen_states_samples"] == len(samples) and "frozen_states_samples" not in stats[1]
     assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-4
     assert stats[0]["entropy"] == pytest.approx(stats[1]["entropy"], rel=1e-4)
+
+
+def test_frozen_states_past_their_memory_cap_fall_back_with_one_line(toy_env_id, tiny_model_dir, toy_config,
+                                                                     tmp_path, capsys):
+    """ppo.frozen_states_max_gib too small for one reply: recording stops, the run says so in one line
+    naming the setting, and the update runs the frozen layer itself (no sample used the states)."""
+    from agentgym.policies.frozen_states import FrozenStates
+    from agentgym.trainers.training import train
+
+    store = FrozenStates(1, max_bytes=100)
+    store.recording = True
+    store.keep([1, 2], torch.zeros(2, 8))  # 64 bytes: kept
+    store.keep([1, 2, 3], torch.zeros(3, 8))  # 96 more: over the cap
+    assert len(store) == 1 and store.full and not store.recording
+    store.clear()
+    assert len(store) == 0 and not store.full and store.nbytes == 0
+
+    cfg = toy_config(tmp_path, tiny_model_dir, "policy.lora={r: 4, top_layers: 1}", "ppo.frozen_states_max_gib=1e-9",
+                     "iterations=1")
+    lines = []
+    train(cfg, log=lines.append)
+    said = "\n".join(lines) + capsys.readouterr().out
+    assert "would exceed ppo.frozen_states_max_gib=1e-09" in said and "run the frozen layers in the update" in said
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["train/frozen_states_samples"] for r in records if "train/frozen_states_samples" in r] == [0]
