@@ -74,6 +74,16 @@ def _samples(policy, env_id, mode, history, admissible_only=False, system_prompt
                         returns=[rng.normal(size=len(t.steps)) for t in trajectories])
 
 
+def _top_layer_policy(factory):
+    """The 2-layer model with LoRA on layer 1 alone, its B small and random: at peft's B = 0 the
+    gradient of A would be 0 and a gradient check empty."""
+    policy = factory(lora={"r": 4, "top_layers": 1})
+    for n, p in policy.model.named_parameters():
+        if "lora_B" in n:
+            torch.nn.init.normal_(p, std=0.02, generator=torch.Generator().manual_seed(len(n)))
+    return policy
+
+
 @pytest.mark.parametrize("mode,history", [("per-step", 1), ("full", "full")])
 def test_logprobs_hidden_states_entropies_and_gradients_equal_the_plain_forward(toy_env_id, tiny_policy_factory,
                                                                               mode, history):
@@ -294,11 +304,8 @@ def test_lora_on_the_top_layers_trains_them_alone_and_keeps_the_root_gradient(to
     grads, bottom_needs_grad = [], []
     for share in (True, False):
         torch.manual_seed(0)
-        policy = tiny_policy_factory(lora={"r": 4, "top_layers": 1})
+        policy = _top_layer_policy(tiny_policy_factory)
         assert adapted_layers(policy) == [1]
-        for n, p in policy.model.named_parameters():
-            if "lora_B" in n:  # B starts at 0: the gradient of A would be 0 and the check empty
-                torch.nn.init.normal_(p, std=0.02, generator=torch.Generator().manual_seed(len(n)))
         layer0 = policy.model.base_model.model.model.layers[0]
         hook = layer0.register_forward_hook(
             lambda _m, _i, out: bottom_needs_grad.append((out[0] if isinstance(out, tuple) else out).requires_grad))
@@ -346,10 +353,7 @@ def test_the_update_starts_from_the_rollouts_frozen_layer_outputs_with_the_same_
     from agentgym.trainers.config import PPOConfig
 
     torch.manual_seed(0)
-    policy = tiny_policy_factory(lora={"r": 4, "top_layers": 1})
-    for n, p in policy.model.named_parameters():
-        if "lora_B" in n:
-            torch.nn.init.normal_(p, std=0.02, generator=torch.Generator().manual_seed(len(n)))
+    policy = _top_layer_policy(tiny_policy_factory)
     store = policy.keep_frozen_states()
     assert store is not None and store.layer == 1
     store.recording = True
@@ -420,10 +424,7 @@ def test_plain_micro_batches_start_from_the_frozen_layer_outputs_too(toy_env_id,
     from agentgym.trainers.config import PPOConfig
 
     torch.manual_seed(0)
-    policy = tiny_policy_factory(lora={"r": 4, "top_layers": 1})
-    for n, p in policy.model.named_parameters():
-        if "lora_B" in n:
-            torch.nn.init.normal_(p, std=0.02, generator=torch.Generator().manual_seed(len(n)))
+    policy = _top_layer_policy(tiny_policy_factory)
     store = policy.keep_frozen_states()
     store.recording = True
     samples = _samples(policy, toy_env_id, "full", "full")
