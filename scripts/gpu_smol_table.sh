@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The real-model RL table (benchmarks/real_llm_rl.py: household-smol, GiGPO vs RFT, seeds 0-2) on a lent
+# GPU, whose image holds torch, transformers and peft but has no network. scripts/gpu_smol_files.sh
+# prepares, here, what travels: the model's GGUF file in two halves (one device call carries at most
+# 64 MiB), each with the wheels. Two calls, back to back (a warm machine keeps the repo's ignored
+# files between calls, for about 30 s):
+#
+#   bash scripts/gpu_smol_table.sh stash        # call 1, carry .gpu_smol_a: keeps the first half
+#   bash scripts/gpu_smol_table.sh run [SECS]   # call 2, carry .gpu_smol_b: joins, checks, installs, runs
+#
+# `run` converts the GGUF once (policies/model_catalog.py), then runs the table's jobs three at a time
+# (rl/seedN; rft/seedN as soon as rl/seedN lands), stopping at SECS (default 470) wherever they are.
+# It copies into $OUT the table (real_llm_gpu.json: real_llm_rl.py's "rl_table" of the runs that
+# finished), the log, and the runs' text files (metrics, results, evaluations) as one archive.
+# INSTALL=0 skips installing the project (already installed); SMOKE=1 shrinks every run to one iteration on a few tasks (the check of this script on a CPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-python3}
+out=${OUT:-out}
+stash=.gpu_stash
+export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
+
+case "${1:-}" in
+stash)
+    mkdir -p "$stash"
+    cp .gpu_smol_a/part "$stash/part_a"
+    cp .gpu_smol_a/sha256 "$stash/sha256"
+    echo "gpu_smol_table: stashed the first half ($(stat -c %s "$stash/part_a") bytes) in $stash"
+    exit 0 ;;
+run) ;;
+*) echo "usage: bash scripts/gpu_smol_table.sh stash | run [SECONDS]" >&2; exit 2 ;;
+esac
+budget=${2:-470}
+t0=$(date +%s)
+
+[ -f "$stash/part_a" ] || { echo "gpu_smol_table: no first half in $stash: run 'stash' (carrying .gpu_smol_a) just before, on the same warm machine" >&2; exit 2; }
+model_dir=$(pwd)/$stash/model
+mkdir -p "$model_dir"
+name=$(cut -d' ' -f3 .gpu_smol_b/sha256)
+cat "$stash/part_a" .gpu_smol_b/part > "$model_dir/$name"
+repo=$(pwd)
+(cd "$model_dir" && sha256sum -c --quiet "$repo/.gpu_smol_b/sha256") || { echo "gpu_smol_table: the joined GGUF fails its sha256" >&2; exit 2; }
+
+site=/tmp/agentgym_site
+"$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .gpu_smol_b/wheels/*.whl
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+if [ "${INSTALL:-1}" = 1 ]; then  # INSTALL=0: the project is installed already (the CPU check)
+    "$python" -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null || {
+        echo "gpu_smol_table: the editable install failed" >&2; exit 2; }
+fi
+mkdir -p "$out"
+export AGENTGYM_MODEL_CACHE=${AGENTGYM_MODEL_CACHE:-$(pwd)/$stash/cache}
+"$python" -c "
+import sys, torch, transformers
+from agentgym.policies.model_catalog import resolve_named_model
+print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available(),
+      torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')
+print('model folder', resolve_named_model(sys.argv[1]))" "$model_dir/$name"
+echo "gpu_smol_table: ready in $(( $(date +%s) - t0 ))s"
+
+device=${DEVICE:-cuda}
+runs=$stash/runs
+rm -rf "$runs"
+overrides=("policy.model=$model_dir/$name" "policy.device=$device"
+           # speed only, the same math: the card takes every held-out episode in one batch and 32
+           # samples a micro-batch (gradient accumulation sums the same terms)
+           "eval.max_batch_episodes=234" "ppo.micro_batch_size=32")
+if [ "${SMOKE:-0}" = 1 ]; then
+    overrides+=("iterations=1" "eval.num_tasks=4" "sft.num_tasks=2" "sft.epochs=1" "rollout.tasks_per_iter=2"
+                "rollout.group_size=2" "env.env_kwargs.max_episode_steps=6")
+fi
+status=0
+timeout --signal=INT --kill-after=20 "$budget" "$python" benchmarks/real_llm_rl.py --seeds ${SEEDS:-0 1 2} \
+    --parallel "${PARALLEL:-3}" --runs "$runs" --out "$out/real_llm_gpu.json" -- "${overrides[@]}" \
+    2>&1 | tee "$out/gpu_smol_table.log" || status=$?
+echo "gpu_smol_table: the table's jobs ran $(( $(date +%s) - t0 ))s in all, exit $status"
+# what the runs wrote, without weights: metrics, results, evaluations, logs
+(cd "$runs" && find . -type f \( -name '*.json' -o -name '*.jsonl' -o -name '*.log' -o -name '*.yaml' \) \
+    -not -path '*/checkpoints/*' -not -path '*_model/*' -print0 | tar --null -czf "$out/runs_text.tgz" -T -)
+ls -la "$out"
+exit "$status"
