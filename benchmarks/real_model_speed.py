@@ -320,7 +320,8 @@ def iteration_row(clock: PhaseClock, metrics: dict, sizes: dict, rates: dict) ->
         }
     row.update({"success": metrics["rollout"].get("success_rate"), "loss_pg": metrics["train"].get("pg_loss"),
                 "ratio_max_first_minibatch": metrics["train"].get("ratio_max_first_minibatch"),
-                "shared_prefix_token_ratio": metrics["train"].get("shared_prefix_token_ratio")})
+                "shared_prefix_token_ratio": metrics["train"].get("shared_prefix_token_ratio"),
+                "frozen_states_samples": metrics["train"].get("frozen_states_samples")})
     return row
 
 

@@ -167,13 +167,21 @@ def plan_levels(sequences: Sequence[TokenSequence], root: int = 0) -> PrefixPlan
     return PrefixPlan(levels, nodes, root)
 
 
+def decoder_stack(model):
+    """The decoder a causal LM runs before its LM head (embeddings, layers, final norm; PEFT's wrapper
+    looked through), or None where the model does not name one."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    get = getattr(base, "get_decoder", None)
+    return get() if callable(get) else None
+
+
 @contextmanager
 def top_layers_only(model, first: int):
     """The model's forward runs decoder layers `first`.. alone, from `inputs_embeds` that are the hidden
     states entering layer `first` (policies/frozen_states.py); its caches hold those layers' keys and
     values only. The layers below are frozen (LoRA on the top layers), so skipping them loses nothing."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    decoder, config = base.model, base.config
+    decoder, config = decoder_stack(model), base.config
     every, count, types = decoder.layers, config.num_hidden_layers, getattr(config, "layer_types", None)
     top = list(every)[first:]
     indices = [layer.self_attn.layer_idx for layer in top]
@@ -224,12 +232,18 @@ def _forward_level(model, level: LevelPlan, past, past_mask, pad_id: int, device
     ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
     attention = mask if past_mask is None else torch.cat([past_mask, mask], dim=1)
     cache = None if past is None else DynamicCache(ddp_cache_data=past)
-    out = model(input_ids=None if states is not None else ids, inputs_embeds=states, attention_mask=attention,
-                position_ids=positions, past_key_values=cache, use_cache=True, output_hidden_states=True,
-                logits_to_keep=1)
+    inputs = dict(input_ids=None if states is not None else ids, inputs_embeds=states, attention_mask=attention,
+                  position_ids=positions, past_key_values=cache, use_cache=True)
+    decoder = decoder_stack(model)
+    if decoder is not None:  # a level needs hidden states and keys/values, no logits: the LM head would
+        out = decoder(**inputs)  # still run on each row's last position (a 49k-wide product per row)
+        hidden = out.last_hidden_state  # after the final norm, as the causal LM's last hidden state
+    else:
+        out = model(**inputs, output_hidden_states=True, logits_to_keep=1)
+        hidden = out.hidden_states[-1]
     past_width = 0 if past is None else past[0][0].shape[2]
     layers = [(layer.keys[:, :, past_width:], layer.values[:, :, past_width:]) for layer in out.past_key_values.layers]
-    return out.hidden_states[-1], layers, mask
+    return hidden, layers, mask
 
 
 def _gather(kv_levels, mask_levels, parents_chain: list[torch.Tensor]):

@@ -119,6 +119,25 @@ def test_logprobs_hidden_states_entropies_and_gradients_equal_the_plain_forward(
     assert float((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-5
 
 
+def test_the_level_wise_pass_runs_the_lm_head_at_the_loss_positions_alone(toy_env_id, tiny_policy_factory):
+    """Each level's forward needs hidden states and keys and values, never logits: the LM head (49k
+    wide on a real model) reads exactly the loss positions, once."""
+    from agentgym.trainers.samples import collate
+
+    policy = tiny_policy_factory()
+    samples = _samples(policy, toy_env_id, "per-step", 1)[:12]
+    plan = plan_levels(samples)
+    where = collate(samples, policy.tokenizer.pad_token_id)["loss_mask"] > 0
+    rows = []
+    head = policy.model.get_output_embeddings()
+    handle = head.register_forward_hook(lambda module, args, out: rows.append(args[0].reshape(-1, args[0].shape[-1]).shape[0]))
+    try:
+        shared_prefix_logprobs(policy.model, samples, policy.tokenizer.pad_token_id, where, plan=plan)
+    finally:
+        handle.remove()
+    assert len(plan.levels) >= 2 and rows == [int(where.sum())]
+
+
 def test_micro_batches_share_only_where_it_computes_fewer_tokens():
     from agentgym.trainers.learner import by_length, micro_batches
     from agentgym.trainers.shared_prefix import plan_micro_batches
