@@ -9,6 +9,8 @@ trained model).
     # the same table on the official games (`alfworld-download`; valid_seen / valid_unseen):
     python benchmarks/alfworld_table.py --data-path $ALFWORLD_DATA/json_2.1.1 --policy random \
         --out runs/alfworld_table_official.json
+    # a model trained on household's two easy categories, on the ALFWorld types it learned:
+    python benchmarks/alfworld_table.py --policy hf:runs/household-smol/final_model --types Pick Look
 
 An hf: model is played with the chat layout, token budget and decoding (admissible-only or free)
 of the run that trained it (its config.yaml, as `agentgym eval` does). Each (policy, split) lands
@@ -54,7 +56,17 @@ def per_type(trajectories) -> dict:
     return out
 
 
+def games_of_types(space, split: str, types: list[str], folder: Path) -> Path:
+    """The split's games of these task types (column names), as a task file `evaluate` plays."""
+    tasks = [t for t in space.split(split) if COLUMNS[task_type(t.to_dict())] in types]
+    path = folder / f"{split}_{'_'.join(types)}.jsonl"
+    path.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tasks))
+    return path
+
+
 def measure(policy_spec: str, split: str, args, space) -> dict:
+    import tempfile
+
     from agentgym.evaluation.cli import training_settings
     from agentgym.evaluation.evaluate import evaluate
     from agentgym.policies.base import SamplingParams
@@ -70,11 +82,13 @@ def measure(policy_spec: str, split: str, args, space) -> dict:
     if args.data_path:
         env_kwargs["data_path"] = args.data_path
     start = time.time()
-    result = evaluate(ENV_ID, policy, split, episodes_per_task=args.episodes, limit=args.limit, sampling=sampling,
-                      chat=trained.get("chat"), env_kwargs=env_kwargs, seed=args.seed, task_space=space,
-                      max_batch_episodes=args.batch)
+    with tempfile.TemporaryDirectory() as folder:
+        games = games_of_types(space, split, args.types, Path(folder)) if args.types else split
+        result = evaluate(ENV_ID, policy, games, episodes_per_task=args.episodes, limit=args.limit, sampling=sampling,
+                          chat=trained.get("chat"), env_kwargs=env_kwargs, seed=args.seed, task_space=space,
+                          max_batch_episodes=args.batch)
     return {"policy": policy_spec, "split": split, "steps": args.steps, "episodes_per_task": args.episodes,
-            "limit": args.limit, "games": len(result.per_task), "infra_errors": result.infra_errors,
+            "limit": args.limit, "only_types": args.types, "games": len(result.per_task), "infra_errors": result.infra_errors,
             "temperature": args.temperature, "admissible_only": sampling.admissible_only,
             "data_path": args.data_path, "seconds": round(time.time() - start, 1),
             "types": per_type(result.trajectories)}
@@ -97,7 +111,9 @@ def main(argv=None) -> None:
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--episodes", type=int, default=1, help="episodes per game")
     ap.add_argument("--temperature", type=float, default=1.0, help="hf: policies sample, as they act in training")
-    ap.add_argument("--limit", type=int, default=None, help="first N games of each split")
+    ap.add_argument("--limit", type=int, default=None, help="first N games of each split (of --types)")
+    ap.add_argument("--types", nargs="+", choices=list(COLUMNS.values()),
+                    help="only these task types' games, e.g. Pick Look (the types a household-trained model learned)")
     ap.add_argument("--data-path", default=None, help="the official games' folder (train/, valid_seen/, valid_unseen/)")
     ap.add_argument("--list-no-help", action="store_true", help="leave ALFWorld's `help` out of the listed actions")
     ap.add_argument("--batch", type=int, default=16, help="episodes played at once")
@@ -115,7 +131,7 @@ def main(argv=None) -> None:
     for split in args.split or ["heldout", "heldout_unseen"]:
         for policy in args.policy:
             key = dict(policy=policy, split=split, steps=args.steps, episodes_per_task=args.episodes,
-                       data_path=args.data_path, limit=args.limit)
+                       data_path=args.data_path, limit=args.limit, only_types=args.types)
             done = [r for r in results["rows"] if all(r.get(k) == v for k, v in key.items())]
             if done and not args.redo:
                 continue

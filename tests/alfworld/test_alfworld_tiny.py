@@ -137,3 +137,21 @@ def test_the_table_counts_per_task_type_with_wilson_intervals():
     assert 0 < table["Heat"]["lo"] < 0.25 < table["Heat"]["hi"] < 1
     row = {"policy": "random", "split": "heldout", "games": 5, "types": table}
     assert "| random | heldout | 5 | - |" in markdown([row])  # no Pick episodes: a dash, not 0
+
+
+def test_the_table_keeps_the_games_of_the_asked_types_alone(tmp_path):
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from alfworld_table import COLUMNS, games_of_types, task_type
+
+    from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace
+
+    space = ALFWorldTaskSpace()
+    path = games_of_types(space, "heldout_unseen", ["Pick", "Look"], tmp_path)
+    kept = [json.loads(line) for line in path.read_text().splitlines()]
+    every = [t.to_dict() for t in space.split("heldout_unseen")]
+    wanted = [t for t in every if COLUMNS[task_type(t)] in ("Pick", "Look")]
+    assert kept == wanted and 0 < len(kept) < len(every)
