@@ -57,6 +57,14 @@ class FrozenStates:
         return len(self._by_ids)
 
 
+def decoder_stack(model: torch.nn.Module):
+    """The decoder a causal LM runs before its LM head (embeddings, layers, final norm; PEFT's wrapper
+    looked through), or None where the model does not name one."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    get = getattr(base, "get_decoder", None)
+    return get() if callable(get) else None
+
+
 def lowest_adapted_layer(model: torch.nn.Module) -> int:
     """Index of the lowest decoder layer holding a trained parameter; 0 when the embeddings or the first
     layer train (nothing below is frozen), or when the layers cannot be told from the names."""

@@ -35,7 +35,7 @@ import torch
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
 from agentgym.policies.decode_attention import use_single_query_decode
-from agentgym.policies.frozen_states import FrozenStates, lowest_adapted_layer
+from agentgym.policies.frozen_states import FrozenStates, decoder_stack, lowest_adapted_layer
 from agentgym.policies.model_files import DTYPES, encode_chat_prompt, eos_ids, resolve_model
 
 DEFAULT_LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
@@ -72,12 +72,6 @@ def _own_aligned_weights(model: torch.nn.Module, alignment: int = 64) -> None:
             if key not in moved:
                 moved[key] = t.data.clone()
             t.data = moved[key]
-
-
-def _decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
-    """The decoder layers of a causal LM, with or without a PEFT wrapper."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return base.model.layers
 
 
 def _row_states(prompt: torch.Tensor, reply: list[torch.Tensor]) -> torch.Tensor:
@@ -426,7 +420,7 @@ class HFPolicy:
 
     def _frozen_layer_hook(self, captured: list):
         """A forward hook on the last frozen layer that appends its output to `captured`."""
-        layers = _decoder_layers(self.model)
+        layers = decoder_stack(self.model).layers
 
         def hook(_module, _inputs, output):
             captured.append((output[0] if isinstance(output, tuple) else output).detach())

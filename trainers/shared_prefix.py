@@ -34,6 +34,7 @@ from typing import Sequence
 
 import torch
 
+from agentgym.policies.frozen_states import decoder_stack
 from agentgym.trainers.samples import TokenSequence
 from agentgym.trainers.ppo import head_is_linear
 
@@ -165,14 +166,6 @@ def plan_levels(sequences: Sequence[TokenSequence], root: int = 0) -> PrefixPlan
     if root:
         levels.insert(0, LevelPlan([prompts[0][:root]], [-1], [0]))
     return PrefixPlan(levels, nodes, root)
-
-
-def decoder_stack(model):
-    """The decoder a causal LM runs before its LM head (embeddings, layers, final norm; PEFT's wrapper
-    looked through), or None where the model does not name one."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    get = getattr(base, "get_decoder", None)
-    return get() if callable(get) else None
 
 
 @contextmanager
