@@ -131,7 +131,7 @@ def write_results(out: Path, work: Path, settings: dict) -> None:
     os.replace(tmp, out)
 
 
-def make_policy(mode: str, env_id: str, model: str, max_prompt_tokens: int):
+def make_policy(mode: str, env_id: str, model: str, max_prompt_tokens: int, device: str = "cpu"):
     if mode == "random":
         from agentgym.policies import RandomPolicy
 
@@ -143,7 +143,7 @@ def make_policy(mode: str, env_id: str, model: str, max_prompt_tokens: int):
         return OraclePolicy(get_task_space(env_id))
     from agentgym.policies.hf import HFPolicy
 
-    return HFPolicy(model, device="cpu", max_prompt_tokens=max_prompt_tokens)
+    return HFPolicy(model, device=device, max_prompt_tokens=max_prompt_tokens)
 
 
 def markdown_table(rows: list[dict]) -> str:
@@ -169,6 +169,7 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=5, help="tasks per saved chunk (and per batched rollout)")
     parser.add_argument("--max-new-tokens", type=int, default=24, help="a reply's token cap (an action in its tags is ~10-20 tokens)")
     parser.add_argument("--max-prompt-tokens", type=int, default=2048)
+    parser.add_argument("--device", default="cpu", help="where the model runs (cpu, cuda)")
     parser.add_argument("--max-steps", type=int, default=None,
                         help="episode step limit (default: each env's own); cells of another limit are kept apart")
     parser.add_argument("--time-budget", type=float, default=None, help="seconds; no chunk starts after it")
@@ -216,7 +217,7 @@ def main() -> None:
                     print("time budget spent; the same command continues where this stopped")
                     return
                 if mode in LLM_MODES and llm is None:
-                    llm = make_policy(mode, env_id, args.model, args.max_prompt_tokens)
+                    llm = make_policy(mode, env_id, args.model, args.max_prompt_tokens, args.device)
                 player = llm if mode in LLM_MODES else make_policy(mode, env_id, args.model, 0)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 done = read_trajectories(path)

@@ -7,6 +7,7 @@
 #
 #   bash scripts/gpu_smol_table.sh stash        # call 1, carry .gpu_smol_a: keeps the first half
 #   bash scripts/gpu_smol_table.sh run [SECS]   # call 2, carry .gpu_smol_b: joins, checks, installs, runs
+#   bash scripts/gpu_smol_table.sh zeroshot [SECS]   # or call 2: the zero-shot rows (benchmarks/zero_shot.py)
 #
 # `run` converts the GGUF once (policies/model_catalog.py), then runs the table's jobs three at a time
 # (rl/seedN; rft/seedN as soon as rl/seedN lands), stopping at SECS (default 470) wherever they are.
@@ -27,8 +28,8 @@ stash)
     cp .gpu_smol_a/sha256 "$stash/sha256"
     echo "gpu_smol_table: stashed the first half ($(stat -c %s "$stash/part_a") bytes) in $stash"
     exit 0 ;;
-run) ;;
-*) echo "usage: bash scripts/gpu_smol_table.sh stash | run [SECONDS]" >&2; exit 2 ;;
+run|zeroshot) ;;
+*) echo "usage: bash scripts/gpu_smol_table.sh stash | run [SECONDS] | zeroshot [SECONDS]" >&2; exit 2 ;;
 esac
 budget=${2:-470}
 t0=$(date +%s)
@@ -59,6 +60,22 @@ print('model folder', resolve_named_model(sys.argv[1]))" "$model_dir/$name"
 echo "gpu_smol_table: ready in $(( $(date +%s) - t0 ))s"
 
 device=${DEVICE:-cuda}
+if [ "$1" = zeroshot ]; then
+    # each family on its own, so one that cannot run here (a package the image lacks) leaves the others;
+    # every held-out episode of a cell in one batch (--chunk)
+    families=${FAMILIES:-household searchqa tooluse briefing webshop}
+    status=0
+    for family in $families; do
+        left=$(( budget - ($(date +%s) - t0) ))
+        [ "$left" -gt 20 ] || { echo "gpu_smol_table: no time left for $family"; break; }
+        timeout --signal=INT --kill-after=10 "$left" "$python" benchmarks/zero_shot.py --model "$model_dir/$name" \
+            --device "$device" --envs "$family" --modes free,admissible --tasks "${TASKS:-50}" --chunk "${TASKS:-50}" \
+            ${ZERO_SHOT_ARGS:-} --out "$out/zero_shot.json" --work "$stash/zero_shot" 2>&1 | tee -a "$out/zero_shot.log" \
+            || { status=$?; echo "gpu_smol_table: $family stopped (exit $status)"; }
+    done
+    "$python" benchmarks/zero_shot.py --report --out "$out/zero_shot.json" || true
+    exit "$status"
+fi
 runs=$stash/runs
 rm -rf "$runs"
 overrides=("policy.model=$model_dir/$name" "policy.device=$device"
