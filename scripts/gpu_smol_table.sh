@@ -7,7 +7,8 @@
 #
 #   bash scripts/gpu_smol_table.sh stash        # call 1, carry .gpu_smol_a: keeps the first half
 #   bash scripts/gpu_smol_table.sh run [SECS]   # call 2, carry .gpu_smol_b: joins, checks, installs, runs
-#   bash scripts/gpu_smol_table.sh zeroshot [SECS]   # or call 2: the zero-shot rows (benchmarks/zero_shot.py)
+#   bash scripts/gpu_smol_table.sh zeroshot [SECS]   # or call 2: the rollout's profile on the card
+#                                                    # (benchmarks/gpu_rollout_profile.py), then the zero-shot rows
 #
 # `run` converts the GGUF once (policies/model_catalog.py), then runs the table's jobs three at a time
 # (rl/seedN; rft/seedN as soon as rl/seedN lands), stopping at SECS (default 470) wherever they are.
@@ -65,6 +66,12 @@ if [ "$1" = zeroshot ]; then
     # every held-out episode of a cell in one batch (--chunk)
     families=${FAMILIES:-household searchqa tooluse briefing webshop}
     status=0
+    # first, where the rollout's time goes on the card: one process, the preset's rollout, profiled
+    if [ "${PROFILE:-1}" = 1 ]; then
+        timeout --signal=INT --kill-after=10 "${PROFILE_SECS:-150}" "$python" benchmarks/gpu_rollout_profile.py \
+            --model "$model_dir/$name" --device "$device" ${PROFILE_ARGS:-} --out "$out/gpu_rollout_profile.json" \
+            2>&1 | tail -40 | tee "$out/gpu_rollout_profile.log" || echo "gpu_smol_table: the profile stopped"
+    fi
     for family in $families; do
         left=$(( budget - ($(date +%s) - t0) ))
         [ "$left" -gt 20 ] || { echo "gpu_smol_table: no time left for $family"; break; }
