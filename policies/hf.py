@@ -531,10 +531,12 @@ class HFPolicy:
         reasons = ["length"] * batch
         allowed: list[list] = [[] for _ in range(batch)]  # per token, the ids the trie allowed (None: free)
         eos = torch.tensor(sorted(self.eos_ids), device=self.device)
-        live = torch.arange(batch, device=self.device)  # batch rows still decoding -> their prompt index
+        # What the loop reads per row (the sampled token, its logprob, whether it ended) comes to the
+        # host once per step as lists: indexing a device tensor row by row is a sync per element.
+        live = list(range(batch))  # batch rows still decoding -> their prompt index
         for step in range(sampling.max_new_tokens):
             logits = out.logits[:, -1, :].float()
-            rows = live.tolist()
+            rows = live
             nodes = [tries[i] for i in rows] if tries else None
             if columns is not None:  # every row within its trie node: sample among the allowed columns alone
                 ids = columns.tolist()
@@ -545,24 +547,25 @@ class HFPolicy:
             pick = self._pick(logits, sampling)
             token_logprob = torch.log_softmax(logits, dim=-1).gather(-1, pick[:, None])[:, 0]
             token = columns[pick] if columns is not None else pick
+            token_ids, token_logprobs = token.tolist(), token_logprob.tolist()
+            done = torch.isin(token, eos).tolist()
             if tries:
                 for b, i in enumerate(rows):
                     if tries[i] is not None:
                         allowed[i].append(sorted(tries[i]))
-                        tries[i] = tries[i].get(int(token[b])) or None
+                        tries[i] = tries[i].get(token_ids[b]) or None
                     else:
                         allowed[i].append(None)
-            done = torch.isin(token, eos)
             for b, i in enumerate(rows):
-                responses[i].append(int(token[b]))
-                logprobs[i].append(float(token_logprob[b]))
+                responses[i].append(token_ids[b])
+                logprobs[i].append(token_logprobs[b])
                 if done[b]:
                     reasons[i] = "stop"
                 elif self.stop_strings and any(s in self.tokenizer.decode(responses[i][-8:]) for s in self.stop_strings):
                     done[b] = True
                     reasons[i] = "stop"
             last = step == sampling.max_new_tokens - 1
-            ended = range(len(rows)) if last else torch.nonzero(done).flatten().tolist()
+            ended = range(len(rows)) if last else [b for b, d in enumerate(done) if d]
             if recording:  # a reply that ended: its states, prompt and fed reply tokens, for the update
                 for b in ended:
                     i = rows[b]
@@ -572,16 +575,18 @@ class HFPolicy:
                     i = rows[b]
                     self._keep_prefix(cache_keys[i], prompt_ids[i] + responses[i][:-1], past, b, attention[b], version,
                                       _row_states(prompt_states[i], reply_states[i]) if recording else None)
-            if last or bool(done.all()):
+            if last or all(done):
                 break
-            keep = torch.nonzero(~done).flatten()
-            if len(keep) < len(rows):  # finished rows leave the batch (and its KV cache)
+            kept = [b for b, d in enumerate(done) if not d]
+            if len(kept) < len(rows):  # finished rows leave the batch (and its KV cache)
+                keep = torch.tensor(kept, device=self.device)
                 past.batch_select_indices(keep)
-                live, token, attention, positions = live[keep], token[keep], attention[keep], positions[keep]
+                live = [rows[b] for b in kept]
+                token, attention, positions = token[keep], attention[keep], positions[keep]
             positions = positions[:, -1:] + 1
             attention = torch.cat([attention, torch.ones((len(live), 1), dtype=attention.dtype, device=self.device)], 1)
             # the next step's columns: the live rows' nodes after this step's token (what its logits are sampled within)
-            columns = _allowed_columns([tries[i] for i in live.tolist()] if tries else None, self.device)
+            columns = _allowed_columns([tries[i] for i in live] if tries else None, self.device)
             captured.clear()
             hook = self._frozen_layer_hook(captured) if recording else None
             try:
@@ -592,7 +597,7 @@ class HFPolicy:
                 if hook is not None:
                     hook.remove()
             if recording:
-                for b, i in enumerate(live.tolist()):
+                for b, i in enumerate(live):
                     reply_states[i].append(captured[0][b, 0])
             past = out.past_key_values
         return [
