@@ -59,6 +59,9 @@ class TaskSpaceProtocol(Protocol):
             default: the oracle's plan solves it in a fresh env, `validation.oracle_solves`).
         make_env(**kwargs): a bare env for validation (`validation.make_env`; default: the
             registered entry point of `env_id`).
+        teacher(spec) -> Teacher: a fresh stepwise expert for one episode of `spec`, which answers
+            in any state an agent reaches (DAgger relabels a policy's own episodes with it,
+            sft.dagger; `Teacher` below). The plan of `solve` only answers from the start.
         idle_commands: tuple[str, ...]: prefixes of valid commands that change nothing in the
             world (household's look / inventory / examine); the trainer's credit diagnostics count
             such steps as idle (`idle_commands(space)`; default: none, every valid step is useful).
@@ -74,6 +77,18 @@ class TaskSpaceProtocol(Protocol):
     def category(self, spec: TaskSpec) -> str: ...
 
     def read_split(self, name: str) -> Sequence[TaskSpec]: ...
+
+
+@runtime_checkable
+class Teacher(Protocol):
+    """One episode's expert, fed the episode as the agent plays it: `act` is the command the
+    expert would send in the state shown (`observation` and `info` as the env returned them, with
+    info["admissible_actions"] where the env lists them); `observe` records the command the agent
+    actually sent and the observation that followed (only for valid commands)."""
+
+    def act(self, observation: str, info: dict) -> str: ...
+
+    def observe(self, action: str, observation: str, info: dict) -> None: ...
 
 
 def idle_commands(space) -> tuple[str, ...]:

@@ -159,6 +159,17 @@ class PPOConfig:
 
 
 @dataclass
+class DaggerConfig:
+    """DAgger after the warm start's SFT (trainers/dagger.py): the clone plays train tasks, the task
+    space's stepwise expert (`teacher(spec)`) labels every state it reached, and SFT runs again on
+    the demonstrations plus every relabelled step so far; `rounds` times."""
+    rounds: int = 0  # 0: plain behaviour cloning
+    tasks: int = 100  # train tasks the clone plays per round (a new slice of them each round)
+    epochs: int = 1  # SFT epochs over the aggregate per round
+    temperature: float = 1.0  # the clone's sampling temperature in its DAgger episodes
+
+
+@dataclass
 class SFTConfig:
     enabled: bool = False
     num_tasks: int = 200  # oracle trajectories on this many train tasks
@@ -185,6 +196,7 @@ class SFTConfig:
     # warm start tags and RL can change which tags it writes (env.reward kind meta_reasoning). Needs the
     # tag parser (env.chat.parser=tag) and an env whose task space has a tag rule (meta_tag).
     tags: bool = False
+    dagger: DaggerConfig = field(default_factory=DaggerConfig)
 
 
 @dataclass
@@ -440,7 +452,9 @@ RANGES = [
     ("ppo.value_lr", 1e-12, None, "a learning rate"), ("ppo.warmup_steps", 0, None, "optimizer steps"),
     ("ppo.weight_decay", 0, None, "a decay"), ("ppo.drop_abs_adv_below", 0, None, "an advantage threshold"),
     ("sft.num_tasks", 0, None, "tasks"), ("sft.epochs", 1, None, "epochs"), ("sft.lr", 1e-12, None, "a learning rate"),
-    ("sft.batch_size", 1, None, "samples"), ("eval.every", 0, None, "iterations (0 = before and after only)"),
+    ("sft.batch_size", 1, None, "samples"),
+    ("sft.dagger.rounds", 0, None, "rounds"), ("sft.dagger.tasks", 1, None, "tasks"), ("sft.dagger.epochs", 1, None, "epochs"),
+    ("sft.dagger.temperature", 0, None, "a temperature"), ("eval.every", 0, None, "iterations (0 = before and after only)"),
     ("eval.num_tasks", 1, None, "tasks"), ("eval.episodes_per_task", 1, None, "episodes"),
     ("eval.max_batch_episodes", 1, None, "episodes"),
     ("eval.temperature", 0, None, "a sampling temperature"), ("env.max_turns", 1, None, "turns"),

@@ -25,6 +25,8 @@ FEATURES = {
     "categories": ("`category(spec)` (env.categories, curricula, reports)", lambda s: _overrides(s, "category")),
     "searching_oracle": ("a searching oracle `solve_searching(spec, rng)` (sft.expert=searching)",
                          lambda s: callable(getattr(s, "solve_searching", None))),
+    "teacher": ("a stepwise expert `teacher(spec)` that answers in any state (sft.dagger)",
+                lambda s: callable(getattr(s, "teacher", None))),
     "heldout_splits": ("held-out split manifests (eval.split)", lambda s: _has_heldout(s)),
     "meta_tags": ("a meta-reasoning tag rule `meta_tag(action, earlier_actions)` (sft.tags)",
                   lambda s: callable(getattr(s, "meta_tag", None))),
@@ -55,6 +57,8 @@ def required_features(env_cfg, sft_cfg) -> list[str]:
         need.append("searching_oracle" if sft_cfg.expert == "searching" else "oracle")
         if sft_cfg.tags:
             need.append("meta_tags")
+        if sft_cfg.dagger.rounds:
+            need.append("teacher")
     unknown = sorted(set(need) - set(FEATURES))
     if unknown:
         raise ConfigError(f"env.requires names unknown features {unknown}; known: {', '.join(FEATURES)}")
@@ -69,6 +73,7 @@ SWITCH_OFF = {
     "searching_oracle": ["sft.expert=oracle", "sft.dawdle_prob=0"],
     "heldout_splits": ["eval.split=train"],
     "meta_tags": ["sft.tags=false"],
+    "teacher": ["sft.dagger.rounds=0"],
 }
 
 

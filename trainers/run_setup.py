@@ -17,6 +17,7 @@ from agentgym import progress
 from agentgym.errors import ConfigError
 from agentgym.policies.engines import EngineSettings
 from agentgym.policies.engines import make_engine as build_engine
+from agentgym.policies.base import SamplingParams
 from agentgym.policies.model_files import check_device, check_model_path
 from agentgym.policies.scripted import OraclePolicy, RandomPolicy
 from agentgym.policies import specs  # specs.load_policy: tests swap it for a scripted judge
@@ -104,7 +105,8 @@ def prepare_start_model(cfg: TrainConfig, run_dir: Path, log: Callable[[str], No
     if not _reusable(sft_dir, settings, "SFT warm start", log):
         t0 = time.perf_counter()
         policy = make_policy(cfg.policy, model)
-        stats = run_sft(policy, cfg.sft, cfg.env, cfg.seed, log=log, session=session)
+        student = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, admissible_only=cfg.rollout.admissible_only)
+        stats = run_sft(policy, cfg.sft, cfg.env, cfg.seed, log=log, session=session, student_sampling=student)
         policy.save(sft_dir)
         _write_record(sft_dir, settings)
         info["sft"] = stats
@@ -177,7 +179,8 @@ def sft_settings(env_cfg: EnvConfig, policy_cfg: PolicyConfig, sft_cfg: SFTConfi
             "policy.max_prompt_tokens": policy_cfg.max_prompt_tokens,
             **{f"sft.{k}": v for k, v in dataclasses.asdict(sft_cfg).items() if k != "enabled"
                # a setting added later at its old behaviour leaves warm starts built before it reusable
-               and not (k == "filter_success" and v is True) and not (k == "tags" and v is False)}}
+               and not (k == "filter_success" and v is True) and not (k == "tags" and v is False)
+               and not (k == "dagger" and v["rounds"] == 0)}}
 
 
 def settings_hash(settings: dict) -> str:

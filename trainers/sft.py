@@ -27,6 +27,9 @@ from agentgym.trainers.ppo import token_logprobs
 from agentgym.trainers.precision import update_autocast
 from agentgym.trainers.task_selection import select_train_tasks
 from agentgym.chat import ChatConfig
+from agentgym.errors import ConfigError
+from agentgym.policies.base import SamplingParams
+from agentgym.trainers.dagger import dagger_rounds
 
 
 def oracle_trajectories(env_id: str, tasks: list, chat: dict | None, env_kwargs: dict | None, seed: int = 0,
@@ -169,15 +172,17 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
 
 
 def run_sft(policy, sft_cfg: SFTConfig, env_cfg: EnvConfig, seed: int, log: Callable[[str], None] | None = None,
-            session=progress.CURRENT, matmul_dtype: str = "fp32") -> dict:
+            session=progress.CURRENT, matmul_dtype: str = "fp32", student_sampling: SamplingParams | None = None) -> dict:
     """SFT `policy` in place on oracle trajectories of env_cfg's training tasks (bars in `session`;
-    matmul_dtype as train_sft's)."""
+    matmul_dtype as train_sft's), then sft.dagger's rounds, in which the clone plays with
+    `student_sampling` (the rollout's token budget and decoding)."""
     session = progress.resolve(session)
 
     space = get_task_space(env_cfg.id)
     tasks = select_train_tasks(env_cfg, space, seed)
     rng = np.random.default_rng([seed, 7])
-    pick = rng.permutation(len(tasks))[: sft_cfg.num_tasks]
+    order = rng.permutation(len(tasks))
+    pick = order[: sft_cfg.num_tasks]
     trajs = oracle_trajectories(env_cfg.id, [tasks[int(i)] for i in pick], env_cfg.chat, env_cfg.env_kwargs,
                                 seed=seed, executor=env_cfg.executor, slip_prob=sft_cfg.slip_prob,
                                 search=sft_cfg.expert == "searching", dawdle_prob=sft_cfg.dawdle_prob,
@@ -189,4 +194,20 @@ def run_sft(policy, sft_cfg: SFTConfig, env_cfg: EnvConfig, seed: int, log: Call
                       weight_decay=sft_cfg.weight_decay, max_steps=sft_cfg.max_steps, log=log, session=session,
                       matmul_dtype=matmul_dtype)
     stats["trajectories"] = len(trajs)
+    if sft_cfg.dagger.rounds:
+        if full:
+            raise ConfigError("sft.dagger relabels one prompt per step: use a windowed prompt (env.chat.history "
+                              "a number), or set sft.dagger.rounds=0")
+        if student_sampling is None:
+            raise ValueError("run_sft with sft.dagger.rounds > 0 needs student_sampling (the rollout's decoding)")
+        # the clone plays train tasks the demonstrations did not use, while there are any
+        unused = [tasks[int(i)] for i in order[sft_cfg.num_tasks:]] or [tasks[int(i)] for i in pick]
+
+        def train(everything: list[Sample]) -> dict:
+            return train_sft(policy, everything, sft_cfg.dagger.epochs, sft_cfg.lr, sft_cfg.batch_size, seed=seed,
+                             weight_decay=sft_cfg.weight_decay, log=log, session=session, matmul_dtype=matmul_dtype)
+
+        stats["dagger"] = dagger_rounds(policy, sft_cfg.dagger, env_cfg, unused, samples, train, student_sampling,
+                                        seed, log=log, session=session)
+        stats["final_loss"] = stats["dagger"][-1]["final_loss"]
     return stats

@@ -147,6 +147,27 @@ class SearchingDemonstrator:
         return (first or unvisited or ["look"])[0]
 
 
+class SearchingTeacher:
+    """The demonstrator as a `Teacher` (agentgym.tasks.protocol): it follows an episode someone
+    else plays, so it can say what it would do in any state that episode reaches (DAgger)."""
+
+    def __init__(self, task_type: str, pddl_params: dict):
+        self.task_type, self.pddl_params = task_type, pddl_params
+        self.demonstrator: SearchingDemonstrator | None = None
+
+    def act(self, observation: str, info: dict) -> str:
+        if self.demonstrator is None:  # the instruction arrives with the first observation
+            self.demonstrator = SearchingDemonstrator(info.get("instruction") or first_observation(observation)[1],
+                                                      self.task_type, self.pddl_params)
+        admissible = [c for c in info.get("admissible_actions", []) if c != "help"]
+        return self.demonstrator.act(observation, admissible)
+
+    def observe(self, action: str, observation: str, info: dict) -> None:
+        if self.demonstrator is None:
+            raise RuntimeError("SearchingTeacher.observe before act: ask it about the first state first")
+        self.demonstrator.observe(action, observation)
+
+
 def _place_of(command: str) -> str | None:
     """The receptacle a command was taken at: 'go to X' / 'open X' / 'close X' -> X; '... from X' /
     '... to X' / '... with X' -> X."""

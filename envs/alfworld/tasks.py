@@ -155,6 +155,11 @@ class ALFWorldTaskSpace(TaskSpace):
         finally:
             engine.release()
 
+    def teacher(self, spec: TaskSpec) -> searching.SearchingTeacher:
+        """The searching demonstrator, fed an episode step by step (DAgger, sft.dagger)."""
+        traj = self.traj_data(spec)
+        return searching.SearchingTeacher(traj.get("task_type", ""), traj.get("pddl_params", {}))
+
     def validate(self, spec: TaskSpec) -> bool:
         """The game builds: the planner solves it and its plan, replayed, wins (games.py)."""
         try:

@@ -79,3 +79,30 @@ def test_the_searcher_is_the_sft_expert_through_the_chat_layer():
     assert all(t.success for t in trajs)
     # the pick-two game's second object is found through the prompt's "Seen:" line or the search
     assert all(step.action_valid for t in trajs for step in t.steps)
+
+
+def test_the_teacher_fed_a_policys_episode_answers_as_the_demonstrator_in_every_state_it_reaches():
+    # DAgger's labels (trainers/dagger.py): the teacher follows an episode someone else plays. Fed the
+    # demonstrator's own episode, it repeats each command; fed a random policy's, it answers in states
+    # the demonstrator never reaches, and its answer is always an admissible command there.
+    from agentgym.chat import ChatConfig
+    from agentgym.policies.scripted import OraclePolicy, RandomPolicy
+    from agentgym.rollout import collect, make_chat_env
+    from agentgym.trainers.dagger import teacher_labels
+
+    chat = {"parser": "raw", "history": 0, "system_prompt": "", "memory": 50, "memory_style": "marks",
+            "memory_seen": True}
+    kwargs = {"max_episode_steps": 12, "list_help": False}
+    own = collect("agentgym/ALFWorld-v0", GAMES[:1], OraclePolicy(SPACE, search=True), chat=chat, env_kwargs=kwargs)
+    wandering = collect("agentgym/ALFWorld-v0", GAMES[:1], RandomPolicy(3), chat=chat, env_kwargs=kwargs)
+    env = make_chat_env("agentgym/ALFWorld-v0", kwargs, **ChatConfig.of(chat).kwargs())
+    try:
+        labels = teacher_labels(SPACE, env, own + wandering)
+        assert labels[0] == [step.action for step in own[0].steps]
+        _, info = env.reset(options={"task": GAMES[0]})
+        for step, label in zip(wandering[0].steps, labels[1]):
+            assert label in info["admissible_actions"]
+            _, _, _, _, info = env.step(step.text)
+        assert labels[1] != [step.action for step in wandering[0].steps]
+    finally:
+        env.close()

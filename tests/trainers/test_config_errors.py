@@ -22,6 +22,7 @@ CASES = [
     ("policy.vllm.gpu_memory_utilization=1.5", "policy.vllm.gpu_memory_utilization=1.5 is out of range"),
     ("policy.vllm.engine_args={max_model_len: 64}", "set policy.vllm.max_model_len instead"),
     ("tiny.hiden=8", "did you mean tiny.hidden?"),
+    ("sft.dagger.round=2", "did you mean sft.dagger.rounds?"),
     ("tiny.layers=0", "tiny.layers=0 is out of range"),
     ("env.fresh_task=3", "did you mean env.fresh_tasks?"),
     ("env.fresh_tasks=-2", "env.fresh_tasks must be >= 0"),
