@@ -20,7 +20,6 @@ cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 out=${OUT:-out}
 stash=.gpu_stash
-export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
 
 case "${1:-}" in
 stash)
@@ -43,13 +42,8 @@ cat "$stash/part_a" .gpu_smol_b/part > "$model_dir/$name"
 repo=$(pwd)
 (cd "$model_dir" && sha256sum -c --quiet "$repo/.gpu_smol_b/sha256") || { echo "gpu_smol_table: the joined GGUF fails its sha256" >&2; exit 2; }
 
-site=/tmp/agentgym_site
-"$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .gpu_smol_b/wheels/*.whl
-export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-if [ "${INSTALL:-1}" = 1 ]; then  # INSTALL=0: the project is installed already (the CPU check)
-    "$python" -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null || {
-        echo "gpu_smol_table: the editable install failed" >&2; exit 2; }
-fi
+source scripts/gpu_install.sh
+gpu_install gpu_smol_table .gpu_smol_b/wheels
 mkdir -p "$out"
 export AGENTGYM_MODEL_CACHE=${AGENTGYM_MODEL_CACHE:-$(pwd)/$stash/cache}
 "$python" -c "
