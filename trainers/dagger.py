@@ -14,6 +14,7 @@ TaskSpec, and an env that is not is refused (its observations would differ from 
 
 from __future__ import annotations
 
+from contextlib import closing
 from typing import Callable
 
 import numpy as np
@@ -81,34 +82,30 @@ def dagger_rounds(policy, dagger_cfg: DaggerConfig, env_cfg: EnvConfig, tasks: l
                           f"{env_cfg.id} lacks: set sft.dagger.rounds=0")
     if not tasks:
         raise ConfigError("sft.dagger has no train tasks to play: raise env.max_tasks or set sft.dagger.rounds=0")
-    chat_env = make_chat_env(env_cfg.id, env_cfg.env_kwargs, **ChatConfig.of(env_cfg.chat).kwargs())
-    try:
-        return _rounds(policy, dagger_cfg, env_cfg, space, chat_env, tasks, samples, train, sampling, seed, log, session)
-    finally:
-        chat_env.close()
-
-
-def _rounds(policy, dagger_cfg, env_cfg, space, chat_env, tasks, samples, train, sampling, seed, log, session):
     gathered: list[Sample] = []
     stats = []
-    for r in range(dagger_cfg.rounds):
-        start = (r * dagger_cfg.tasks) % len(tasks)
-        chosen = [tasks[(start + j) % len(tasks)] for j in range(min(dagger_cfg.tasks, len(tasks)))]
-        student = SamplingParams(temperature=dagger_cfg.temperature, max_new_tokens=sampling.max_new_tokens,
-                                 admissible_only=sampling.admissible_only, seed=seed + 1000 + r)
-        trajs = collect(env_cfg.id, chosen, policy, group_size=1, seed=seed + 1000 + r, sampling=student,
-                        chat=env_cfg.chat, env_kwargs=env_cfg.env_kwargs, executor=env_cfg.executor, session=session)
-        trajs = [t for t in trajs if not t.infra_error]
-        labels = teacher_labels(space, chat_env, trajs)
-        agree = [step.action == label for t, ls in zip(trajs, labels) for step, label in zip(t.steps, ls)]
-        gathered += relabelled_samples(policy, trajs, labels, chat_env.format_action)
-        trained = train(samples + gathered)
-        row = {"round": r + 1, "episodes": len(trajs), "success": float(np.mean([t.success for t in trajs])) if trajs else 0.0,
-               "agreement": float(np.mean(agree)) if agree else 0.0, "relabelled_steps": len(agree),
-               "samples": len(samples) + len(gathered), "final_loss": trained["final_loss"], "steps": trained["steps"]}
-        stats.append(row)
-        if log is not None:
-            log(f"DAgger round {r + 1}/{dagger_cfg.rounds}: the policy's success {row['success']:.3f} on "
-                f"{row['episodes']} train episodes, agreement with the teacher {row['agreement']:.3f} over "
-                f"{row['relabelled_steps']} steps; SFT on {row['samples']} samples, loss {row['final_loss']:.4f}")
+    with closing(make_chat_env(env_cfg.id, env_cfg.env_kwargs, **ChatConfig.of(env_cfg.chat).kwargs())) as chat_env:
+        for r in range(dagger_cfg.rounds):
+            start = (r * dagger_cfg.tasks) % len(tasks)  # a new slice of the tasks each round, while they last
+            chosen = [tasks[(start + j) % len(tasks)] for j in range(min(dagger_cfg.tasks, len(tasks)))]
+            student = SamplingParams(temperature=dagger_cfg.temperature, max_new_tokens=sampling.max_new_tokens,
+                                     admissible_only=sampling.admissible_only, seed=seed + 1000 + r)
+            trajs = collect(env_cfg.id, chosen, policy, group_size=1, seed=seed + 1000 + r, sampling=student,
+                            chat=env_cfg.chat, env_kwargs=env_cfg.env_kwargs, executor=env_cfg.executor,
+                            session=session)
+            trajs = [t for t in trajs if not t.infra_error]
+            labels = teacher_labels(space, chat_env, trajs)
+            agree = [step.action == label for t, ls in zip(trajs, labels) for step, label in zip(t.steps, ls)]
+            gathered += relabelled_samples(policy, trajs, labels, chat_env.format_action)
+            trained = train(samples + gathered)
+            stats.append({"round": r + 1, "episodes": len(trajs),
+                          "success": float(np.mean([t.success for t in trajs])) if trajs else 0.0,
+                          "agreement": float(np.mean(agree)) if agree else 0.0, "relabelled_steps": len(agree),
+                          "samples": len(samples) + len(gathered), "final_loss": trained["final_loss"],
+                          "steps": trained["steps"]})
+            if log is not None:
+                row = stats[-1]
+                log(f"DAgger round {r + 1}/{dagger_cfg.rounds}: the policy's success {row['success']:.3f} on "
+                    f"{row['episodes']} train episodes, agreement with the teacher {row['agreement']:.3f} over "
+                    f"{row['relabelled_steps']} steps; SFT on {row['samples']} samples, loss {row['final_loss']:.4f}")
     return stats

@@ -106,3 +106,31 @@ def test_the_teacher_fed_a_policys_episode_answers_as_the_demonstrator_in_every_
         assert labels[1] != [step.action for step in wandering[0].steps]
     finally:
         env.close()
+
+
+def test_dagger_rounds_play_a_new_slice_each_round_and_train_on_the_growing_aggregate():
+    from agentgym.policies.base import SamplingParams
+    from agentgym.policies.scripted import RandomPolicy
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.dagger import dagger_rounds
+
+    class Student(RandomPolicy):  # a policy with the two encoders SFT samples need
+        def encode_prompt(self, messages):
+            return [len(m["content"]) for m in messages]
+
+        def encode_response(self, text):
+            return [len(text), 0]
+
+    cfg = load_config("alfworld-tiny", ["sft.dagger.rounds=2", "sft.dagger.tasks=2", "env.env_kwargs.max_episode_steps=5"])
+    sizes = []
+
+    def train(samples):
+        sizes.append(len(samples))
+        return {"final_loss": 0.5, "steps": 1}
+
+    stats = dagger_rounds(Student(1), cfg.sft.dagger, cfg.env, list(GAMES[:3]), ["demo"] * 7, train,
+                          SamplingParams(max_new_tokens=16), seed=0, session=None)
+    # round 1 plays games 0-1, round 2 games 2 and 0: 2 episodes of 5 steps each round, all relabelled
+    assert [s["episodes"] for s in stats] == [2, 2] and [s["relabelled_steps"] for s in stats] == [10, 10]
+    assert sizes == [7 + 10, 7 + 20]  # the demonstrations plus every relabelled step so far
+    assert all(0 <= s["agreement"] < 1 for s in stats)  # a random student leaves its teacher
