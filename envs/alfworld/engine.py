@@ -318,6 +318,23 @@ def _forget_propositions() -> None:
         del cache[key]
 
 
+_PDDL_WORDS = frozenset(("and", "not", "forall", "when", "exists", "or", "increase", "decrease", "assign",
+                         "total-cost", "imply"))
+
+
+@functools.lru_cache(maxsize=64)
+def _changeable_predicates(domain: str) -> frozenset:
+    """Every predicate named in an action's `:effect` of a PDDL domain (lower case), comments
+    stripped: a superset of the facts an action can change, which is all the cache of command
+    texts needs (a predicate wrongly counted only makes fewer texts cached)."""
+    text = re.sub(r";[^\n]*", "", domain).lower()
+    names: set[str] = set()
+    for block in re.split(r"\(:action\b", text)[1:]:
+        effect = block.split(":effect", 1)[1] if ":effect" in block else ""
+        names |= set(re.findall(r"\(\s*([a-z_][\w-]*)", effect))
+    return frozenset(names - _PDDL_WORDS)
+
+
 def _copy_context(context):
     """textgen.copy_context without deep copies: it deep-copies `variables` (EntityInfo objects)
     and `mapping` for every symbol derived, yet derivation only adds keys to those dicts and
@@ -393,7 +410,59 @@ def _classes():
                 symbol.context = _copy_context(start.context)
             return symbols
 
+        # A command's text (`go to [{r.name | receptacleatlocation(r, lend)}]` -> "go to cabinet 3") is
+        # derived for every admissible action at every step, about 30 times a step, each a deep copy
+        # of parsed symbols. Where no symbol of the derivation reads a fact that an action can change
+        # (`changeable`: the predicates in the domain's effects), the text depends on the action's
+        # mapping alone: derived once per game and mapping. Without `changeable` nothing is cached
+        # but what reads no fact at all.
+        changeable: frozenset | None = None
+
         def derive(self, start: str, context={}) -> str:
+            key = None
+            if context and self._reads_no_changeable_fact(start):
+                key = (start, tuple(sorted((ph.name, var.name) for ph, var in context["mapping"].items())))
+                derived = self.__dict__.setdefault("_derived", {})
+                if key in derived:
+                    return derived[key]
+            text = self._derive(start, context)
+            if key is not None:
+                self._derived[key] = text
+            return text
+
+        def _reads_no_changeable_fact(self, start: str) -> bool:
+            memo = self.__dict__.setdefault("_static_starts", {})
+            if start not in memo:
+                memo[start] = self._static(_parsed_symbols(start), frozenset())
+            return memo[start]
+
+        def _static(self, symbols, expanding: frozenset) -> bool:
+            def reads_changeable(query: str) -> bool:
+                names = {p.name.lower() for p in _parsed_query(query).preconditions}
+                return self.changeable is None or bool(names & self.changeable)
+
+            for s in symbols if isinstance(symbols, list) else [symbols]:
+                if isinstance(s, (textgen.TerminalSymbol, textgen.EvalSymbol)):
+                    continue  # text, or an expression over the mapping's entities (check_expression)
+                if isinstance(s, textgen.ListSymbol):
+                    if not self._static(s.symbol, expanding):
+                        return False
+                elif isinstance(s, textgen.ConditionalSymbol):
+                    if (s.given and reads_changeable(s.given)) or not self._static(s.expression, expanding):
+                        return False
+                elif isinstance(s, textgen.NonterminalSymbol):
+                    name = str(s)
+                    if name in expanding:
+                        return False
+                    for rule in self._rules.get(name, []):
+                        if (rule.condition and reads_changeable(rule.condition)) or \
+                                not self._static(rule.rhs, expanding | {name}):
+                            return False
+                else:
+                    return False
+            return True
+
+        def _derive(self, start: str, context) -> str:
             derivation = copy.deepcopy(_parsed_symbols(start))[::-1]
             _upgrade(derivation)
             for symbol in derivation:
@@ -508,6 +577,7 @@ def _classes():
             self._logic = copy.copy(base)
             self._logic.grammar = FastGrammar()
             self._logic.grammar._rules = rules
+            self._logic.grammar.changeable = _changeable_predicates(data["pddl_domain"])
             self._logic.types = textworld.logic.TypeHierarchy()
             self._pddl_state = FastPddlState(self.downward_lib, data["pddl_problem"], self._logic)
             self._entity_infos = self._get_entity_infos()

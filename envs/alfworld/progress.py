@@ -20,15 +20,26 @@ from collections import defaultdict
 
 _STATE = {"pick_clean_then_place_in_recep": "isclean", "pick_heat_then_place_in_recep": "ishot",
           "pick_cool_then_place_in_recep": "iscool"}
+_READ = frozenset(("objecttype", "holds", "receptacletype", "inreceptacle", *_STATE.values()))
+
+
+def facts_by_name(state, names: frozenset) -> dict[str, set[tuple[str, ...]]]:
+    """Predicate name -> the argument tuples of its facts in `state`, for `names` only. Facts are
+    stored by signature (name and argument types): reading only those signatures skips the ~2,000
+    other facts of a room, at every step."""
+    facts: dict[str, set[tuple[str, ...]]] = defaultdict(set)
+    for signature, props in state._facts.items():
+        if signature.name in names:
+            for f in props:
+                facts[f.name].add(tuple(a.name for a in f.arguments))
+    return facts
 
 
 def goal_progress(engine, task_type: str, pddl_params: dict) -> float:
     obj = (pddl_params or {}).get("object_target", "").lower()
     if not obj or not task_type:
         return 0.0
-    facts = defaultdict(set)
-    for f in engine._pddl._pddl_state.facts:
-        facts[f.name].add(tuple(a.name for a in f.arguments))
+    facts = facts_by_name(engine._pddl._pddl_state, _READ)
     goal_objects = {o for o, t in facts["objecttype"] if t == obj + "type"}
     held = {o for _, o in facts["holds"]} & goal_objects
     if task_type in ("pick_and_place_simple", "look_at_obj_in_light"):

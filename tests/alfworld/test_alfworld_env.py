@@ -388,3 +388,56 @@ def test_list_help_false_leaves_help_out_of_the_list_but_not_out_of_the_game():
     assert after["action_valid"] and "help" not in after["admissible_actions"]
     listed.close()
     unlisted.close()
+
+
+def test_command_texts_cached_per_game_are_the_texts_derived_at_every_step():
+    # The fast grammar derives a command's text once per game and mapping where no symbol reads a
+    # fact an action can change (go to [{r.name | receptacleatlocation(...)}]: receptacles never move).
+    # Along random walks in a game of every type, each step's feedback, list and win equal those of
+    # the same walk with nothing cached.
+    from agentgym.envs.alfworld import engine as engine_module
+
+    def walk(spec, cached):
+        engine = Engine.acquire()
+        try:
+            engine.load(games.load_game(SPACE.game_dir(spec) / games.GAME_FILE))
+            grammar = engine._base._logic.grammar
+            if not cached:
+                grammar._reads_no_changeable_fact = lambda start: False
+            state, rng, trace = engine.reset(), np.random.default_rng(3), []
+            for _ in range(25):
+                trace.append((state.feedback, state["admissible_commands"], state["won"]))
+                state = engine.step(str(rng.choice(state["admissible_commands"])))
+            return trace, len(grammar.__dict__.get("_derived", {}))
+        finally:
+            engine.release()
+
+    for spec in _one_of_each_type():
+        (with_cache, cached), (without, _) = walk(spec, True), walk(spec, False)
+        assert with_cache == without and cached > 0, spec.params
+    domain = "(:action Go :effect (and (not (atLocation ?a ?l)) ; (opened ?r)\n (atLocation ?a ?m) (increase (total-cost) 1)))"
+    assert engine_module._changeable_predicates(domain) == {"atlocation"}  # comments and PDDL words left out
+
+
+def test_goal_progress_reads_every_fact_of_the_predicates_it_needs():
+    from agentgym.envs.alfworld import progress
+
+    seen = set()
+    for spec in _one_of_each_type():
+        traj = SPACE.traj_data(spec)
+        engine = Engine.acquire()
+        try:
+            engine.load(games.load_game(SPACE.game_dir(spec) / games.GAME_FILE))
+            engine.reset()
+            for command in SPACE.solve(spec):
+                engine.step(command)
+                state = engine._pddl._pddl_state
+                scan = {}
+                for f in state.facts:  # every fact of the state, one by one
+                    if f.name in progress._READ:
+                        scan.setdefault(f.name, set()).add(tuple(a.name for a in f.arguments))
+                assert dict(progress.facts_by_name(state, progress._READ)) == scan
+                seen.add(round(progress.goal_progress(engine, traj["task_type"], traj["pddl_params"]), 3))
+        finally:
+            engine.release()
+    assert {0.2, 0.333, 0.4, 0.5, 0.667} <= seen  # every task type's sub-goals were reached on the way
