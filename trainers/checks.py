@@ -108,6 +108,8 @@ def check_env_reward(env_cfg) -> None:
 
 
 def check_sft(cfg: TrainConfig) -> None:
+    if cfg.sft.matmul_dtype not in ("fp32", "bf16"):
+        raise ConfigError(f"sft.matmul_dtype must be fp32 or bf16, got {cfg.sft.matmul_dtype!r}")
     if cfg.sft.expert not in ("oracle", "searching"):
         raise ConfigError(f"sft.expert must be 'oracle' or 'searching', got {cfg.sft.expert!r}")
     if not 0.0 <= cfg.sft.dawdle_prob < 1.0:

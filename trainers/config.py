@@ -196,6 +196,9 @@ class SFTConfig:
     # warm start tags and RL can change which tags it writes (env.reward kind meta_reasoning). Needs the
     # tag parser (env.chat.parser=tag) and an env whose task space has a tag rule (meta_tag).
     tags: bool = False
+    # "bf16": each step's matrix multiplies under bf16 autocast, where the device has them natively
+    # (trainers/precision.py): SFT steps of the tiny ALFWorld model ran 1.7x faster on an AVX-512 BF16 CPU
+    matmul_dtype: str = "fp32"
     dagger: DaggerConfig = field(default_factory=DaggerConfig)
 
 

@@ -36,23 +36,24 @@ def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
     return any(flag in flags for flag in _BF16_CPU_FLAGS)
 
 
-def update_autocast(matmul_dtype: str, device: str | torch.device, cpuinfo: str | None = None):
+def update_autocast(matmul_dtype: str, device: str | torch.device, cpuinfo: str | None = None,
+                    setting: str = "ppo.matmul_dtype"):
     """The context the update's forward runs in: nullcontext for fp32, bf16 autocast where the device
-    has native bf16 matrix multiplies, else ConfigError (one line naming the setting and the fix)."""
+    has native bf16 matrix multiplies, else ConfigError (one line naming `setting` and the fix)."""
     if matmul_dtype == "fp32":
         return contextlib.nullcontext()
     if matmul_dtype != "bf16":
-        raise ConfigError(f"ppo.matmul_dtype must be one of {', '.join(MATMUL_DTYPES)}, got {matmul_dtype!r}")
+        raise ConfigError(f"{setting} must be one of {', '.join(MATMUL_DTYPES)}, got {matmul_dtype!r}")
     kind = torch.device(device).type
     if kind == "cuda":
         if not torch.cuda.is_bf16_supported():
-            raise ConfigError("ppo.matmul_dtype=bf16: this GPU has no bf16 matrix multiply; set ppo.matmul_dtype=fp32")
+            raise ConfigError(f"{setting}=bf16: this GPU has no bf16 matrix multiply; set {setting}=fp32")
     elif kind == "cpu":
         if not cpu_has_bf16(cpuinfo):
-            raise ConfigError("ppo.matmul_dtype=bf16: this CPU has no native bf16 matrix multiply (AVX-512 BF16 or "
-                              "AMX), where bf16 would run slower than fp32; set ppo.matmul_dtype=fp32")
+            raise ConfigError(f"{setting}=bf16: this CPU has no native bf16 matrix multiply (AVX-512 BF16 or "
+                              f"AMX), where bf16 would run slower than fp32; set {setting}=fp32")
     else:
-        raise ConfigError(f"ppo.matmul_dtype=bf16 is for CPU and CUDA devices, not {kind}; set ppo.matmul_dtype=fp32")
+        raise ConfigError(f"{setting}=bf16 is for CPU and CUDA devices, not {kind}; set {setting}=fp32")
     return torch.autocast(kind, dtype=torch.bfloat16)
 
 

@@ -180,7 +180,7 @@ def sft_settings(env_cfg: EnvConfig, policy_cfg: PolicyConfig, sft_cfg: SFTConfi
             **{f"sft.{k}": v for k, v in dataclasses.asdict(sft_cfg).items() if k != "enabled"
                # a setting added later at its old behaviour leaves warm starts built before it reusable
                and not (k == "filter_success" and v is True) and not (k == "tags" and v is False)
-               and not (k == "dagger" and v["rounds"] == 0)}}
+               and not (k == "dagger" and v["rounds"] == 0) and not (k == "matmul_dtype" and v == "fp32")}}
 
 
 def settings_hash(settings: dict) -> str:

@@ -112,15 +112,16 @@ def sft_loss(model, batch, denom: float | None = None) -> torch.Tensor:
 
 def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size: int, seed: int = 0,
               weight_decay: float = 0.0, max_steps: int | None = None, log: Callable[[str], None] | None = None,
-              max_seconds: float | None = None, session=progress.CURRENT, matmul_dtype: str = "fp32") -> dict:
+              max_seconds: float | None = None, session=progress.CURRENT, matmul_dtype: str = "fp32",
+              dtype_setting: str = "ppo.matmul_dtype") -> dict:
     """Cross-entropy on the targets of `samples`; stops after `epochs`, `max_steps` optimizer steps or
     `max_seconds` of wall time (the "SFT for as long as RL ran" baseline), whichever comes first.
     session: where its bar draws (agentgym.progress; by default the calling command's session).
     matmul_dtype: "bf16" runs each step's forward under bf16 autocast (trainers/precision.py), a
     fresh context per step: autocast keeps its bf16 copy of a trained weight until its outermost
     context exits, so one context around the whole loop would keep computing with the weights of
-    the first step (LoRA: B = 0, the loss stuck at its start)."""
-    update_autocast(matmul_dtype, policy.device)  # refuses bf16 where the device has none, before any work
+    the first step (LoRA: B = 0, the loss stuck at its start). dtype_setting: the setting an error names."""
+    update_autocast(matmul_dtype, policy.device, setting=dtype_setting)  # refuses bf16 without it, before any work
     model = policy.model
     model.train()
     params = policy.trainable_parameters()
@@ -172,10 +173,13 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
 
 
 def run_sft(policy, sft_cfg: SFTConfig, env_cfg: EnvConfig, seed: int, log: Callable[[str], None] | None = None,
-            session=progress.CURRENT, matmul_dtype: str = "fp32", student_sampling: SamplingParams | None = None) -> dict:
+            session=progress.CURRENT, matmul_dtype: str | None = None,
+            student_sampling: SamplingParams | None = None) -> dict:
     """SFT `policy` in place on oracle trajectories of env_cfg's training tasks (bars in `session`;
-    matmul_dtype as train_sft's), then sft.dagger's rounds, in which the clone plays with
-    `student_sampling` (the rollout's token budget and decoding)."""
+    multiplies in `matmul_dtype`, by default sft.matmul_dtype), then sft.dagger's rounds, in which the
+    clone plays with `student_sampling` (the rollout's token budget and decoding)."""
+    setting = "sft.matmul_dtype" if matmul_dtype is None else "ppo.matmul_dtype"
+    matmul_dtype = sft_cfg.matmul_dtype if matmul_dtype is None else matmul_dtype
     session = progress.resolve(session)
 
     space = get_task_space(env_cfg.id)
@@ -192,7 +196,7 @@ def run_sft(policy, sft_cfg: SFTConfig, env_cfg: EnvConfig, seed: int, log: Call
     samples = sft_episode_samples(policy, trajs) if full else sft_samples(policy, trajs)
     stats = train_sft(policy, samples, sft_cfg.epochs, sft_cfg.lr, sft_cfg.batch_size, seed=seed,
                       weight_decay=sft_cfg.weight_decay, max_steps=sft_cfg.max_steps, log=log, session=session,
-                      matmul_dtype=matmul_dtype)
+                      matmul_dtype=matmul_dtype, dtype_setting=setting)
     stats["trajectories"] = len(trajs)
     if sft_cfg.dagger.rounds:
         if full:
@@ -205,7 +209,8 @@ def run_sft(policy, sft_cfg: SFTConfig, env_cfg: EnvConfig, seed: int, log: Call
 
         def train(everything: list[Sample]) -> dict:
             return train_sft(policy, everything, sft_cfg.dagger.epochs, sft_cfg.lr, sft_cfg.batch_size, seed=seed,
-                             weight_decay=sft_cfg.weight_decay, log=log, session=session, matmul_dtype=matmul_dtype)
+                             weight_decay=sft_cfg.weight_decay, log=log, session=session, matmul_dtype=matmul_dtype,
+                             dtype_setting=setting)
 
         stats["dagger"] = dagger_rounds(policy, sft_cfg.dagger, env_cfg, unused, samples, train, student_sampling,
                                         seed, log=log, session=session)

@@ -23,6 +23,7 @@ CASES = [
     ("policy.vllm.engine_args={max_model_len: 64}", "set policy.vllm.max_model_len instead"),
     ("tiny.hiden=8", "did you mean tiny.hidden?"),
     ("sft.dagger.round=2", "did you mean sft.dagger.rounds?"),
+    ("sft.matmul_dtype=fp16", "sft.matmul_dtype must be fp32 or bf16, got 'fp16'"),
     ("tiny.layers=0", "tiny.layers=0 is out of range"),
     ("env.fresh_task=3", "did you mean env.fresh_tasks?"),
     ("env.fresh_tasks=-2", "env.fresh_tasks must be >= 0"),

@@ -26,6 +26,9 @@ def test_bf16_is_refused_in_one_line_without_native_bf16_and_granted_with_it():
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
     with pytest.raises(ConfigError, match="ppo.matmul_dtype must be one of fp32, bf16"):
         precision.update_autocast("fp8", "cpu")
+    # the SFT's own setting is the one its errors name
+    with pytest.raises(ConfigError, match=r"sft.matmul_dtype=bf16: this CPU .* set sft.matmul_dtype=fp32"):
+        precision.update_autocast("bf16", "cpu", cpuinfo=WITHOUT_BF16, setting="sft.matmul_dtype")
 
 
 def test_bf16_update_keeps_the_gradient_and_the_first_ratio(toy_env_id, tiny_policy_factory, monkeypatch):

@@ -36,3 +36,20 @@ def test_sft_under_bf16_learns_as_in_fp32(tiny_policy_factory):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         stuck = train_sft(policy, _samples(), epochs=15, lr=3e-3, batch_size=1)
     assert abs(stuck["final_loss"] - stuck["first_loss"]) < 0.01 * stuck["first_loss"]
+
+
+def test_run_sft_multiplies_in_sft_matmul_dtype_and_names_that_setting(tiny_policy_factory, monkeypatch):
+    from agentgym.trainers import sft
+    from agentgym.trainers.config import load_config
+
+    seen = []
+
+    def recording_train_sft(policy, samples, *args, matmul_dtype="fp32", dtype_setting="ppo.matmul_dtype", **kwargs):
+        seen.append((matmul_dtype, dtype_setting))
+        return {"final_loss": 0.0, "steps": 0}
+
+    monkeypatch.setattr(sft, "train_sft", recording_train_sft)
+    for dtype in ("bf16", "fp32"):
+        cfg = load_config("household-tiny", [f"sft.matmul_dtype={dtype}", "sft.num_tasks=2"])
+        sft.run_sft(tiny_policy_factory(), cfg.sft, cfg.env, seed=0, session=None)
+    assert seen == [("bf16", "sft.matmul_dtype"), ("fp32", "sft.matmul_dtype")]
