@@ -44,11 +44,10 @@ def admissible_of(prompt: str) -> list[str]:
     return [c.removesuffix(" (tried)").strip() for c in match.group(1).split(", ")]
 
 
-def decision_kind(demo, observation: str, admissible: list[str]) -> str:
-    """Which of the demonstrator's rules decides here (its docstring's numbering)."""
+def decision_kind(demo, label: str, admissible: list[str]) -> str:
+    """Which of the demonstrator's rules gave `label`, its command here (its docstring's numbering)."""
     if demo._held(admissible) is not None:
         return "deliver"
-    label = demo.act(observation, admissible)
     if label.startswith("take "):
         return "take"
     if label.startswith("open "):
@@ -74,8 +73,8 @@ def replay(trajectory: dict, traj_data: dict, answer=None) -> list[tuple[str, st
     answers = answer([step["messages"] for step in steps], lists) if answer else [step["action"] for step in steps]
     out = []
     for i, (step, admissible) in enumerate(zip(steps, lists)):
-        kind = decision_kind(demo, step["observation"], admissible)
-        out.append((kind, demo.act(step["observation"], admissible), answers[i]))
+        label = demo.act(step["observation"], admissible)
+        out.append((decision_kind(demo, label, admissible), label, answers[i]))
         if step.get("action_valid", True):
             after = steps[i + 1]["observation"] if i + 1 < len(steps) else trajectory.get("final_observation", "")
             demo.observe(step["action"], after or "")

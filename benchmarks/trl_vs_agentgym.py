@@ -373,11 +373,12 @@ def warm_start(env_id: str, work: Path, categories, args) -> Path:
                                               texts=collect_env_texts(env_id, num_tasks=64, chat=CHAT), **TINY)
     cfg = load_config({"env": {"chat": dict(CHAT), "categories": categories}}, [
         f"env.id={env_id}", f"policy.model={tiny_dir}", "tiny.build=false", f"sft.num_tasks={args.sft_tasks}",
-        *[f"{k}={v}" for k, v in sft.items()], "seed=0", f"env.max_turns={args.max_turns}"])
+        *[f"{k}={v}" for k, v in sft.items()], "seed=0", f"env.max_turns={args.max_turns}",
+        f"sft.matmul_dtype={'bf16' if args.model and cpu_has_bf16() else 'fp32'}"])
     policy = HFPolicy(tiny_dir, lora={} if args.model else None)
     # bf16 matrix multiplies where the CPU has them natively (the SFT is the costly part of a --model run),
     # a fresh autocast per step (run_sft): one context around it all trained nothing (LoRA's B stayed 0)
-    stats = run_sft(policy, cfg.sft, cfg.env, cfg.seed, matmul_dtype="bf16" if args.model and cpu_has_bf16() else "fp32")
+    stats = run_sft(policy, cfg.sft, cfg.env, cfg.seed)
     print(f"warm start: SFT on {stats['trajectories']} expert episodes, loss {stats['first_loss']:.3f} -> "
           f"{stats['final_loss']:.3f}, {time.perf_counter() - t:.0f}s wall, {time.process_time() - c:.0f}s CPU")
     if args.model:  # the adapter merged in: both arms then start from a plain model folder

@@ -173,13 +173,10 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
 
 
 def run_sft(policy, sft_cfg: SFTConfig, env_cfg: EnvConfig, seed: int, log: Callable[[str], None] | None = None,
-            session=progress.CURRENT, matmul_dtype: str | None = None,
-            student_sampling: SamplingParams | None = None) -> dict:
+            session=progress.CURRENT, student_sampling: SamplingParams | None = None) -> dict:
     """SFT `policy` in place on oracle trajectories of env_cfg's training tasks (bars in `session`;
-    multiplies in `matmul_dtype`, by default sft.matmul_dtype), then sft.dagger's rounds, in which the
-    clone plays with `student_sampling` (the rollout's token budget and decoding)."""
-    setting = "sft.matmul_dtype" if matmul_dtype is None else "ppo.matmul_dtype"
-    matmul_dtype = sft_cfg.matmul_dtype if matmul_dtype is None else matmul_dtype
+    multiplies in sft.matmul_dtype), then sft.dagger's rounds, in which the clone plays with
+    `student_sampling` (the rollout's token budget and decoding)."""
     session = progress.resolve(session)
 
     space = get_task_space(env_cfg.id)
@@ -196,7 +193,7 @@ def run_sft(policy, sft_cfg: SFTConfig, env_cfg: EnvConfig, seed: int, log: Call
     samples = sft_episode_samples(policy, trajs) if full else sft_samples(policy, trajs)
     stats = train_sft(policy, samples, sft_cfg.epochs, sft_cfg.lr, sft_cfg.batch_size, seed=seed,
                       weight_decay=sft_cfg.weight_decay, max_steps=sft_cfg.max_steps, log=log, session=session,
-                      matmul_dtype=matmul_dtype, dtype_setting=setting)
+                      matmul_dtype=sft_cfg.matmul_dtype, dtype_setting="sft.matmul_dtype")
     stats["trajectories"] = len(trajs)
     if sft_cfg.dagger.rounds:
         if full:
@@ -209,8 +206,8 @@ def run_sft(policy, sft_cfg: SFTConfig, env_cfg: EnvConfig, seed: int, log: Call
 
         def train(everything: list[Sample]) -> dict:
             return train_sft(policy, everything, sft_cfg.dagger.epochs, sft_cfg.lr, sft_cfg.batch_size, seed=seed,
-                             weight_decay=sft_cfg.weight_decay, log=log, session=session, matmul_dtype=matmul_dtype,
-                             dtype_setting=setting)
+                             weight_decay=sft_cfg.weight_decay, log=log, session=session,
+                             matmul_dtype=sft_cfg.matmul_dtype, dtype_setting="sft.matmul_dtype")
 
         stats["dagger"] = dagger_rounds(policy, sft_cfg.dagger, env_cfg, unused, samples, train, student_sampling,
                                         seed, log=log, session=session)
