@@ -112,8 +112,9 @@ def cell_cost(path: Path, out: Path) -> dict:
 
 def write_results(out: Path, work: Path, settings: dict) -> None:
     """Every cell's row, recomputed from the trajectories in `work` (so runs that share it, one env
-    family each, never drop each other's rows); a cell's wall seconds and wanted task count are kept
-    beside its trajectories (<mode>.cost.json)."""
+    family each, never drop each other's rows), and the rows already in `out` of cells `work` has not
+    played; a cell's wall seconds and wanted task count are kept beside its trajectories
+    (<mode>.cost.json)."""
     rows = []
     for path in sorted(work.glob("*-steps*/*.jsonl")):
         family, steps = path.parent.name.rsplit("-steps", 1)
@@ -122,6 +123,10 @@ def write_results(out: Path, work: Path, settings: dict) -> None:
         cost = cell_cost(path, out)
         rows.append(cell_row(family, path.stem, read_trajectories(path), cost["tasks_wanted"], cost["seconds"],
                              int(steps)))
+    # cells played elsewhere (another machine, another --work) keep the rows they wrote
+    played = {(r["family"], r["mode"], r["max_steps"]) for r in rows}
+    earlier = json.loads(out.read_text()).get("rows", []) if out.is_file() else []
+    rows += [r for r in earlier if (r["family"], r["mode"], r["max_steps"]) not in played]
     order = {f: i for i, f in enumerate(ENVS)}
     rows.sort(key=lambda r: (order[r["family"]], r["max_steps"], MODES.index(r["mode"])))
     # the other keys (benchmarks/real_llm_rl.py's "rl_table") are kept
