@@ -11,6 +11,9 @@ trained model).
         --out runs/alfworld_table_official.json
     # a model trained on household's two easy categories, on the ALFWorld types it learned:
     python benchmarks/alfworld_table.py --policy hf:runs/household-smol/final_model --types Pick Look
+    # a run's held-out evaluations played already (RUN/evals/iterNNNNN/trajectories.jsonl): per-type rows,
+    # and each file's paired gain per game over the first
+    python benchmarks/alfworld_table.py --compare BEFORE.jsonl AFTER.jsonl
 
 An hf: model is played with the chat layout, token budget and decoding (admissible-only or free)
 of the run that trained it (its config.yaml, as `agentgym eval` does). Each (policy, split) lands
@@ -104,9 +107,36 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def compare(paths: list[str]) -> dict:
+    """Evaluations played already, side by side: each file's per-type row and, for every file after
+    the first, its gain over the first paired per game (each game's success rate over its episodes)."""
+    from agentgym.evaluation.stats import paired_gain
+    from agentgym.trajectory import load_trajectories
+
+    def per_game(trajectories) -> dict[str, float]:
+        outcomes: dict[str, list[bool]] = {}
+        for t in trajectories:
+            if not t.infra_error:
+                outcomes.setdefault(t.task_id, []).append(bool(t.success))
+        return {game: sum(o) / len(o) for game, o in outcomes.items()}
+
+    evaluations = [load_trajectories(path) for path in paths]
+    first = per_game(evaluations[0])
+    rows = []
+    for path, trajectories in zip(paths, evaluations):
+        row = {"policy": path, "split": "-", "games": len(per_game(trajectories)), "types": per_type(trajectories)}
+        if path != paths[0]:
+            gain = paired_gain(first, per_game(trajectories))
+            row["paired_gain_over_first"] = {"value": gain.value, "lo": gain.low, "hi": gain.high, "games": gain.n}
+        rows.append(row)
+    return {"rows": rows}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policy", action="append", required=True, help="random | oracle | searching | hf:PATH (repeatable)")
+    ap.add_argument("--policy", action="append", help="random | oracle | searching | hf:PATH (repeatable)")
+    ap.add_argument("--compare", nargs="+", metavar="TRAJECTORIES",
+                    help="evaluations played already (JSONL): print their per-type rows and paired gains, play nothing")
     ap.add_argument("--split", action="append", help="default: heldout and heldout_unseen")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--episodes", type=int, default=1, help="episodes per game")
@@ -122,6 +152,16 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default="docs/alfworld_table.json")
     ap.add_argument("--redo", action="store_true", help="measure again what --out already holds")
     args = ap.parse_args(argv)
+    if args.compare:
+        result = compare(args.compare)
+        print(markdown(result["rows"]))
+        for row in result["rows"][1:]:
+            g = row["paired_gain_over_first"]
+            print(f"{row['policy']} - {args.compare[0]}: {g['value']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}] "
+                  f"paired over {g['games']} games")
+        return
+    if not args.policy:
+        ap.error("give --policy (what to play) or --compare (evaluations played already)")
 
     from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace, OfficialTaskSpace
 

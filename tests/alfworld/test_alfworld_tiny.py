@@ -155,3 +155,31 @@ def test_the_table_keeps_the_games_of_the_asked_types_alone(tmp_path):
     every = [t.to_dict() for t in space.split("heldout_unseen")]
     wanted = [t for t in every if COLUMNS[task_type(t)] in ("Pick", "Look")]
     assert kept == wanted and 0 < len(kept) < len(every)
+
+
+def test_compare_pairs_two_evaluations_game_by_game(tmp_path, capsys):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from alfworld_table import main
+
+    from agentgym.trajectory import Trajectory, save_trajectories
+
+    def episode(game, task_type, success):
+        return Trajectory(task_id=game, group_id=game, env_id=ID, task={"params": {"task_type": task_type}}, steps=[],
+                          success=success, score=float(success))
+
+    games = [(f"g{i}", "pick_and_place_simple" if i < 4 else "pick_cool_then_place_in_recep") for i in range(8)]
+    before = [episode(g, kind, False) for g, kind in games for _ in range(2)]
+    # after: the four Cool games solved in both episodes, g0 in one of its two
+    after = [episode(g, kind, kind.startswith("pick_cool") or (g == "g0" and k == 0))
+             for g, kind in games for k in range(2)]
+    save_trajectories(tmp_path / "before.jsonl", before)
+    save_trajectories(tmp_path / "after.jsonl", after)
+
+    main(["--compare", str(tmp_path / "before.jsonl"), str(tmp_path / "after.jsonl")])
+
+    printed = capsys.readouterr().out
+    assert "| 0.12 [" in printed and "| 1.00 [" in printed  # Pick 1/8 episodes, Cool 8/8 after
+    assert "+0.562 [" in printed and "paired over 8 games" in printed  # (4 x 1 + 0.5) / 8
