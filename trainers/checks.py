@@ -108,6 +108,9 @@ def check_env_reward(env_cfg) -> None:
 
 
 def check_sft(cfg: TrainConfig) -> None:
+    if cfg.sft.enabled and cfg.sft.epochs == 0 and not cfg.sft.dagger.rounds:
+        raise ConfigError("sft.epochs=0 trains nothing: give it epochs, add sft.dagger.rounds (DAgger on a start "
+                          "model that is a clone already), or set sft.enabled=false")
     if cfg.sft.matmul_dtype not in ("fp32", "bf16"):
         raise ConfigError(f"sft.matmul_dtype must be fp32 or bf16, got {cfg.sft.matmul_dtype!r}")
     if cfg.sft.expert not in ("oracle", "searching"):

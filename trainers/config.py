@@ -173,6 +173,7 @@ class DaggerConfig:
 class SFTConfig:
     enabled: bool = False
     num_tasks: int = 200  # oracle trajectories on this many train tasks
+    # 0 with sft.dagger.rounds: DAgger alone, on a start model (policy.model) that is a clone already
     epochs: int = 3
     lr: float = 1e-3
     batch_size: int = 32  # samples per step: demonstrated steps, or whole episodes with env.chat.history=full
@@ -454,7 +455,7 @@ RANGES = [
     ("ppo.max_grad_norm", 1e-12, None, "a gradient-norm cap"), ("ppo.kl_coef", 0, None, "a KL weight"),
     ("ppo.value_lr", 1e-12, None, "a learning rate"), ("ppo.warmup_steps", 0, None, "optimizer steps"),
     ("ppo.weight_decay", 0, None, "a decay"), ("ppo.drop_abs_adv_below", 0, None, "an advantage threshold"),
-    ("sft.num_tasks", 0, None, "tasks"), ("sft.epochs", 1, None, "epochs"), ("sft.lr", 1e-12, None, "a learning rate"),
+    ("sft.num_tasks", 0, None, "tasks"), ("sft.epochs", 0, None, "epochs"), ("sft.lr", 1e-12, None, "a learning rate"),
     ("sft.batch_size", 1, None, "samples"),
     ("sft.dagger.rounds", 0, None, "rounds"), ("sft.dagger.tasks", 1, None, "tasks"), ("sft.dagger.epochs", 1, None, "epochs"),
     ("sft.dagger.temperature", 0, None, "a temperature"), ("eval.every", 0, None, "iterations (0 = before and after only)"),

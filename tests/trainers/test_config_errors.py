@@ -39,6 +39,7 @@ CASES = [
     ("ppo.lr=-1e-4", "ppo.lr=-0.0001 is out of range"),
     ("sft.epoch=2", "did you mean sft.epochs?"),
     ("sft.slip_prob=1.5", "sft.slip_prob is a per-turn probability"),
+    ("sft.epochs=0", "sft.epochs=0 trains nothing: give it epochs, add sft.dagger.rounds"),
     ("eval.episodes_per_tsk=2", "did you mean eval.episodes_per_task?"),
     ("eval.episodes_per_task=0", "eval.episodes_per_task=0 is out of range"),
     ("log.tensorbord=false", "did you mean log.tensorboard?"),

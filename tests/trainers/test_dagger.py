@@ -97,3 +97,25 @@ def test_dagger_needs_a_teacher_and_a_warm_start_without_it_keeps_its_settings_r
     before = sft_settings(plain.env, plain.policy, plain.sft, 0, {})
     assert not any(k.startswith("sft.dagger") for k in before)  # records made before DAgger existed still match
     assert sft_settings(dagger.env, dagger.policy, dagger.sft, 0, {})["sft.dagger"]["rounds"] == 2
+
+
+def test_sft_epochs_zero_is_dagger_alone_on_a_start_model_that_is_a_clone_already():
+    import torch
+
+    from agentgym.trainers.checks import validate_config
+    from agentgym.trainers.sft import train_sft
+
+    validate_config(load_config("alfworld-tiny", ["sft.epochs=0", "sft.dagger.rounds=2"]))  # accepted with rounds
+
+    class Clone:  # the policy surface train_sft reads; no batch may reach the model
+        device = "cpu"
+        model = torch.nn.Linear(3, 3)
+
+        def trainable_parameters(self):
+            return list(self.model.parameters())
+
+    clone = Clone()
+    before = [p.detach().clone() for p in clone.model.parameters()]
+    stats = train_sft(clone, ["a demonstration"] * 4, epochs=0, lr=1e-3, batch_size=2)
+    assert stats["steps"] == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, clone.model.parameters()))  # the clone as it came
