@@ -109,24 +109,22 @@ def markdown(rows: list[dict]) -> str:
 
 def compare(paths: list[str]) -> dict:
     """Evaluations played already, side by side: each file's per-type row and, for every file after
-    the first, its gain over the first paired per game (each game's success rate over its episodes)."""
+    the first, its gain over the first paired per game (each game's success rate over its episodes,
+    as the trainer's evaluation records it)."""
+    from agentgym.evaluation.evaluate import compute_metrics
     from agentgym.evaluation.stats import paired_gain
     from agentgym.trajectory import load_trajectories
 
-    def per_game(trajectories) -> dict[str, float]:
-        outcomes: dict[str, list[bool]] = {}
-        for t in trajectories:
-            if not t.infra_error:
-                outcomes.setdefault(t.task_id, []).append(bool(t.success))
-        return {game: sum(o) / len(o) for game, o in outcomes.items()}
-
-    evaluations = [load_trajectories(path) for path in paths]
-    first = per_game(evaluations[0])
-    rows = []
-    for path, trajectories in zip(paths, evaluations):
-        row = {"policy": path, "split": "-", "games": len(per_game(trajectories)), "types": per_type(trajectories)}
-        if path != paths[0]:
-            gain = paired_gain(first, per_game(trajectories))
+    rows, first = [], {}
+    for index, path in enumerate(paths):
+        trajectories = load_trajectories(path)
+        per_game = {t["task_id"]: t["successes"] / t["episodes"]
+                    for t in compute_metrics(trajectories, env_id=ENV_ID).per_task if t["episodes"]}
+        row = {"policy": path, "split": "-", "games": len(per_game), "types": per_type(trajectories)}
+        if index == 0:
+            first = per_game
+        else:
+            gain = paired_gain(first, per_game)
             row["paired_gain_over_first"] = {"value": gain.value, "lo": gain.low, "hi": gain.high, "games": gain.n}
         rows.append(row)
     return {"rows": rows}
