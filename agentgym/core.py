@@ -8,6 +8,8 @@ observation with `info["action_valid"] = False`.
 Subclasses implement `_reset(task)` and `_step(action)`; this class resolves tasks and checks
 that every info dict carries the keys the trainers rely on (`StepInfo`, INFO_KEYS). The spec is
 TextEnv's docstring.
+Snapshots (`snapshot()` / `restore()`, the families' `_get_state` / `_set_state`) are specified
+there too; agentgym.snapshot holds the Snapshot record, the wrapper-aware helpers and the checker.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, ClassVar, TypedDict
 import gymnasium as gym
 
 from agentgym.errors import TaskParamError
+from agentgym.snapshot import Snapshot, SnapshotError, SnapshotUnsupported
 from agentgym.tasks.protocol import split_tasks
 from agentgym.tasks.space import TaskSpace
 from agentgym.tasks.validation import canonical
@@ -101,6 +104,32 @@ class TextEnv(gym.Env[str, str]):
 
     and registers its id with `gymnasium.register("agentgym/Name-v0", entry_point=...,
     max_episode_steps=N)`; `gymnasium.utils.env_checker.check_env` passes on every registered id.
+
+    Snapshots (what tree rollouts branch from; agentgym.snapshot):
+
+    - :meth:`snapshot` - the episode's current state as a `Snapshot`: data (JSON), never a
+      pickle or code. It carries the env id, the family's `snapshot_version`, the task id, the
+      steps played since reset, the last observation and the family's state (`_get_state`).
+    - :meth:`restore` - `restore(snapshot)` puts the env back in that state. The env must have
+      been reset with the snapshot's task (restoring moves an episode, it never changes the task).
+      Another env id, another version or another task is refused in one line (`SnapshotError`),
+      and so is a truncated or hand-edited state the family finds impossible; a refused restore
+      changes nothing. After a restore, the same actions give the same observations, rewards,
+      flags and infos as after the snapshot (`agentgym.snapshot.check_snapshot`, a property test
+      every built-in id passes). Gymnasium's TimeLimit sits above the env: restore through
+      `agentgym.snapshot.restore(env, snapshot)`, which also sets its step count.
+
+    A family opts in by setting `snapshot_version` (bump it when its state's layout changes) and
+    implementing two more methods:
+
+    - :meth:`_get_state` - the state that actions change, as a JSON object (what `_reset(task)`
+      rebuilds from the task need not be in it).
+    - :meth:`_set_state` - `_set_state(state)` validates every part of `state` first (raising
+      SnapshotError, built with agentgym.snapshot's `need*` helpers, without changing anything)
+      and only then assigns it. The env has been reset with the snapshot's task.
+
+    A family that cannot snapshot (a live browser, a remote server) overrides
+    :meth:`snapshot_refusal` to say why in one line; branching then refuses with that line.
     """
 
     metadata: ClassVar[dict] = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -113,6 +142,8 @@ class TextEnv(gym.Env[str, str]):
     #: `<action>...</action>`, "raw": the bare reply, "json": a JSON tool call); ChatEnv uses it
     #: unless given another parser.
     action_parser: ClassVar[str] = "tag"
+    #: The layout version of this family's snapshot state; None: the family has no snapshots.
+    snapshot_version: ClassVar[int | None] = None
 
     def __init__(self, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -122,6 +153,7 @@ class TextEnv(gym.Env[str, str]):
         self.action_space = AnyText()
         self.task: TaskSpec | None = None
         self._last_obs = ""
+        self.steps_played = 0  # actions since reset (snapshots carry it; TimeLimit resumes from it)
 
     # --- to implement -----------------------------------------------------------------------
     def _reset(self, task: TaskSpec) -> tuple[str, StepInfo]:
@@ -141,6 +173,22 @@ class TextEnv(gym.Env[str, str]):
         as of after this action."""
         raise NotImplementedError
 
+    def _get_state(self) -> dict:
+        """The state actions have changed since `_reset`, as a JSON object (see the class docstring)."""
+        raise SnapshotUnsupported(self.snapshot_refusal())
+
+    def _set_state(self, state: dict) -> None:
+        """Validate `state` (one-line SnapshotError, nothing changed), then put the env in it."""
+        raise SnapshotUnsupported(self.snapshot_refusal())
+
+    def snapshot_refusal(self) -> str:
+        """Why this env has no snapshots, in one line (families that cannot snapshot say why)."""
+        return (f"{type(self).__name__} does not implement snapshots (snapshot_version, _get_state and _set_state; "
+                "see agentgym.core.TextEnv), so its episodes cannot be branched or restored")
+
+    def snapshot_supported(self) -> bool:
+        return self.snapshot_version is not None and type(self)._get_state is not TextEnv._get_state
+
     # --- Gymnasium API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, StepInfo]:
         super().reset(seed=seed)
@@ -155,6 +203,7 @@ class TextEnv(gym.Env[str, str]):
         self.task = self.resolve_task(options.get("task"))
         obs, info = self._reset(self.task)
         self._last_obs = obs
+        self.steps_played = 0
         return obs, self._checked(info)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
@@ -164,6 +213,7 @@ class TextEnv(gym.Env[str, str]):
             action = "" if action is None else str(action)
         obs, reward, terminated, truncated, info = self._step(action)
         self._last_obs = obs
+        self.steps_played += 1
         return obs, float(reward), bool(terminated), bool(truncated), self._checked(info)
 
     def render(self) -> str | None:
@@ -172,6 +222,43 @@ class TextEnv(gym.Env[str, str]):
         if self.render_mode == "human":
             print(self._last_obs)
         return None
+
+    def snapshot(self) -> Snapshot:
+        """The current state of the episode as data (see the class docstring)."""
+        if self.task is None:
+            raise SnapshotError("reset() the env before taking a snapshot: there is no episode yet")
+        if not self.snapshot_supported():
+            raise SnapshotUnsupported(self.snapshot_refusal())
+        return Snapshot(self.snapshot_id(), int(self.snapshot_version), self.task.task_id, self.steps_played,
+                        self._last_obs, self._get_state())
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Put the env in `snapshot`'s state; refused in one line (nothing changed) when it is not
+        this env's, version's or task's, or its state is impossible."""
+        if not self.snapshot_supported():
+            raise SnapshotUnsupported(self.snapshot_refusal())
+        if not isinstance(snapshot, Snapshot):
+            raise SnapshotError(f"restore takes a Snapshot (Snapshot.from_json reads a file), got {type(snapshot).__name__}")
+        if self.task is None:
+            raise SnapshotError(f"reset() the env with task {snapshot.task_id} before restoring its snapshot")
+        here = self.snapshot_id()
+        if snapshot.env_id != here:
+            raise SnapshotError(f"the snapshot is of {snapshot.env_id}, this env is {here}: restore it into a {snapshot.env_id} env")
+        if snapshot.version != self.snapshot_version:
+            raise SnapshotError(f"the snapshot has state version {snapshot.version}, {type(self).__name__} reads version "
+                                f"{self.snapshot_version}: take the snapshot again with this version")
+        if snapshot.task_id != self.task.task_id:
+            raise SnapshotError(f"the snapshot is of task {snapshot.task_id}, this env plays {self.task.task_id}: "
+                                f"reset it with task {snapshot.task_id} first")
+        self._set_state(snapshot.state)
+        self.steps_played = snapshot.steps
+        self._last_obs = snapshot.observation
+
+    def snapshot_id(self) -> str:
+        """The id snapshots name: the registered id this env was made under, else its task space's."""
+        if self.spec is not None:
+            return self.spec.id
+        return getattr(self.task_space, "env_id", "") or type(self).__qualname__
 
     # --- helpers ----------------------------------------------------------------------------
     def resolve_task(self, task: TaskSpec | str | dict | None) -> TaskSpec:

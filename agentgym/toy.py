@@ -16,6 +16,7 @@ from agentgym.core import TextEnv
 from agentgym.tasks.space import TaskSpace
 from agentgym.tasks.spec import TaskSpec
 from agentgym.registration import register_env
+from agentgym.snapshot import need_int, need_keys
 
 COUNTER_ID = "agentgym/Counter-v0"
 
@@ -52,6 +53,7 @@ class CounterTaskSpace(TaskSpace):
 class CounterEnv(TextEnv):
     task_space = CounterTaskSpace()
     rules = "Actions: `inc` adds one to the counter, `dec` subtracts one. Reach the target."
+    snapshot_version = 1
 
     def __init__(self, render_mode: str | None = None, crash_at: int | None = None, crash_mode: str = "raise"):
         super().__init__(render_mode=render_mode)
@@ -70,6 +72,15 @@ class CounterEnv(TextEnv):
             "score": 1.0 if done else 0.0,
             "progress": max(0.0, min(1.0, self.count / target)),
         }
+
+    def _get_state(self) -> dict:
+        return {"count": self.count, "t": self.t}
+
+    def _set_state(self, state: dict) -> None:
+        need_keys(state, ("count", "t"))
+        t = need_int(state["t"], 0, 1 << 30, "t (the steps played)")
+        count = need_int(state["count"], -t, t, "count (at most t steps from 0)")
+        self.count, self.t = count, t
 
     def _reset(self, task: TaskSpec):
         self.count, self.t = 0, 0

@@ -119,6 +119,10 @@ class OpenEnvTextEnv(TextEnv):
 
     rules = "Type an action; the environment answers with text."
 
+    def snapshot_refusal(self) -> str:
+        return ("OpenEnv-v0's state lives in the remote OpenEnv server, whose protocol has no way to save or restore "
+                "it (its RFC lists that as future work): snapshot and branch the env in-process instead")
+
     def __init__(self, base_url: str | None = None, action_field: str = "action", text_field: str | None = None,
                  env_name: str | None = None, connect_timeout_s: float = 10.0, message_timeout_s: float = 120.0,
                  render_mode: str | None = None):

@@ -28,6 +28,7 @@ from agentgym.envs.alfworld.progress import goal_progress
 from agentgym.envs.alfworld.searching import first_observation
 from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace, OfficialTaskSpace
 from agentgym.errors import require
+from agentgym.snapshot import SnapshotError, need, need_bool, need_keys, need_str, need_str_list
 from agentgym.tasks.spec import TaskSpec
 from agentgym.envs.alfworld.engine import Engine
 
@@ -49,6 +50,7 @@ class ALFWorldEnv(TextEnv):
     )
 
     task_space = _GENERATED  # an env made with data_path plays the official games' space instead
+    snapshot_version = 1
 
     def __init__(self, data_path: str | None = None, fast: bool = True, shaped_rewards: bool = False,
                  list_help: bool = True, render_mode: str | None = None):
@@ -133,6 +135,41 @@ class ALFWorldEnv(TextEnv):
             "score": 1.0 if won else self._progress,
             "progress": self._progress,
         }
+
+    # --- snapshots: the commands played, replayed on the engine ------------------------------
+    # The PDDL state lives in fast-downward's C structures, which have no data form; the engine is
+    # deterministic, so the commands since reset rebuild it exactly. The snapshot also carries the
+    # anchor (a hash of the PDDL facts) and the restore checks it: an edited command list that
+    # reaches another state, or plays a command that is not admissible, is refused.
+    def _get_state(self) -> dict:
+        return {"commands": list(self._history), "done": self._done, "anchor": self._engine.anchor()}
+
+    def _set_state(self, state: dict) -> None:
+        need_keys(state, ("commands", "done", "anchor"))
+        commands = need_str_list(state["commands"], "commands")
+        done, anchor = need_bool(state["done"], "done"), need_str(state["anchor"], "anchor")
+        before = list(self._history)
+        problem = self._replay(commands)
+        if problem is None and self._engine.anchor() != anchor:
+            problem = "its commands reach another state than its anchor says"
+        if problem is None and done != bool(self._engine.state["won"]):
+            problem = "done does not match the game"
+        if problem is not None:
+            self._replay(before)  # back to where the env was
+            raise SnapshotError(f"the snapshot's state is impossible for this env: {problem}")
+
+    def _replay(self, commands: list[str]) -> str | None:
+        """Reset the engine and play `commands`; the first problem, or None."""
+        self._engine.reset()
+        self._history, self._done = [], False
+        for command in commands:
+            if self._done or command not in self._engine.state["admissible_commands"]:
+                self._progress = self._measure()
+                return f"command {command[:60]!r} is not admissible where it is played"
+            self._done = bool(self._engine.step(command)["won"])
+            self._history.append(command)
+        self._progress = self._measure()
+        return None
 
     # --- pickling: the engine holds ctypes handles; drop it and replay the episode ----------
     def __getstate__(self):

@@ -16,7 +16,8 @@ from __future__ import annotations
 from agentgym.core import TextEnv
 from agentgym.envs.household.commands import CHANGES_STATE, GRAMMAR, entry_for, execute, invalid_message, lookup
 from agentgym.envs.household.tasks import HouseholdTaskSpace
-from agentgym.envs.household.world import World, get_layout
+from agentgym.envs.household.world import HELD, MIDDLE, NOTHING, ON, World, get_layout
+from agentgym.snapshot import need, need_bool, need_int, need_keys
 from agentgym.tasks.spec import TaskSpec
 
 
@@ -30,6 +31,8 @@ class HouseholdEnv(TextEnv):
         "with a sinkbasin; use a desklamp or floorlamp to turn it on. A command that cannot be done gives "
         "\"Nothing happens.\""
     )
+
+    snapshot_version = 1
 
     def __init__(self, render_mode: str | None = None, shaped_rewards: bool = False):
         super().__init__(render_mode=render_mode)
@@ -59,6 +62,41 @@ class HouseholdEnv(TextEnv):
         else:
             reward = 1.0 if terminated else 0.0
         return obs, reward, terminated, False, self._info(valid)
+
+    # --- snapshots: the World's few lists ---------------------------------------------------
+    def _get_state(self) -> dict:
+        w = self.world
+        return {"loc": w.loc, "held": w.held, "obj_loc": list(w.obj_loc), "rec_open": list(w.rec_open),
+                "obj_flags": list(w.obj_flags), "shaped_rewards": self.shaped_rewards}
+
+    def _set_state(self, state: dict) -> None:
+        lay = self.world.layout
+        need_keys(state, ("loc", "held", "obj_loc", "rec_open", "obj_flags", "shaped_rewards"))
+        need(need_bool(state["shaped_rewards"], "shaped_rewards") == self.shaped_rewards,
+             f"it was taken with shaped_rewards={state['shaped_rewards']}, this env has {self.shaped_rewards}")
+        n_rec, n_obj = len(lay.rec_names), len(lay.obj_names)
+        loc = state["loc"]
+        if loc != MIDDLE:
+            need_int(loc, 0, n_rec - 1, "loc (a receptacle index, or 255 for the middle of the room)")
+        for name, n in (("obj_loc", n_obj), ("rec_open", n_rec), ("obj_flags", n_obj)):
+            need(isinstance(state[name], list) and len(state[name]) == n, f"{name} must list {n} integers")
+        obj_loc = [v if v == HELD else need_int(v, 0, n_rec - 1, "an object's location") for v in state["obj_loc"]]
+        rec_open = [need_int(v, 0, 1, "an open flag") for v in state["rec_open"]]
+        need(all(o or lay.rec_openable[r] for r, o in enumerate(rec_open)), "a receptacle that cannot open is closed")
+        flags = [need_int(v, 0, 15, "an object's state bits") for v in state["obj_flags"]]
+        for o, f in enumerate(flags):
+            allowed = ON if lay.obj_is_lamp[o] else lay.obj_effects[o]
+            need(f & ~allowed == 0, f"{lay.obj_names[o]} has state bits {f} it cannot take")
+        held = state["held"]
+        carried = [o for o, where in enumerate(obj_loc) if where == HELD]
+        if held == NOTHING:
+            need(not carried, "objects are carried while the hands are empty")
+        else:
+            need_int(held, 0, n_obj - 1, "held (an object index, or 255 for nothing)")
+            need(carried == [held], f"the held object {held} is not the one carried ({carried})")
+        w = self.world
+        w.loc, w.held, w.obj_loc, w.rec_open, w.obj_flags = loc, held, obj_loc, rec_open, flags
+        self._entry = entry_for(w)
 
     def _info(self, valid: bool) -> dict:
         entry, layout = self._entry, self.world.layout

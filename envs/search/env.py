@@ -23,6 +23,7 @@ from agentgym.envs.search.index import tokenize
 from agentgym.envs.search.questions import Question
 from agentgym.envs.search.task_space import FileTaskSpace, SearchTaskSpace
 from agentgym.errors import ConfigError
+from agentgym.snapshot import need, need_bool, need_keys, need_score, need_str, need_str_list
 from agentgym.tasks.spec import TaskSpec
 
 _ACTION = re.compile(r"^\s*(search|open|answer)\s*\[(.*)\]\s*$", re.S | re.I)
@@ -50,6 +51,7 @@ class _TaskSpaceSlot:
 
 class SearchQAEnv(TextEnv):
     task_space = _TaskSpaceSlot()
+    snapshot_version = 1
     rules = (
         "Answer the question by searching an encyclopedia of a fictional world: no fact can be known in "
         "advance, every fact must be read from the documents.\n"
@@ -150,6 +152,44 @@ class SearchQAEnv(TextEnv):
         verdict = "Correct." if success else f"Incorrect (token F1 {score:.2f})."
         return f"You answered {_echo(text)!r}. {verdict}", score, True, False, \
             self._info(True, success=success, score=score)
+
+    # --- snapshots: the documents opened, what the agent looks at, the answer ----------------
+    def _get_state(self) -> dict:
+        return {"opened": list(self._opened), "view": [self._view[0], *(list(v) if isinstance(v, tuple) else v
+                                                                         for v in self._view[1:])],
+                "done": self._done, "success": self._success, "score": self._score}
+
+    def _set_state(self, state: dict) -> None:
+        need_keys(state, ("opened", "view", "done", "success", "score"))
+        opened = need_str_list(state["opened"], "opened")
+        need(len(set(opened)) == len(opened), "a document is listed twice in opened")
+        for doc_id in opened:
+            doc = self._source.lookup(doc_id)
+            need(doc is not None and doc.id == doc_id, f"no document {doc_id[:60]!r} in the corpus")
+        view = state["view"]
+        need(isinstance(view, list) and view and view[0] in ("start", "search", "open", "answer"),
+             "view must be [start], [search, ids], [open, id] or [answer, text]")
+        kind = view[0]
+        if kind == "start":
+            need(len(view) == 1, "the start view has nothing more")
+            view = ("start",)
+        elif kind == "search":
+            need(len(view) == 2, "a search view lists the result ids")
+            ids = need_str_list(view[1], "the search results")
+            need(len(ids) <= self.top_k, f"a search shows at most {self.top_k} results")
+            need(all(self._source.lookup(i) is not None for i in ids), "a search result is not in the corpus")
+            view = ("search", tuple(ids))
+        else:
+            need(len(view) == 2, f"an {kind} view names one document or answer")
+            ref = need_str(view[1], f"the {kind} view")
+            need(kind == "answer" or ref in opened, "the open view shows a document that was not opened")
+            view = (kind, ref)
+        done, success = need_bool(state["done"], "done"), need_bool(state["success"], "success")
+        score = need_score(state["score"], "score")
+        need(done == (kind == "answer"), "done must be true exactly once the question is answered")
+        need(done or (not success and score == 0.0), "success and score come only with an answer")
+        self._opened, self._view = opened, view
+        self._done, self._success, self._score = done, success, score
 
     # --- helpers ----------------------------------------------------------------------------
     def _snippet(self, text: str, terms: set[str]) -> str:

@@ -27,6 +27,7 @@ from typing import ClassVar
 from agentgym.core import TextEnv
 from agentgym.envs.swe.repos import HIDDEN_TESTS, VISIBLE_TESTS, repo_path
 from agentgym.envs.swe.sandbox import BACKENDS, Limits, SandboxUnavailable, make_sandbox
+from agentgym.envs.swe.snapshot import check_entries, read_workspace, write_workspace
 from agentgym.envs.swe.space import SWETaskSpace
 from agentgym.envs.swe.testing import PYTEST_ENV, grade
 from agentgym.envs.swe.tools import ActionError, create, parse_action, str_replace, truncate, view
@@ -38,6 +39,7 @@ from agentgym.envs.swe.workspace import (
     tree_digest,
 )
 from agentgym.errors import ConfigError
+from agentgym.snapshot import need, need_bool, need_int, need_keys, need_score, need_str
 from agentgym.rewards.patch import file_patch, patch_similarity, read_tree, tree_patch
 from agentgym.tasks.spec import TaskSpec
 
@@ -66,6 +68,7 @@ class SWEEnv(TextEnv):
     # ChatEnv reads this: JSON tool calls keep multi-line edits intact (the <action> parser
     # collapses whitespace).
     action_parser: ClassVar[str] = "json"
+    snapshot_version = 1
 
     def __init__(self, render_mode: str | None = None, backend: str = "bwrap", max_steps: int = 30,
                  max_output_chars: int = 8000, limits: Limits | None = None, sandbox_options: dict | None = None,
@@ -215,6 +218,31 @@ class SWEEnv(TextEnv):
             "steps": self._steps,
             **({"patch_similarity": self._patch[0], "patch_note": self._patch[1]} if self._patch else {}),
         }
+
+    # --- snapshots: the workspace folder (envs/swe/snapshot.py: its entries and size cap) and the
+    # episode's counters; the sandbox keeps nothing between commands but the workspace -----------
+    def _get_state(self) -> dict:
+        return {"workspace": read_workspace(self.workspace), "steps": self._steps, "done": self._done,
+                "success": self._success, "score": self._score,
+                "patch": list(self._patch) if self._patch is not None else None}
+
+    def _set_state(self, state: dict) -> None:
+        need_keys(state, ("workspace", "steps", "done", "success", "score", "patch"))
+        steps = need_int(state["steps"], 0, self.max_steps, "steps")
+        done, success = need_bool(state["done"], "done"), need_bool(state["success"], "success")
+        score = need_score(state["score"], "score")
+        need(done or (not success and score == 0.0 and state["patch"] is None), "only a graded episode has a score")
+        need(done or steps < self.max_steps, "an episode at the step limit is over")
+        patch = state["patch"]
+        if patch is not None:
+            need(isinstance(patch, list) and len(patch) == 2, "patch must be [similarity, note]")
+            need_score(patch[0], "the patch similarity", low=-1.0)
+            need_str(patch[1], "the patch note")
+        checked = check_entries(state["workspace"])
+        write_workspace(self.workspace, checked)
+        self.sandbox.workspace_changed()
+        self._steps, self._done, self._success, self._score = steps, done, success, score
+        self._patch = (float(patch[0]), patch[1]) if patch is not None else None
 
     # --- cleanup ------------------------------------------------------------------------------
     def _teardown(self) -> None:

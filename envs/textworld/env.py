@@ -16,6 +16,7 @@ from agentgym.core import TextEnv
 from agentgym.envs.textworld.games import game_file
 from agentgym.envs.textworld.tasks import TextWorldTaskSpace
 from agentgym.errors import require
+from agentgym.snapshot import SnapshotError, need_bool, need_keys, need_str, need_str_list
 from agentgym.tasks.spec import TaskSpec
 
 _BANNER_LINE = re.compile(r"\${2,}")
@@ -38,6 +39,8 @@ class TextWorldEnv(TextEnv):
         "insert X into Y, open X, close X, unlock X with Y, examine X, eat X, look, inventory. "
         "Only the admissible commands listed each turn have an effect."
     )
+
+    snapshot_version = 1
 
     def __init__(self, challenge: str = "tw-simple", game_file: str | None = None, shaped_rewards: bool = False,
                  render_mode: str | None = None):
@@ -75,6 +78,41 @@ class TextWorldEnv(TextEnv):
             "score": 1.0 if gs.won else max(0.0, min(1.0, gs.score / max_score)),
             "progress": max(0.0, min(1.0, gs.score / max_score)),
         }
+
+    # --- snapshots: the commands played, replayed on the game ---------------------------------
+    # TextWorld's state lives in its engine (a compiled game); it is deterministic, so the
+    # commands since reset rebuild it. The anchor (a hash of the game's facts) is checked after.
+    def _get_state(self) -> dict:
+        return {"commands": list(self._history), "done": self._done, "anchor": self._info(True)["anchor"]}
+
+    def _set_state(self, state: dict) -> None:
+        need_keys(state, ("commands", "done", "anchor"))
+        commands = need_str_list(state["commands"], "commands")
+        done, anchor = need_bool(state["done"], "done"), need_str(state["anchor"], "anchor")
+        before, done_before = list(self._history), self._done
+        problem = self._replay(commands)
+        if problem is None and self._info(True)["anchor"] != anchor:
+            problem = "its commands reach another state than its anchor says"
+        if problem is None and done != self._done:
+            problem = "done does not match the game"
+        if problem is not None:
+            self._replay(before)  # back to where the env was
+            self._done = done_before
+            raise SnapshotError(f"the snapshot's state is impossible for this env: {problem}")
+
+    def _replay(self, commands: list[str]) -> str | None:
+        """Reset the game and play `commands`; the first problem, or None."""
+        self._state = self._env.reset()
+        self._admissible = {_normalize(a): a for a in self._state.admissible_commands or ()}
+        self._history, self._done = [], False
+        for command in commands:
+            if self._done or command not in (self._state.admissible_commands or ()):
+                return f"command {command[:60]!r} is not admissible where it is played"
+            self._state, _, done = self._env.step(command)
+            self._history.append(command)
+            self._admissible = {_normalize(a): a for a in self._state.admissible_commands or ()}
+            self._done = bool(done or self._state.won or self._state.lost)
+        return None
 
     # --- pickling: the game's ctypes handles cannot be pickled; drop them and rebuild ---------
     def __getstate__(self):

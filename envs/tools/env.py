@@ -21,6 +21,7 @@ from agentgym.envs.tools.state import PARTS, anchor_of, part_hash, weekday
 from agentgym.envs.tools.tasks import ToolUseTaskSpace, load_task
 from agentgym.envs.tools.toolkit import Tool, ToolError, params, string, validate
 from agentgym.parsing import JSONToolCallParser
+from agentgym.snapshot import need, need_bool, need_keys, need_str_list
 from agentgym.tasks.spec import TaskSpec
 
 MAX_ACTION_CHARS = 50_000
@@ -123,6 +124,7 @@ class ToolUseEnv(TextEnv):
     tools: ClassVar[list[dict]] = [t.spec for name, t in TOOLS.items() if name != "complete_task"]
     #: The agentgym.parsing parser that suits this env's actions (ChatEnv(env, parser="json")).
     action_parser: ClassVar[str] = "json"
+    snapshot_version = 1
 
     def __init__(self, render_mode: str | None = None):
         super().__init__(render_mode=render_mode)
@@ -184,6 +186,27 @@ class ToolUseEnv(TextEnv):
             lines.append(f"Task finished. Score: {info['score']:.2f}.")
             return "\n".join(lines), info["score"], True, False, info
         return "\n".join(lines), 0.0, False, False, self._info(valid, final=False)
+
+    # --- snapshots: the apps' data (JSON already), whether finish was called, what was written --
+    def _get_state(self) -> dict:
+        return {"apps": json.loads(json.dumps(self.state)), "finished": self._finished,
+                "touched": sorted(self._touched)}
+
+    def _set_state(self, state: dict) -> None:
+        need_keys(state, ("apps", "finished", "touched"))
+        apps, initial = state["apps"], self._initial
+        need(isinstance(apps, dict) and set(apps) == set(initial),
+             f"apps must hold exactly {sorted(initial)}")
+        for name, value in apps.items():
+            need(type(value) is type(initial[name]), f"apps.{name} must be a {type(initial[name]).__name__}")
+        for fixed in ("today", "user"):  # no tool writes them
+            need(apps[fixed] == initial[fixed], f"apps.{fixed} differs from the task's")
+        touched = need_str_list(state["touched"], "touched")
+        need(set(touched) <= set(PARTS), f"touched names a part that is not one of {', '.join(PARTS)}")
+        finished = need_bool(state["finished"], "finished")
+        self.state = json.loads(json.dumps(apps))
+        self._parts = {name: part_hash(self.state, name) for name in PARTS}
+        self._touched, self._grade, self._finished = set(touched), None, finished
 
     def _info(self, action_valid: bool, final: bool, answer: str | None = None) -> dict:
         if final:  # the answer counts only at the end, so the final grade is never cached

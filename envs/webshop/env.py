@@ -18,10 +18,11 @@ import re
 from agentgym.core import TextEnv
 from agentgym.envs.webshop.catalog import default_catalog
 from agentgym.envs.webshop.goal import Goal
-from agentgym.envs.webshop.pages import Shop, anchor, clean_query
+from agentgym.envs.webshop.pages import KINDS, Shop, State, anchor, clean_query
 from agentgym.envs.webshop.search import default_engine
 from agentgym.envs.webshop.tasks import WebShopTaskSpace
 from agentgym.envs.webshop.text_backend import TextBackend, View
+from agentgym.snapshot import need, need_bool, need_int, need_keys, need_score, need_str
 from agentgym.tasks.spec import TaskSpec
 
 _ACTION = re.compile(r"\s*(search|click)\s*\[(.*)\]\s*", re.S | re.I)
@@ -40,6 +41,7 @@ price match the instruction."""
 class WebShopEnv(TextEnv):
     task_space = WebShopTaskSpace()
     rules = RULES
+    snapshot_version = 1
 
     def __init__(self, backend: str = "text", render_mode: str | None = None, **backend_kwargs):
         super().__init__(render_mode=render_mode)
@@ -75,6 +77,41 @@ class WebShopEnv(TextEnv):
             self.done = True
             self.score = reward = self.shop.score(self.view.state)
         return self.view.text, reward, self.done, False, self._info(True)
+
+    # --- snapshots: the page state (what is shown is rendered from it) ------------------------
+    def snapshot_supported(self) -> bool:
+        return self.backend_name == "text"
+
+    def snapshot_refusal(self) -> str:
+        return ("WebShop's browser backend keeps its page in a live Chromium, which cannot be saved as data: "
+                "snapshot and branch the text backend (WebShop-v0), which renders the same pages")
+
+    def _get_state(self) -> dict:
+        st = self.view.state
+        return {"kind": st.kind, "query": st.query, "page": st.page, "asin": st.asin,
+                "options": [list(o) for o in st.options], "done": self.done, "score": self.score}
+
+    def _set_state(self, state: dict) -> None:
+        need_keys(state, ("kind", "query", "page", "asin", "options", "done", "score"))
+        need(state["kind"] in KINDS, f"kind must be one of {', '.join(KINDS)}, got {state['kind']!r}")
+        options = state["options"]
+        need(isinstance(options, list) and all(isinstance(o, list) and len(o) == 2 and all(isinstance(x, str) for x in o)
+                                               for o in options), "options must be a list of [dimension, value] pairs")
+        page_state = State(state["kind"], need_str(state["query"], "query"), need_int(state["page"], 1, 1 << 20, "page"),
+                           need_str(state["asin"], "asin"), tuple(sorted(tuple(o) for o in options)))
+        need(page_state.options == tuple(tuple(o) for o in options)
+             and len({dim for dim, _ in options}) == len(options), "options must be sorted, one value per dimension")
+        if page_state.kind in ("search", "results"):
+            need(not page_state.asin and not options, f"a {page_state.kind} page has no product or options")
+        if page_state.kind == "search":
+            need(page_state == State(), "the search page has no query or page number")
+        done, score = need_bool(state["done"], "done"), need_score(state["score"], "score")
+        need(done == (page_state.kind == "done"), "done must be true exactly on the page after Buy Now")
+        page = self.shop.render(page_state)  # rendering is pure: nothing changes until it passes
+        need(page.status == 200, f"no page of the shop shows {page_state}")
+        need(score == (self.shop.score(page_state) if done else 0.0), "score is not the score of the purchase")
+        self.view = self.backend.show(page_state)
+        self.done, self.score = done, score
 
     def close(self):
         self.backend.close()

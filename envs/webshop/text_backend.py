@@ -36,6 +36,10 @@ class TextBackend:
     def search(self, query: str) -> View:
         return self._show(State("results", query, 1))
 
+    def show(self, state: State) -> View:
+        """The page of `state`, as if navigated to (a restored snapshot)."""
+        return self._show(state)
+
     def _show(self, state: State) -> View:
         self.page = self.shop.render(state)
         return view_of(self.page)
