@@ -5,17 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=()
-command -v bwrap >/dev/null 2>&1 || apt_packages+=(bubblewrap)
-[ -x /usr/bin/chromium ] || apt_packages+=(chromium)
-if [ ${#apt_packages[@]} -gt 0 ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
-    else
-        echo "setup: install ${apt_packages[*]} with your package manager (sandbox and browser tests skip without them)" >&2
-    fi
-fi
+# bubblewrap and chromium with apt (waits a bounded time when another apt process holds its lock)
+bash scripts/system_packages.sh
 
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
