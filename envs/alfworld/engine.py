@@ -238,10 +238,39 @@ def _safe_eval_derive(self, context=None):
     return [textgen.TerminalSymbol(value)]
 
 
+# The restricted evaluation applies only while one of our engines works (load, reset, step, plan) in
+# this thread: TextWorld's EvalSymbol is one class for every user of the library, and a process that
+# played an ALFWorld game also runs its own TextWorld grammars, whose expressions (len(x), x.upper())
+# keep TextWorld's own evaluation.
+_OURS = threading.local()
+_STOCK_DERIVE: list = []  # TextWorld's own EvalSymbol.derive, once replaced
+
+
+def _scoped_derive(self, context=None):
+    if getattr(_OURS, "depth", 0):
+        return _safe_eval_derive(self, context)
+    return _STOCK_DERIVE[0](self, context)
+
+
 def _install_safe_eval() -> None:
     from textworld.envs.pddl import textgen
 
-    textgen.EvalSymbol.derive = _safe_eval_derive
+    if textgen.EvalSymbol.derive is not _scoped_derive:
+        _STOCK_DERIVE[:] = [textgen.EvalSymbol.derive]
+        textgen.EvalSymbol.derive = _scoped_derive
+
+
+def _our_derivations(method):
+    """An Engine method during which TextWorld's grammar expressions are evaluated the restricted way."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        _OURS.depth = getattr(_OURS, "depth", 0) + 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            _OURS.depth -= 1
+
+    return run
 
 
 def check_grammar(rules: dict, templates=()) -> None:
@@ -683,6 +712,7 @@ class Engine:
         if game is not None:
             self.load(game)
 
+    @_our_derivations
     def load(self, game: Any) -> None:
         """Load a game (its JSON, or a path: read as alfworld reads it). UnsafeGame when its
         grammar could hang a derivation or run code (check_grammar), before any is derived."""
@@ -703,6 +733,7 @@ class Engine:
     def _pddl(self):
         return self._base
 
+    @_our_derivations
     def reset(self):
         import sys
 
@@ -713,6 +744,7 @@ class Engine:
             sys.argv = argv  # the stock engine translates again at reset
         return self.state
 
+    @_our_derivations
     def step(self, command: str):
         self.state, _, _ = self._env.step(command)
         return self.state
@@ -732,6 +764,7 @@ class Engine:
         """PDDL name -> display name ("apple_bar_..." -> "apple 1")."""
         return {k: info.name for k, info in self._pddl._entity_infos.items()}
 
+    @_our_derivations
     def plan(self) -> list[str]:
         """The planner's commands from the current state to the goal ([] when none)."""
         pddl = self._pddl
