@@ -225,10 +225,10 @@ class TextEnv(gym.Env[str, str]):
 
     def snapshot(self) -> Snapshot:
         """The current state of the episode as data (see the class docstring)."""
-        if self.task is None:
-            raise SnapshotError("reset() the env before taking a snapshot: there is no episode yet")
         if not self.snapshot_supported():
             raise SnapshotUnsupported(self.snapshot_refusal())
+        if self.task is None:
+            raise SnapshotError("reset() the env before taking a snapshot: there is no episode yet")
         return Snapshot(self.snapshot_id(), int(self.snapshot_version), self.task.task_id, self.steps_played,
                         self._last_obs, self._get_state())
 
