@@ -11,6 +11,7 @@ from agentgym.errors import AgentGymError
 from agentgym.parsing import ActionParser, JSONToolCallParser, ParsedAction, RawActionParser, TagActionParser
 from agentgym.registration import get_task_space, make, register_env, registered_envs
 from agentgym.rollout import collect
+from agentgym.snapshot import Snapshot, SnapshotError, check_snapshot
 from agentgym.tasks.space import TaskSpace
 from agentgym.tasks.spec import TaskSpec
 from agentgym.trajectory import Step, Trajectory, load_trajectories, save_trajectories
@@ -19,7 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ActionParser", "AgentGymError", "AnyText", "ChatEnv", "INFO_KEYS", "JSONToolCallParser", "ParsedAction",
-    "RawActionParser", "Step", "StepInfo", "TagActionParser", "TaskSpace", "TaskSpec", "TextEnv", "Trajectory", "collect",
+    "RawActionParser", "Snapshot", "SnapshotError", "Step", "StepInfo", "TagActionParser", "TaskSpace", "TaskSpec", "TextEnv", "Trajectory", "check_snapshot", "collect",
     "get_task_space", "load_trajectories", "make", "register_env", "registered_envs", "save_trajectories",
 ]
 
