@@ -19,6 +19,7 @@ from agentgym.policies.engines import check_engine, engine_names, generates_with
 from agentgym.policies.engines import needs_ray_cluster as engine_needs_ray_cluster
 from agentgym.policies.model_files import DTYPES
 from agentgym.trainers.estimators import estimator_spec
+from agentgym.trainers.rollout_correction import check_rollout_correction
 
 if TYPE_CHECKING:
     from agentgym.trainers.config import TrainConfig
@@ -53,6 +54,7 @@ def validate_config(cfg: TrainConfig) -> None:
     check_update(cfg)
     check_scaling(cfg)
     check_async(cfg)
+    check_rollout_correction(cfg)
 
 
 def check_tasks(cfg: TrainConfig) -> None:

@@ -25,6 +25,8 @@ from agentgym.chat import ChatConfig  # noqa: E402  (torch-free)
 from agentgym.tasks.source import TasksConfig  # noqa: E402  (torch-free)
 from agentgym.executors_ray import RayConfig  # noqa: E402  (ray-free until used)
 from agentgym.trainers.estimators import EstimatorConfig  # noqa: E402  (numpy only)
+from agentgym.trainers.rollout_correction import RolloutCorrectionConfig  # noqa: E402  (numpy only)
+from agentgym.trainers.distill import DistillConfig  # noqa: E402  (torch-free until a teacher loads)
 from agentgym.trainers.checks import validate_config  # noqa: E402  (torch-free)
 from agentgym.policies.model_files import DTYPES  # noqa: E402  (torch-free)
 
@@ -156,6 +158,9 @@ class PPOConfig:
     # "bf16": the update's forward and backward multiply in bf16 under autocast (weights, optimizer and
     # loss stay fp32; trainers/precision.py): refused where the hardware has no native bf16 matmul
     matmul_dtype: str = "fp32"
+    # the engine's and the trainer's probabilities of a sampled token differ (bf16, vLLM, ...): the PPO ratio is
+    # then taken against the trainer's own and the advantage weighted by their ratio (trainers/rollout_correction.py)
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
 
 
 @dataclass
@@ -247,6 +252,7 @@ class TrainConfig:
     log: LogConfig = field(default_factory=LogConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)  # task source: split or evolve, and a curriculum
     ray: RayConfig = field(default_factory=RayConfig)  # env workers / policy actors on Ray (docs/scaling.md)
+    distill: DistillConfig = field(default_factory=DistillConfig)  # on-policy distillation (trainers/distill.py)
     imports: list = field(default_factory=list)  # modules that register user envs, imported before env.id is checked
 
     def to_dict(self) -> dict:

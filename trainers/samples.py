@@ -135,11 +135,13 @@ def response_span(sequence: TokenSequence, k: int) -> range:
 
 def make_samples(sequences: Sequence[TokenSequence], advantages: Sequence[np.ndarray], *,
                  drop_abs_adv_below: float = 0.0, returns: Sequence[np.ndarray] | None = None,
-                 old_logprobs: Sequence[Sequence[float]] | None = None) -> list[Sample]:
+                 old_logprobs: Sequence[Sequence[float]] | None = None,
+                 token_weights: Sequence[Sequence[float]] | None = None) -> list[Sample]:
     """Where sequences and advantages meet, once: new Samples carrying each step's advantage on
     its response tokens and, given `returns`, one value target per step. `old_logprobs` (one list
     per sequence, aligned with input_ids) replaces the behaviour logprobs recorded at generation
-    (ppo.recompute_old_logprobs). Steps with |A| < drop_abs_adv_below leave the loss (LOOP drops
+    (ppo.recompute_old_logprobs). `token_weights` (one list per sequence, aligned with input_ids) multiply
+    each token's advantage (ppo.rollout_correction's weights). Steps with |A| < drop_abs_adv_below leave the loss (LOOP drops
     |A| < 0.01): their tokens are masked, and samples left with no loss token and no value target
     are dropped. The sequences are not modified."""
     samples = []
@@ -150,7 +152,7 @@ def make_samples(sequences: Sequence[TokenSequence], advantages: Sequence[np.nda
         for k, (i, t) in enumerate(seq.step_refs):
             a = float(advantages[i][t])
             for pos in response_span(seq, k):
-                token_adv[pos] = a
+                token_adv[pos] = a if token_weights is None else a * float(token_weights[n][pos])
                 if abs(a) < drop_abs_adv_below:
                     mask[pos] = 0
             if returns is not None:

@@ -60,6 +60,8 @@ from agentgym.trainers.learner import (TrainingDiverged, check_finite, equal_min
 from agentgym.trainers.logging_utils import MetricsLogger, plot_learning_curves
 from agentgym.trainers.ppo import clip_range
 from agentgym.trainers.records import save_evaluation, save_iteration
+from agentgym.trainers.distill import check_teacher, distill_samples, load_teacher
+from agentgym.trainers.rollout_correction import correct, require_rollout_logprobs
 from agentgym.trainers.run_setup import (build_heads, clear_previous_run, load_judge, make_engine, make_optimizer,
                                          make_policy, prepare_start_model, previous_run, quiet_transformers,
                                          refuse_to_replace, run_dir_for)
@@ -74,11 +76,13 @@ def score_heads(ppo_cfg: PPOConfig, est_cfg: EstimatorConfig, policy, heads: dic
     """What the estimator needs from the policy's hidden states, from one no-grad pass when any
     is asked for: per-step values (value head), progress (SPA's head), recomputed logprobs."""
     value_head, progress_head = heads.get("value"), heads.get("progress")
-    if value_head is None and progress_head is None and not ppo_cfg.recompute_old_logprobs:
+    want_logprobs = ppo_cfg.recompute_old_logprobs or ppo_cfg.rollout_correction.wants_trainer_logprobs
+    if value_head is None and progress_head is None and not want_logprobs:
         return None, None, None
     with dp.full_weights(policy):
-        scored = score_sequences(policy, sequences, ppo_cfg.micro_batch_size, want_hidden=True)
-    recomputed = [[0.0] + logp.tolist() for logp, _ in scored] if ppo_cfg.recompute_old_logprobs else None
+        scored = score_sequences(policy, sequences, ppo_cfg.micro_batch_size,
+                                 want_hidden=value_head is not None or progress_head is not None)
+    recomputed = [[0.0] + logp.tolist() for logp, _ in scored] if want_logprobs else None
     hidden = {id(s): h for s, (_, h) in zip(sequences, scored)}
     values = step_values(value_head, sequences, trajectories, hidden) if value_head is not None else None
     progress = None
@@ -111,8 +115,9 @@ def update_clip(ppo_cfg: PPOConfig, estimator: str) -> tuple[float, float]:
 
 
 def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler, producer: BatchProducer,
-                  heads: dict, dp=None, reward=None) -> dict:
-    """reward: env.reward's hook (agentgym.rewards.hook), rewriting outcomes or step rewards in place."""
+                  heads: dict, dp=None, reward=None, teacher=None) -> dict:
+    """reward: env.reward's hook (agentgym.rewards.hook), rewriting outcomes or step rewards in place;
+    teacher: distill.teacher's scorer (trainers/distill.py), whose per-token KL becomes the advantage."""
     dp = producer.dp if dp is None else dp
     t0, c0 = time.perf_counter(), time.process_time()  # wall, and CPU (what a shared machine cannot inflate)
     frozen = getattr(policy, "frozen_states", None)  # the frozen layers' outputs, kept by the training rollouts
@@ -134,9 +139,15 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     producer.pause_engine()  # vLLM on CUDA: give its GPU memory to the update (no-op on CPU)
 
     # tokens first; the heads read them; the advantages come next; samples are made from both, once
+    correcting = cfg.ppo.rollout_correction
+    if correcting.wants_trainer_logprobs:
+        require_rollout_logprobs(correcting, trajectories, cfg.policy.engine)
     sequences = tokenize_trajectories(trajectories, cfg.ppo.sample_mode)
     values, progress_scores, recomputed = score_heads(cfg.ppo, cfg.estimator, policy, heads, sequences, trajectories,
                                                cfg.seed + iteration, dp)
+    # the trainer's logprobs against the engine's: the mismatch, and the correction's weights when on
+    correction = correct(correcting, [s.loss_mask for s in sequences], recomputed,
+                         [s.old_logprobs for s in sequences]) if recomputed is not None else None
     try:
         advantages = compute_advantages(trajectories, cfg.estimator, values=values, progress=progress_scores)
     except ValueError as exc:
@@ -148,8 +159,14 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
                policy, cfg.ppo.drop_abs_adv_below)
     producer.source.update(all_trajectories, all_advantages)
     returns = [a + v for a, v in zip(advantages, values)] if values is not None else None
-    samples = make_samples(sequences, advantages, drop_abs_adv_below=cfg.ppo.drop_abs_adv_below, returns=returns,
-                           old_logprobs=recomputed)
+    samples = make_samples(sequences, advantages, returns=returns,
+                           drop_abs_adv_below=0.0 if teacher is not None else cfg.ppo.drop_abs_adv_below,
+                           old_logprobs=recomputed if cfg.ppo.recompute_old_logprobs or correcting.active else None,
+                           token_weights=correction.weights if correcting.active else None)
+    distilled = None
+    if teacher is not None:  # the teacher's per-token KL replaces (or joins) the env advantage
+        samples, distilled = distill_samples(samples, teacher.score(samples, cfg.ppo.micro_batch_size),
+                                             cfg.distill.reward_coef, cfg.ppo.drop_abs_adv_below)
     samples = producer.prepare_update(policy, dp.global_samples(samples))  # decoupled PPO: proximal logprobs
     t1, c1 = time.perf_counter(), time.process_time()
     clip = update_clip(cfg.ppo, cfg.estimator.name)
@@ -173,6 +190,10 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     }
     if reward_metrics is not None:
         metrics["reward"] = reward_metrics
+    if correction is not None and correction.metrics:
+        metrics["mismatch"] = correction.metrics
+    if distilled is not None:
+        metrics["distill"] = distilled
     if callable(hit_rate := getattr(producer.rollout_policy, "prefix_cache_hit_rate", None)):
         metrics["rollout"]["prefix_cache_hit_rate"] = hit_rate()  # vLLM: prompt tokens its prefix cache served
     if async_metrics := producer.finish(iteration, policy, batch, samples):  # publishes the new weights
@@ -306,6 +327,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     torch.manual_seed(cfg.seed)
     source, eval_path = _tasks(cfg.env, cfg.sft, cfg.tasks, cfg.eval, cfg.seed, run_dir, dp, log)
 
+    if cfg.distill.enabled and cfg.policy.model:  # a teacher that cannot serve is refused before SFT or RL start
+        check_teacher(cfg.distill, cfg.policy.model, cfg.policy.device, cfg.policy.dtype)
     start_model, setup_info = dp.main_first(lambda: prepare_start_model(cfg, run_dir, log, session=session))
     policy = make_policy(cfg.policy, start_model)
     heads = build_heads(cfg.estimator, policy)
@@ -319,6 +342,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     # syncs from `policy` whenever its weights changed
     engine = make_engine(EngineSettings(cfg.policy, cfg.seed, cfg.ray), policy, start_model)
     optimizer, scheduler = make_optimizer(cfg.ppo, policy, heads)
+    teacher = load_teacher(cfg.distill, policy, cfg.policy.dtype, log)  # distill.teacher: refused in one line if unfit
 
     def evaluate():  # held-out success of the engine now, as the run's rollouts play and decode
         return heldout_result(cfg.eval, cfg.env, engine, eval_path, cfg.seed, cfg.rollout, session)
@@ -360,7 +384,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                                           f"{state['iteration']} of {cfg.iterations} iterations")
                 log(f"WARNING: {state['stopped_early']}: this is not the configured experiment")
                 break
-            metrics = run_iteration(cfg, state["iteration"], policy, optimizer, scheduler, producer, heads, dp, reward)
+            metrics = run_iteration(cfg, state["iteration"], policy, optimizer, scheduler, producer, heads, dp, reward,
+                                    teacher)
             state["rl_seconds"] = state.get("rl_seconds", 0.0) + metrics["time"]["iteration_s"]
             state["task_source"] = producer.source.state_dict()
             state["iteration"] += 1
