@@ -22,7 +22,8 @@ Exposure (the server runs agent-chosen actions, in SWE's case shell commands in 
 * Loopback only by default: a request whose `Host` is not a loopback name (DNS rebinding) or
   whose `Origin` is not a loopback page (a website in the user's browser) is refused, HTTP and
   WebSocket alike; `allow_remote=True` (`agentgym serve --allow-remote`) accepts any `Host`,
-  and `allowed_origins` adds pages that may connect.
+  and `allowed_origins` adds pages that may connect. A request with more than one `Host` header is
+  refused (HTTP 400) whichever HTTP parser uvicorn runs (h11, or httptools where it is installed).
 * Held-out tasks are neither listed nor played for other machines: the task routes list
   `heldout*` splits only to loopback clients, and `reset` refuses a remote client a held-out task
   however it is named (split and index, task id, a TaskSpec dict, a relabelled copy) with HTTP 403
@@ -356,17 +357,22 @@ class _Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        raw = scope.get("headers", [])
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
         host_local = _is_loopback(_host_name(headers.get("host", "")))
         origin = headers.get("origin")
-        problem = None
-        if not (host_local or self.allow_remote):
+        problem, status = None, 403
+        if sum(k.lower() == b"host" for k, _ in raw) > 1:
+            # RFC 9112 section 3.2: answered 400. uvicorn's h11 parser does so itself, httptools passes both on;
+            # refused here so that the Host checks below read the one Host, whichever parser runs.
+            problem, status = "a request carries one Host header; this one has several", 400
+        elif not (host_local or self.allow_remote):
             problem = (f"Host {headers.get('host', '')!r} is not this machine: the server answers loopback names only "
                        "(start it with --allow-remote to serve other machines)")
         elif origin is not None and not _loopback_origin(origin) and origin.rstrip("/") not in self.allowed_origins:
             problem = f"Origin {origin!r} may not use this server (start it with --allow-origin {origin} to allow it)"
         if problem is not None:
-            return await self._refuse(scope, receive, send, problem)
+            return await self._refuse(scope, receive, send, problem, status)
         client = (scope.get("client") or ("", 0))[0] or ""
         local = host_local and (_is_loopback(client) or client in ("testclient", ""))
         token = _LOCAL_REQUEST.set(local)
@@ -377,13 +383,13 @@ class _Guard:
         finally:
             _LOCAL_REQUEST.reset(token)
 
-    async def _refuse(self, scope, receive, send, problem: str):
+    async def _refuse(self, scope, receive, send, problem: str, status: int = 403):
         if scope["type"] == "websocket":
             await receive()  # websocket.connect
-            await send({"type": "websocket.close", "code": 1008, "reason": problem[:120]})
+            await send({"type": "websocket.close", "code": 1008, "reason": problem[:120]})  # the client sees 403
             return
         body = json.dumps({"detail": problem}).encode()
-        await send({"type": "http.response.start", "status": 403,
+        await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 

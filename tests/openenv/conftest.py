@@ -3,6 +3,8 @@ loopback port), and a local env to compare its episodes with."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 pytest.importorskip("openenv")
@@ -16,6 +18,17 @@ def household_server():
 
     with ServerProcess(HOUSEHOLD, max_sessions=20) as server:
         yield server
+
+
+def connect_as(server, host: str, query: str = "", **kwargs):
+    """A WebSocket to `server` as a client on another machine opens it: its one `Host` header names
+    `host` (the TCP connection still goes to the loopback port). websockets' `additional_headers`
+    cannot stand in: it adds a second Host beside its own, which uvicorn's h11 parser answers with
+    HTTP 400 before the server sees the request."""
+    from websockets.sync.client import connect
+
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    return connect(f"ws://{host}/ws{query}", sock=sock, open_timeout=60, **kwargs)
 
 
 def local_episode(task, plan, seed=0):

@@ -14,10 +14,11 @@ import time
 
 import pytest
 
-from .conftest import HOUSEHOLD
+from .conftest import HOUSEHOLD, connect_as
 
 pytest.importorskip("openenv")
 import httpx  # noqa: E402
+from websockets.exceptions import InvalidStatus  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
@@ -88,11 +89,45 @@ def test_a_connected_session_is_not_reaped_while_idle(server):
 
 @pytest.mark.parametrize("headers", [{"Origin": "http://evil.example"}, {"Host": "evil.example:8000"}])
 def test_foreign_origin_or_host_is_refused(server, headers):
-    with pytest.raises(Exception):
-        with connect(_ws_url(server), additional_headers=headers, open_timeout=60) as ws:
-            _reset(ws)
+    with pytest.raises(InvalidStatus) as refused:
+        if "Host" in headers:
+            connect_as(server, headers["Host"])
+        else:
+            connect(_ws_url(server), additional_headers=headers, open_timeout=60)
+    assert refused.value.response.status_code == 403  # the server's refusal, not a malformed handshake
     r = httpx.get(server.base_url + "/Household-v0/splits", headers=headers, timeout=60)
     assert r.status_code == 403 and "allow" in r.json()["detail"]
+
+
+def test_a_request_with_two_host_headers_is_refused_whichever_parser_runs():
+    """h11 answers it 400 itself; httptools (uvicorn[standard]) passes both on, and the server then
+    read the last one: a foreign name first and a loopback one last got a loopback-only server's
+    held-out listing. The app is driven through ASGI, as uvicorn would with httptools."""
+    import asyncio
+
+    from agentgym.integrations.openenv_server import create_app
+
+    app = create_app(HOUSEHOLD, max_sessions=1)
+
+    async def get(hosts):
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+                 "scheme": "http", "path": "/Household-v0/splits", "raw_path": b"/Household-v0/splits",
+                 "root_path": "", "query_string": b"", "client": ("127.0.0.1", 50000),
+                 "server": ("127.0.0.1", 8000), "headers": [(b"host", h.encode()) for h in hosts]}
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+
+        await app(scope, receive, send)
+        return next(m["status"] for m in sent if m["type"] == "http.response.start")
+
+    assert asyncio.run(get(["127.0.0.1:8000"])) == 200
+    assert asyncio.run(get(["evil.example:8000"])) == 403
+    assert asyncio.run(get(["evil.example:8000", "127.0.0.1:8000"])) == 400
 
 
 def test_heldout_tasks_are_not_listed_to_other_machines():

@@ -8,11 +8,10 @@ import json
 
 import pytest
 
-from .conftest import HOUSEHOLD
+from .conftest import HOUSEHOLD, connect_as
 
 pytest.importorskip("openenv")
 import httpx  # noqa: E402
-from websockets.sync.client import connect  # noqa: E402
 
 import agentgym  # noqa: E402
 
@@ -44,8 +43,7 @@ def test_remote_clients_cannot_play_held_out_tasks_however_named(remote_server):
         local = httpx.post(url + "/reset", json=body, timeout=60)  # this machine may (a relabelled copy: wrong env)
         assert local.status_code == (400 if "Other" in json.dumps(body) else 200), local.text[:300]
     assert httpx.post(url + "/reset", json={"split": "train", "index": 0}, headers=FOREIGN, timeout=60).status_code == 200
-    ws_url = url.replace("http://", "ws://") + "/ws"
-    with connect(ws_url, additional_headers=FOREIGN, open_timeout=60) as ws:
+    with connect_as(remote_server, FOREIGN["Host"]) as ws:
         for body in _heldout_ways():
             ws.send(json.dumps({"type": "reset", "data": body}))
             reply = json.loads(ws.recv(timeout=60))
