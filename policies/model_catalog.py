@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from agentgym.errors import ConfigError, MissingExtraError, install_hint
+from agentgym.policies.gguf_header import GGUFHeaderError, read_raw_header, type_name
 
 CACHE_ENV = "AGENTGYM_MODEL_CACHE"
 RECORD = "agentgym_source.json"  # written last into a converted folder: what it was converted from
@@ -136,7 +137,7 @@ class GGUFHeader:
 def read_gguf_header(path: Path, what: str = "model") -> GGUFHeader:
     """The GGUF header, or one line saying why the file cannot be a model: not GGUF, truncated, or
     with an architecture or tensor type transformers cannot dequantize. Read once per process and file
-    version (the config checks, the CLI and the loader all ask; a real model's header takes seconds)."""
+    version (the config checks, the CLI and the loader all ask)."""
     stat = path.stat() if path.is_file() else None
     return _read_header(path, what, stat and (stat.st_size, stat.st_mtime_ns))
 
@@ -151,21 +152,28 @@ def _read_header(path: Path, what: str, version: tuple | None) -> GGUFHeader:
     if magic != b"GGUF":
         raise ConfigError(f"{what} {str(path)!r} is not a GGUF file (it does not start with the GGUF magic): pass a "
                           ".gguf model file, or a HF model folder without the .gguf name")
-    gguf = _require_gguf()
-    try:
-        reader = gguf.GGUFReader(str(path))
-        ends = [int(t.data_offset) + int(t.n_bytes) for t in reader.tensors]
-    except Exception as exc:  # noqa: BLE001 - numpy's reshape/view errors on a short buffer, struct errors
-        raise ConfigError(f"{what} {str(path)!r} is truncated or corrupt ({type(exc).__name__} reading its header): "
-                          "download or install it again") from None
+    _require_gguf()
+    try:  # streamed within bounds: a hostile header is refused before what it announces is read
+        raw = read_raw_header(path)
+    except GGUFHeaderError as exc:
+        if exc.kind == "truncated":
+            raise ConfigError(f"{what} {str(path)!r} is truncated ({exc}): download or install it again") from None
+        if exc.kind == "bound":
+            raise ConfigError(f"{what} {str(path)!r} is refused unread: {exc}, far beyond any model's header; it is "
+                              "damaged or was not written as a model: download it again from a source you trust"
+                              ) from None
+        raise ConfigError(f"{what} {str(path)!r} is corrupt ({exc}): download or install it again") from None
+    except OSError as exc:
+        raise ConfigError(f"{what} {str(path)!r} cannot be read ({exc.strerror}): check the file") from None
     size = path.stat().st_size
-    if not reader.tensors or max(ends) > size:
-        raise ConfigError(f"{what} {str(path)!r} is truncated ({size} bytes; its tensors need {max(ends, default=0)}): "
+    end = max((t.end for t in raw.tensors), default=0)
+    if not raw.tensors or end > size:
+        raise ConfigError(f"{what} {str(path)!r} is truncated ({size} bytes; its tensors need {end}): "
                           "download or install it again")
 
     def field(key: str, default: str = "") -> str:
-        f = reader.fields.get(key)
-        return str(f.contents()) if f is not None else default
+        value = raw.metadata.get(key)
+        return value if isinstance(value, str) else default
 
     arch = field("general.architecture")
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
@@ -177,14 +185,14 @@ def _read_header(path: Path, what: str, version: tuple | None) -> GGUFHeader:
                           "HF folder")
     from gguf.quants import _type_traits  # the types gguf.dequantize (transformers' dequantizer) implements
 
-    types = tuple(sorted({t.tensor_type.name for t in reader.tensors}))
+    types = tuple(sorted({type_name(t.type) for t in raw.tensors}))
     readable = {"F32", "F16"} | {q.name for q in _type_traits}
     unreadable = [t for t in types if t not in readable]
     if unreadable:
         raise ConfigError(f"{what} {str(path)!r} stores tensors as {', '.join(unreadable)}, which gguf "
                           f"{_gguf_version()} cannot dequantize: use a file quantized otherwise (e.g. Q4_K, Q8_0, F16)")
-    return GGUFHeader(architecture=arch, tensor_types=types, parameters=sum(int(t.n_elements) for t in reader.tensors),
-                      has_chat_template="tokenizer.chat_template" in reader.fields,
+    return GGUFHeader(architecture=arch, tensor_types=types, parameters=sum(t.n_elements for t in raw.tensors),
+                      has_chat_template=isinstance(raw.metadata.get("tokenizer.chat_template"), str),
                       name=field("general.name"), licence=field("general.license"))
 
 

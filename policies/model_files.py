@@ -12,6 +12,7 @@ from typing import Any, Iterable
 
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Messages
+from agentgym.policies.chat_template import render_chat
 from agentgym.policies.model_catalog import check_named_model, closest_catalog_name, is_named_model, \
     resolve_named_model
 
@@ -141,12 +142,10 @@ def check_device(device: str, what: str = "policy.device") -> None:
 
 
 def encode_chat_prompt(tokenizer, messages: Messages, max_prompt_tokens: int | None) -> list[int]:
-    """The chat template with the generation cue; past `max_prompt_tokens` the START is cut, so
-    the current observation and the action cue stay."""
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    if hasattr(ids, "keys"):  # transformers 5 may return a BatchEncoding
-        ids = ids["input_ids"]
-    ids = list(ids)
+    """The chat template with the generation cue, rendered within bounds of time and size (one line when
+    the template cannot render it: policies/chat_template.py) and tokenized as apply_chat_template does;
+    past `max_prompt_tokens` the START is cut, so the current observation and the action cue stay."""
+    ids = list(tokenizer(render_chat(tokenizer, messages), add_special_tokens=False)["input_ids"])
     if max_prompt_tokens and len(ids) > max_prompt_tokens:
         ids = ids[-max_prompt_tokens:]
     return ids
