@@ -4,7 +4,8 @@ A trainer holds two objects:
 
 * a `TrainablePolicy` (HFPolicy): the model it updates, its tokenizer, its reference for KL;
 * a `RolloutEngine` built from it by name (`policy.engine` in the config): what plays the
-  rollouts and evaluations. "hf" is the trainer's HFPolicy itself; "vllm" a vLLM engine in this
+  rollouts and evaluations. "hf" is the trainer's HFPolicy itself; "pool" the same policy decoding on
+  a preallocated KV pool with one step function (agentgym.policies.pool_engine); "vllm" a vLLM engine in this
   process; "ray" replicas in Ray actors. An engine follows the trainer's weights through one
   path, `sync()`: it reads the trainer policy's trainable parameters when they changed since its
   last sync (torch bumps a tensor's `_version` on every in-place write, so one sum tells).
@@ -183,5 +184,6 @@ def make_engine(name: str, trainer_policy: TrainablePolicy, model_path: str | Pa
 
 
 register_engine("hf", lambda trainer_policy, _path, _settings: trainer_policy, trainer_model=True)  # what it trains
+register_engine("pool", "agentgym.policies.pool_engine:pool_rollout_engine", trainer_model=True)  # hf, pooled
 register_engine("vllm", "agentgym.policies.vllm_engine:vllm_rollout_engine")
 register_engine("ray", "agentgym.policies.ray_policy:ray_rollout_engine", needs_ray_cluster=True)

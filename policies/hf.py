@@ -327,6 +327,7 @@ class HFPolicy:
         self.last_prefill_tokens: list[int] = []
         # the frozen layers' outputs for the update, kept while recording (`keep_frozen_states`)
         self.frozen_states: FrozenStates | None = None
+        self.pool_engine = None  # policy.engine=pool: decoding on a KV pool (use_pool_engine)
         if self.device.type == "cpu":  # a decode step's attention as two matmuls (policies/decode_attention.py)
             use_single_query_decode(self.model)
         self._generator = torch.Generator(device=self.device)
@@ -385,6 +386,10 @@ class HFPolicy:
         sampling = sampling or SamplingParams()
         if sampling.seed is not None and sampling.seed != self._last_seed:
             self.reseed(sampling.seed)
+        if self.pool_engine is not None:  # every row in one call: the engine batches and pools them itself
+            tries = [_reply_trie(a, sampling.max_new_tokens) for a in allowed_replies] \
+                if allowed_replies is not None else None
+            return self.pool_engine.generate_ids(prompt_ids, sampling, cache_keys, tries)
         was_training = self.model.training
         self.model.eval()
         try:
@@ -408,6 +413,15 @@ class HFPolicy:
             self._prefixes.clear()
         for key in cache_keys or ():
             self._prefixes.pop(key, None)
+        if self.pool_engine is not None:
+            self.pool_engine.forget(cache_keys)
+
+    def use_pool_engine(self, **settings) -> None:
+        """Decode on a preallocated KV pool with one step function (policy.engine=pool,
+        agentgym.policies.pool_engine): the same Completions, computed faster. settings: PoolEngine's."""
+        from agentgym.policies.pool_engine import PoolEngine
+
+        self.pool_engine = PoolEngine(self, **settings)
 
     def keep_frozen_states(self, max_bytes: int | None = None) -> FrozenStates | None:
         """With adapters on the top layers only, a store of the frozen layers' outputs that this
@@ -673,6 +687,9 @@ class HFPolicy:
         clone._generator.manual_seed(0)
         clone._last_seed = None
         clone._follow = _Follow(trainer=self, published=(int(version), None), synced_version=int(version))
+        if self.pool_engine is not None:  # its own pool over its own weights
+            clone.pool_engine = None
+            clone.use_pool_engine(max_pool_gib=self.pool_engine.pool.max_bytes / 2**30, log=self.pool_engine.log)
         return clone
 
     @property
@@ -721,6 +738,8 @@ class HFPolicy:
         cast = keep_frozen_linears_in_bf16(self.model)
         self.matmul_context = functools.partial(torch.autocast, self.device.type, dtype=torch.bfloat16)
         self.forget()  # cached keys and values were computed in fp32
+        if self.pool_engine is not None:  # the frozen weights are new tensors: the step reads them again
+            self.pool_engine.rebuild()
         return cast
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
