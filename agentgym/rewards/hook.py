@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from agentgym.errors import ConfigError
 from agentgym.rewards.meta_reasoning import MetaReasoningConfig, apply_meta_rewards, redundant_step_rate
 from agentgym.trajectory import Trajectory
-from agentgym.rewards import apply_reward, make_reward
+from agentgym.rewards import Guarded, JudgeReward, apply_reward, make_reward
 
 Hook = Callable[[Sequence[Trajectory]], dict]
 
@@ -35,6 +35,17 @@ def _weight(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ConfigError(f"env.reward.weight={value!r} must be a number >= 0 (how much of the judged reward counts)")
     return float(value)
+
+
+def judge_of(reward: Any) -> JudgeReward | None:
+    """The JudgeReward inside a reward (a judge itself, a rubric's or a relative judge's, under guards),
+    whose cache and counters the logs report; None for a reward that asks no judge."""
+    while isinstance(reward, Guarded):
+        reward = reward.reward
+    if isinstance(reward, JudgeReward):
+        return reward
+    inner = getattr(reward, "judge", None)  # Rubric.judge, RelativeJudge.judge: a JudgeReward or None
+    return inner if isinstance(inner, JudgeReward) else None
 
 
 def reward_hook(spec: Any, judge_policy: Any = None) -> Hook | None:
@@ -61,7 +72,7 @@ def reward_hook(spec: Any, judge_policy: Any = None) -> Hook | None:
 
     def judged(trajectories: Sequence[Trajectory]) -> dict:
         out = apply_reward(trajectories, reward, how, weight).as_dict()
-        judge = getattr(reward, "judge", None) or getattr(getattr(reward, "reward", None), "judge", None)
+        judge = judge_of(reward)
         if judge is not None:
             out["judge_cache_hit_rate"] = judge.cache.hit_rate
             out.update({f"judge_{k}": v for k, v in judge.stats.as_dict().items()})

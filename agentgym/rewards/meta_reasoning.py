@@ -17,17 +17,30 @@ Each rule is a pure function of what one step shows (the rules follow the paper 
 - format:     a reply whose tags are unbalanced, unknown, missing, repeated or after the action
               costs `format_penalty` (counted, never an exception).
 
-Only steps whose action was valid earn tag rewards. `apply_meta_rewards` adds weight * r_t to each
-step's env reward, so an estimator with step returns (GiGPO, GAE) credits the step itself; the
-episode outcome (score, success) is left as the env gave it.
+Only well-formed steps whose action was valid earn tag rewards.
 
-The outcome must dominate: the rules reward behaviours a policy can repeat without solving anything
-(fail on purpose, then "reflect"; try one new idle action after another, "exploring"), and at one
-reward per tagged step a 30-step episode of that paid 15-22 against 6.6 for an honest solve. So an
-episode's positive meta rewards together add at most `episode_cap` (0.5 by default; it must stay
-below `success_reward`, what the env pays for a success: 1.0 in every agentgym env): past the cap
-they are scaled down, step by step in proportion, and no failing episode can earn what a success
-does. Format penalties are not capped.
+The rules pay for behaviours a policy can repeat without solving anything (fail on purpose, then
+"reflect"; pad a solved episode with planning-tagged idle steps; wander "exploring"). Added to the
+env's reward, at any coefficient and under any cap, some such strategy out-earns an honest solve:
+uncapped, reflection farming paid 15 per episode against 6.6 for a solve; capped at 0.5, it still
+paid 0.5 with no success, and 15 idle steps added to a solve paid 1.5 against an honest 1.45. So the
+tag rewards never change what an episode earns: they move credit between its steps.
+`apply_meta_rewards` adds to each step's reward
+
+    weight * ((g_t - mean_t g) * s  +  p_t * c)
+
+where g_t is the step's tag reward, the mean is over the episode's steps (the sum of the first term
+is 0), s <= 1 scales the credit moved so that its positive part is at most `episode_cap`, and p_t
+<= 0 is the format penalty, a cost (c <= 1 scales the costs to at most `episode_cap` together). An episode's
+return is then the env's outcome minus at most `episode_cap` of format penalties: whatever its tags,
+no episode earns more than the env paid it, and a success always earns more than a failure. Inside an episode, a step whose behaviour the rules verify
+(a reflection that recovers from a slip, an exploration that reaches a new state) is credited
+above the episode's other steps, and a slip, idling or a malformed reply below them, which an
+estimator with step returns (GiGPO's step part, GAE) turns into step advantages. `episode_cap` stays
+below `success_reward` (1.0 in every agentgym env): no step's meta credit outweighs the outcome.
+RLVMR's public code makes the tag rewards relative too (normalised within each (group, tag) set of
+steps) and adds them at the advantage; here they are relative within the episode and go through
+the step returns.
 """
 
 from __future__ import annotations
@@ -118,8 +131,8 @@ class MetaReasoningConfig:
     explore: float = 1.0
     reflection: float = 1.0
     format_penalty: float = 0.1  # the paper's runs charge 0.1 for a reply that breaks the format
-    weight: float = 1.0  # lambda: r_t += weight * r_meta_t
-    episode_cap: float = 0.5  # the most an episode's weighted positive meta rewards add, together
+    weight: float = 1.0  # lambda: r_t += weight * ((g_t - mean g) + p_t), each part scaled to episode_cap
+    episode_cap: float = 0.5  # the most credit the tag rewards move within an episode (their positive part)
     success_reward: float = 1.0  # what the env pays for a success; episode_cap must stay below it
 
     def __post_init__(self) -> None:
@@ -129,13 +142,15 @@ class MetaReasoningConfig:
                 raise ConfigError(f"meta-reasoning option {name}={value!r} must be a finite number >= 0")
         if not self.episode_cap < self.success_reward:
             raise ConfigError(f"meta-reasoning episode_cap={self.episode_cap} must be below success_reward="
-                              f"{self.success_reward}: else a policy that games the tags out-earns one that solves")
+                              f"{self.success_reward}: the credit the tags move must not outweigh the outcome")
 
 
 @dataclass
 class MetaRecord:
     tags: list = field(default_factory=list)  # per step: the tag or None
-    rewards: list = field(default_factory=list)  # per step: r_meta_t (before the weight)
+    rewards: list = field(default_factory=list)  # per step: g_t + p_t, the rules' own reward (before the weight)
+    gains: list = field(default_factory=list)  # per step: g_t, the tag reward
+    penalties: list = field(default_factory=list)  # per step: p_t, the format penalty (<= 0)
     malformed: int = 0
     problems: list = field(default_factory=list)  # per step: "" or what broke the format
 
@@ -150,38 +165,54 @@ def meta_rewards(traj: Trajectory, cfg: MetaReasoningConfig) -> MetaRecord:
         seen.add(step.anchor)
         reached = steps[t + 1].anchor if t + 1 < len(steps) else None
         new_state = None if reached is None else reached not in seen
-        r = format_penalty(parsed, cfg.format_penalty)
-        r += planning_reward(parsed.tag, step.action_valid, bool(traj.success), cfg.planning)
-        r += exploration_reward(parsed.tag, step.action_valid, step.action, earlier, new_state, cfg.explore)
-        r += reflection_reward(parsed.tag, step.action_valid, step.action, steps[t - 1] if t else None, cfg.reflection)
+        tag = parsed.tag if parsed.well_formed else None  # a malformed reply earns no tag reward
+        gain = planning_reward(tag, step.action_valid, bool(traj.success), cfg.planning)
+        gain += exploration_reward(tag, step.action_valid, step.action, earlier, new_state, cfg.explore)
+        gain += reflection_reward(tag, step.action_valid, step.action, steps[t - 1] if t else None, cfg.reflection)
+        penalty = format_penalty(parsed, cfg.format_penalty)
         if step.action_valid:
             earlier.add(step.action)
         rec.tags.append(parsed.tag)
-        rec.rewards.append(r)
+        rec.gains.append(gain)
+        rec.penalties.append(penalty)
+        rec.rewards.append(gain + penalty)
         rec.problems.append(parsed.problem)
         rec.malformed += not parsed.well_formed
     return rec
 
 
-def capped(rewards: Sequence[float], weight: float, cap: float) -> list[float]:
-    """weight * r_t per step, the positive ones scaled down together so they add at most `cap`."""
-    weighted = [weight * r for r in rewards]
-    gained = sum(r for r in weighted if r > 0)
-    scale = min(1.0, cap / gained) if gained > 0 else 1.0
-    return [r * scale if r > 0 else r for r in weighted]
+def _at_most(values: list[float], total: float) -> list[float]:
+    """`values` scaled down together so that the sum of their magnitudes (positive parts, for a
+    list that sums to 0) is at most `total`."""
+    size = sum(v for v in values if v > 0) or -sum(values)
+    return values if size <= total else [v * total / size for v in values]
+
+
+def credited(gains: Sequence[float], penalties: Sequence[float], weight: float, cap: float) -> list[float]:
+    """What each step's reward gains: weight * (g_t - mean g), scaled down together so that the
+    positive part adds at most `cap` (the sum stays 0: credit moves between the steps, the episode
+    earns nothing), plus weight * p_t, the format penalty (together at most `cap`: the outcome dominates)."""
+    if not gains:
+        return []
+    mean = sum(gains) / len(gains)
+    moved = _at_most([weight * (g - mean) for g in gains], cap)
+    costs = _at_most([weight * p for p in penalties], cap)
+    return [m + p for m, p in zip(moved, costs)]
 
 
 def apply_meta_rewards(trajectories: Sequence[Trajectory], cfg: MetaReasoningConfig | None = None) -> dict:
-    """Add weight * r_meta to every step's reward, in place; the tags and rewards are kept in
-    `metadata["meta_reasoning"]` (the viewer's record). Returns counts for the logs."""
+    """Add each step's meta credit (`credited`) to its reward, in place; the tags and rewards are
+    kept in `metadata["meta_reasoning"]` (the viewer's record). Returns counts for the logs."""
     cfg = cfg or MetaReasoningConfig()
     counts = {f"tag_{name}": 0 for name in TAGS}
-    counts.update(malformed=0, steps=0, meta_reward_sum=0.0)
+    # meta_reward_sum: what the meta rewards added to the episodes' returns (the format penalties alone);
+    # meta_credit_moved: the credit they moved between steps (the positive part, per episode at most episode_cap)
+    counts.update(malformed=0, steps=0, meta_reward_sum=0.0, meta_credit_moved=0.0)
     for traj in trajectories:
         if traj.infra_error:
             continue
         rec = meta_rewards(traj, cfg)
-        added = capped(rec.rewards, cfg.weight, cfg.episode_cap)
+        added = credited(rec.gains, rec.penalties, cfg.weight, cfg.episode_cap)
         for step, r in zip(traj.steps, added):
             step.reward += r
         traj.metadata["meta_reasoning"] = {"tags": rec.tags, "rewards": rec.rewards, "added": added,
@@ -192,6 +223,7 @@ def apply_meta_rewards(trajectories: Sequence[Trajectory], cfg: MetaReasoningCon
         counts["malformed"] += rec.malformed
         counts["steps"] += len(traj.steps)
         counts["meta_reward_sum"] += sum(added)
+        counts["meta_credit_moved"] += sum(max(a - p, 0.0) for a, p in zip(added, rec.penalties))
     return counts
 
 

@@ -83,7 +83,9 @@ def test_episode_rewards_combine_the_rules():
     assert rec.malformed == 1
     counts = apply_meta_rewards([t], MetaReasoningConfig(planning=0.5, explore=0.3, reflection=0.7, weight=2.0,
                                                          episode_cap=5.0, success_reward=10.0))
-    assert [s.reward for s in t.steps] == pytest.approx([1.0, 0.6, 0.0, 1.4, -0.2, 0.0])
+    # the tag rewards moved between the steps (weight x (g - mean g), mean 0.25), the format penalty a cost
+    assert [s.reward for s in t.steps] == pytest.approx([0.5, 0.1, -0.5, 0.9, -0.7, -0.5])
+    assert sum(s.reward for s in t.steps) == pytest.approx(-0.2)  # the episode earns only its penalty
     assert counts["tag_explore"] == 3 and counts["malformed"] == 1
     assert t.metadata["meta_reasoning"]["tags"][0] == "planning"
 
@@ -130,4 +132,7 @@ def test_a_well_formed_monitor_step_is_parsed_counted_and_earns_nothing():
         assert meta_rewards(episode(tag), cfg).rewards[1] == pytest.approx(paid)
     counts = apply_meta_rewards([t], cfg)
     assert counts["tag_monitor"] == 1 and counts["malformed"] == 0
-    assert t.steps[1].reward == 0.0 and t.metadata["meta_reasoning"]["tags"][1] == "monitor"
+    # earning nothing of its own, it is credited the same as the other step that earned nothing (the slip)
+    assert t.steps[1].reward == pytest.approx(t.steps[0].reward)
+    assert t.steps[1].reward < 0 < t.steps[2].reward
+    assert t.metadata["meta_reasoning"]["tags"][1] == "monitor"

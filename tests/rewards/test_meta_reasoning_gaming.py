@@ -1,7 +1,8 @@
 """Issue 52, item 4: at their default coefficients RLVMR's meta rewards paid more for gaming the
 tags (an invalid action then a "reflection", over and over: 15.0 per episode; idle "exploring"
-padding: 21.6) than for solving (6.6). An episode's positive meta rewards are now capped below
-the success reward, so no failing episode, whatever its tags, out-earns a success."""
+padding: 21.6) than for solving (6.6). The tag rewards now only move credit between an episode's
+steps (round 5: tests/rewards/test_round5_rewards.py), so no failing episode, whatever its tags,
+out-earns a success."""
 
 import random
 import sys
