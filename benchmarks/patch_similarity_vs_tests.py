@@ -1,11 +1,12 @@
 """How SWE-RL's patch-similarity reward agrees with the test verdict on SWE-v0's bundled tasks.
 
-For each task, five patches are played in the env with reward="both" (tests and similarity in one
+For each task, six patches are played in the env with reward="both" (tests and similarity in one
 episode, the reference fix compared on the host):
 
     oracle      the reference fix (undo the injected bug)
     oracle+doc  the fix plus a comment line elsewhere in the file (tests pass, text differs)
     touch       a comment added to the buggy line, bug left in (tests fail, text close)
+    delete      the buggy line deleted (tests fail; on the diffs' text it scored 0.93)
     other_bug   a second, different bug injected in the same file, original bug left (tests fail)
     none        no change (similarity -1)
 
@@ -13,7 +14,7 @@ and the script prints, per kind, the mean similarity and the tests' success rate
 Pearson correlation of similarity with the tests' score and with success, and the AUC of the
 similarity as a predictor of success (the chance a passing patch outscores a failing one).
 
-    python benchmarks/patch_similarity_vs_tests.py --tasks 40          # ~200 graded episodes
+    python benchmarks/patch_similarity_vs_tests.py --tasks 40          # 240 graded episodes
     python benchmarks/patch_similarity_vs_tests.py --split all --out docs/patch_similarity.json
 
 --split all takes every bundled split (train, heldout, heldout_unseen); --out writes the summary and
@@ -39,7 +40,7 @@ from agentgym.envs.swe.mutation import apply_mutation
 from agentgym.envs.swe.tools import format_call
 from agentgym.errors import SplitFileError
 
-KINDS = ("oracle", "oracle+doc", "touch", "other_bug", "none")
+KINDS = ("oracle", "oracle+doc", "touch", "delete", "other_bug", "none")
 
 
 def patches(task) -> dict[str, list[str]]:
@@ -51,6 +52,7 @@ def patches(task) -> dict[str, list[str]]:
         "oracle+doc": [format_call("create", path=p["file"], content="# reviewed\n" + fixed_source), submit],
         "touch": [format_call("str_replace", path=p["file"], old_str=p["after"], new_str=p["after"] + "  # suspicious"),
                   submit],
+        "delete": [format_call("str_replace", path=p["file"], old_str=p["after"] + "\n", new_str=""), submit],
         "none": [submit],
     }
     others = [m for m in candidate_mutations(p["repo"]) if m.file == p["file"] and m.line != p["line"]]

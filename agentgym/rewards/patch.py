@@ -1,19 +1,28 @@
-"""SWE-RL's patch-similarity reward: how close a predicted diff is to the reference diff, with no
-test run (Wei et al. 2025, "SWE-RL", sec. 2):
+"""SWE-RL's patch-similarity reward, scored on the edit rather than on the diff's text (after Wei et
+al. 2025, "SWE-RL", sec. 2, which compares the two diffs' text with difflib):
 
-    R = -1                                            if the answer is not a well-formed patch
-    R = difflib.SequenceMatcher(None, predicted, reference).ratio()    otherwise, in [0, 1]
+    R = -1                                  if the answer is not a well-formed patch, or changes no code
+    R = ratio(removed) * ratio(added)        otherwise, in [0, 1]
 
-Both patches are first put in one canonical form (file sections sorted by path, `index` lines with
-blob hashes dropped) so that the order of files and the hashes do not count. Hunks that change no
-code are dropped from both first (`changes_code`: the hunk's old and new sides read the same once
-whitespace between tokens, blank lines and, in Python files, comments are set aside): a trivial
-edit scores as what it is, no change. A patch left with no hunk scores -1 like an empty one (a
-space added to the buggy line, the bug left in, used to score 0.96). What the score still cannot
-tell is in docs/rewards.md: a wrong edit of the right line scores close to the fix. Binary file sections
-cannot be compared as text: they are left out, with a note. A patch longer than `max_chars` is cut
-to that length before comparing (SequenceMatcher's cost grows with the product of the lengths),
-also with a note; the note is meant for the step's info, one line.
+where `removed` (`added`) is the sequence of code tokens the patch takes out of (writes into) the
+buggy files, each token with its file and its line in the buggy file, and ratio() is
+difflib.SequenceMatcher's ratio between the predicted patch's sequence and the reference's (1 when
+both are empty). Tokens are strings, words and single symbols, plus each line's indentation and
+its end; whitespace between tokens, blank lines and (in `.py` files) comments are not code.
+
+Why the edit and not the diff: most of a diff's text is given to the agent for free. Context lines
+and the removed lines are copies of the buggy file, so on the diff's text, deleting the buggy line
+scored 0.93 against a one-line fix and a comment on the buggy line 0.96, while the tests failed. A
+patch is scored on what it changes, token by token: within each run of changed lines the old and new
+tokens are compared again, so a line rewritten unchanged (a comment or a space added) changes
+nothing, and both ratios must be high for a high score: deleting the right line without writing
+the fix scores 0, as does writing the fix's line somewhere else. The line numbers tie the edit to
+its place: the same token change on another line matches nothing.
+
+What the score still cannot tell is in docs/rewards.md: an equivalent fix written differently scores
+low. Binary file sections cannot be compared as text: they are left out, with a note. A patch
+longer than `max_chars` is cut to that length (at a line end) before comparing, also with a note;
+the note is meant for the step's info, one line.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from pathlib import Path
 
 MAX_PATCH_CHARS = 20_000
 
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
 
 
 @dataclass(frozen=True)
@@ -69,50 +78,6 @@ def split_files(patch: str) -> tuple[dict[str, str], list[str]] | None:
     return files, binary
 
 
-# A token of code: a string literal, a word, or one other character (whitespace between tokens
-# does not count; inside a string literal it does).
-_TOKEN = re.compile(r"""[rbuRBU]{0,2}(?:"(?:\\.|[^"\\])*"?|'(?:\\.|[^'\\])*'?)|\w+|[^\w\s]""")
-
-
-def code_line(line: str, python: bool) -> str:
-    """The line as code: its indentation, then its tokens one space apart ('' for a blank line or,
-    in Python, a comment-only one; a trailing comment is dropped)."""
-    tokens = _TOKEN.findall(line)
-    if python and "#" in tokens:
-        tokens = tokens[: tokens.index("#")]
-    if not tokens:
-        return ""
-    indent = len(line.expandtabs(8)) - len(line.expandtabs(8).lstrip())
-    return " " * indent + " ".join(tokens)
-
-
-def changes_code(hunk: list[str], python: bool) -> bool:
-    """Whether a hunk (its header, then ' ', '-', '+' lines) changes any code line."""
-    def side(signs: str) -> list[str]:
-        lines = (code_line(x[1:], python) for x in hunk[1:] if x[:1] in signs)
-        return [x for x in lines if x]
-
-    return side(" -") != side(" +")
-
-
-def code_changes_only(section: str, path: str) -> str | None:
-    """The file section without its hunks that change no code; None when none is left (a section
-    that creates, deletes or renames a file without hunks is kept as it is)."""
-    lines = section.split("\n")
-    starts = [i for i, x in enumerate(lines) if _HUNK.match(x)]
-    if not starts:
-        return section
-    hunks = [lines[a:b] for a, b in zip(starts, starts[1:] + [len(lines)])]
-    kept = [h for h in hunks if changes_code(h, path.endswith(".py"))]
-    return "\n".join(lines[: starts[0]] + [x for h in kept for x in h]) if kept else None
-
-
-def code_files(files: dict[str, str]) -> dict[str, str]:
-    """The file sections that change code, each without its trivial hunks."""
-    out = {path: code_changes_only(sec, path) for path, sec in files.items()}
-    return {path: sec for path, sec in out.items() if sec is not None}
-
-
 def _strip(name: str, prefix: str) -> str:
     name = name.split("\t")[0].strip()
     return name[2:] if name.startswith(prefix) else name
@@ -140,12 +105,106 @@ def _well_formed(body: list[str]) -> bool:
     return hunks > 0 or any(x.startswith(("new file mode", "deleted file mode", "rename from")) for x in body)
 
 
-def canonical(files: dict[str, str]) -> str:
-    return "\n".join(files[p] for p in sorted(files)) + "\n"
+# A token of code: a string literal, a word, or one other character (whitespace between tokens
+# does not count; inside a string literal it does).
+_TOKEN = re.compile(r"""[rbuRBU]{0,2}(?:"(?:\\.|[^"\\])*"?|'(?:\\.|[^'\\])*'?)|\w+|[^\w\s]""")
+# Above this many old x new tokens in one run of changed lines, the run's tokens are compared as
+# they stand (all removed, all added) instead of aligned again: it bounds SequenceMatcher's cost.
+MAX_ALIGN = 1_000_000
+
+
+def code_tokens(line: str, python: bool) -> list[str]:
+    """The line's code tokens: its indentation, its tokens, its end ([] for a blank line or, in
+    Python, a comment-only one; a trailing comment is dropped)."""
+    tokens = _TOKEN.findall(line)
+    if python and "#" in tokens:
+        tokens = tokens[: tokens.index("#")]
+    if not tokens:
+        return []
+    indent = len(line.expandtabs(8)) - len(line.expandtabs(8).lstrip())
+    return [f"<indent {indent}>", *tokens, "<end>"]
+
+
+Edit = tuple[str, int, str]  # (file, line of the buggy file, token)
+
+
+def file_edits(path: str, section: str) -> tuple[list[Edit], list[Edit]]:
+    """The tokens one file section removes and adds, each at its line of the old (buggy) file: an
+    added token sits at the line it replaces or is inserted before. Each run of '-' and '+' lines
+    is compared token by token, so what a run leaves as it was is neither removed nor added."""
+    removed: list[Edit] = []
+    added: list[Edit] = []
+    python = path.endswith(".py")
+    old_line = 0
+    run_old: list[tuple[int, str]] = []
+    run_new: list[str] = []
+
+    def close_run() -> None:
+        old = [tok for _, tok in run_old]
+        if len(old) * len(run_new) > MAX_ALIGN:
+            ops = [("replace", 0, len(old), 0, len(run_new))]
+        else:
+            ops = difflib.SequenceMatcher(None, old, run_new, autojunk=False).get_opcodes()
+        for op, i1, i2, j1, j2 in ops:
+            if op == "equal":
+                continue
+            removed.extend((path, run_old[i][0], run_old[i][1]) for i in range(i1, i2))
+            at = run_old[i1][0] if i1 < len(run_old) else old_line
+            added.extend((path, at, tok) for tok in run_new[j1:j2])
+        run_old.clear()
+        run_new.clear()
+
+    in_hunk = False
+    for line in section.split("\n"):
+        m = _HUNK.match(line)
+        if m:
+            close_run()
+            in_hunk = True
+            # `@@ -5,0 ...` (no old line) inserts after line 5, i.e. before line 6
+            old_line = int(m.group(1)) + (m.group(2) == "0")
+        elif not in_hunk or line[:1] == "\\":
+            continue  # the file's header, or "\\ No newline at end of file"
+        elif line[:1] == "-":
+            run_old.extend((old_line, tok) for tok in code_tokens(line[1:], python))
+            old_line += 1
+        elif line[:1] == "+":
+            run_new.extend(code_tokens(line[1:], python))
+        else:  # context (an empty line is a context line whose space was stripped)
+            close_run()
+            old_line += 1
+    close_run()
+    return removed, added
+
+
+def edits(files: dict[str, str]) -> dict[str, tuple[list[Edit], list[Edit]]]:
+    """{path: (removed, added)} of the file sections that change code."""
+    out = {path: file_edits(path, sec) for path, sec in sorted(files.items())}
+    return {path: e for path, e in out.items() if e[0] or e[1]}
+
+
+def _ratio(a: list[Edit], b: list[Edit]) -> float:
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()  # 1.0 when both are empty
+
+
+def _cut(files: dict[str, str], max_chars: int) -> tuple[dict[str, str], int]:
+    """The sections in path order up to `max_chars` characters, the last one cut at a line end (and
+    left out if no hunk of it is left); and the patch's length."""
+    out: dict[str, str] = {}
+    left = max_chars
+    for path in sorted(files):
+        sec = files[path]
+        if len(sec) > left:
+            sec = sec[: sec.rfind("\n", 0, max(left, 0)) + 1]
+            if any(_HUNK.match(x) for x in sec.split("\n")):
+                out[path] = sec
+            break
+        out[path] = sec
+        left -= len(sec) + 1
+    return out, sum(len(sec) + 1 for sec in files.values())
 
 
 def patch_similarity(predicted: str | None, reference: str, max_chars: int = MAX_PATCH_CHARS) -> PatchScore:
-    """SWE-RL's reward for one predicted patch against the reference patch."""
+    """The reward for one predicted patch against the reference patch (the module's docstring)."""
     if not predicted or not predicted.strip():
         return PatchScore(-1.0, "no patch: the workspace has no changes")
     pred = split_files(predicted)
@@ -159,18 +218,19 @@ def patch_similarity(predicted: str | None, reference: str, max_chars: int = MAX
         notes.append(f"binary files left out of the comparison: {', '.join(pred[1][:5])}")
     if not pred[0]:
         return PatchScore(-1.0, "no text patch: " + "; ".join(notes))
-    pred_code, ref_code = code_files(pred[0]), code_files(ref[0])
-    if not pred_code:
+    pred_files, length = _cut(pred[0], max_chars)
+    if length > max_chars:
+        notes.append(f"patch of {length} characters cut to {max_chars} for the similarity")
+    pred_edits, ref_edits = edits(pred_files), edits(_cut(ref[0], max_chars)[0])
+    if not pred_edits:
         return PatchScore(-1.0, "no code change: the patch changes only whitespace, blank lines or comments")
-    if not ref_code:
+    if not ref_edits:
         raise ValueError("the reference patch changes no code: check the task's data")
-    if len(pred_code) < len(pred[0]):
-        notes.append(f"{len(pred[0]) - len(pred_code)} file(s) with no code change left out")
-    a, b = canonical(pred_code), canonical(ref_code)
-    if len(a) > max_chars or len(b) > max_chars:
-        notes.append(f"patch of {len(a)} characters cut to {max_chars} for the similarity")
-        a, b = a[:max_chars], b[:max_chars]
-    return PatchScore(difflib.SequenceMatcher(None, a, b, autojunk=False).ratio(), "; ".join(notes))
+    if len(pred_edits) < len(pred_files):
+        notes.append(f"{len(pred_files) - len(pred_edits)} file(s) with no code change left out")
+    removed = _ratio(*([e for f in side.values() for e in f[0]] for side in (pred_edits, ref_edits)))
+    added = _ratio(*([e for f in side.values() for e in f[1]] for side in (pred_edits, ref_edits)))
+    return PatchScore(removed * added, "; ".join(notes))
 
 
 # --- making the predicted patch from a workspace ------------------------------------------------------

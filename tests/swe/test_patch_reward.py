@@ -47,8 +47,9 @@ def test_oracle_is_one_and_no_change_is_minus_one(env, monkeypatch):
 def test_wrong_edit_is_in_between_and_both_keeps_the_tests_verdict():
     p = TASK.params
     indent = p["after"][: len(p["after"]) - len(p["after"].lstrip())]
-    wrong = [format_call("str_replace", path=p["file"], old_str=p["after"], new_str=f"{indent}_seen = 1\n{p['after']}"),
-             format_call("submit")]
+    # the fix's line, behind a line that raises: part of what the patch writes is the fix's
+    wrong = [format_call("str_replace", path=p["file"], old_str=p["after"],
+                         new_str=f"{indent}raise RuntimeError('not yet')\n{p['before']}"), format_call("submit")]
     with SWEEnv(reward="both") as env:
         obs, reward, info = finish(env, wrong)
         assert 0.0 < info["patch_similarity"] < 1.0
