@@ -5,8 +5,9 @@ An `EvalRequest` says what to evaluate (env, split, episodes per task, sampling,
 `agentgym.rollout.play`; `evaluate(env_id, policy, ...)` is the same with the request's fields as
 arguments. `compute_metrics` turns the trajectories into an `EvalResult`:
 
-* success rate (Wilson interval), mean score, mean steps and invalid-action rate (cluster
-  bootstrap over tasks, because episodes of one task share their initial state);
+* success rate (a Wilson interval at the effective sample size of episodes clustered in tasks),
+  mean score, mean steps and invalid-action rate (cluster bootstrap over tasks): episodes of one
+  task share their initial state, so they are not independent;
 * pass@k for k = 1..episodes_per_task (unbiased estimator of Chen et al. 2021);
 * the same per task category (`task_space.category`);
 * episodes with `infra_error` (the environment or the policy backend broke) are counted and
@@ -28,7 +29,8 @@ from agentgym.chat import ChatConfig
 from agentgym.errors import ConfigError, SplitFileError
 from agentgym.policies.base import Policy, SamplingParams
 from agentgym.tasks.spec import TaskSpec
-from agentgym.evaluation.stats import Estimate, bootstrap_mean, bootstrap_ratio, mean_pass_at_k, pass_at_k, wilson_interval
+from agentgym.evaluation.stats import (Estimate, bootstrap_mean, bootstrap_ratio, clustered_wilson_interval,
+                                      mean_pass_at_k, pass_at_k)
 from agentgym.trajectory import Trajectory, save_trajectories
 from agentgym.turn_monitors import OnTurn, TurnsBar
 from agentgym.registration import get_task_space
@@ -147,11 +149,11 @@ def group_metrics(by_task: dict[str, list[Trajectory]], confidence: float = 0.95
     clusters = [[t for t in trajs if not t.infra_error] for trajs in by_task.values()]
     clusters = [c for c in clusters if c]
     episodes = [t for c in clusters for t in c]
-    successes = sum(bool(t.success) for t in episodes)
     return GroupMetrics(
         tasks=len(clusters),
         episodes=len(episodes),
-        success_rate=wilson_interval(successes, len(episodes), confidence),
+        success_rate=clustered_wilson_interval([(sum(bool(t.success) for t in c), len(c)) for c in clusters],
+                                               confidence),
         mean_score=bootstrap_mean([[float(t.score) for t in c] for c in clusters], confidence, seed=seed),
         mean_steps=bootstrap_mean([[float(len(t.steps)) for t in c] for c in clusters], confidence, seed=seed),
         invalid_action_rate=bootstrap_ratio(

@@ -97,7 +97,8 @@ def render_markdown(result: EvalResult, title: str | None = None) -> str:
                   "metric above. Distinct messages:", ""]
         lines += [f"- `{msg}`" for msg in r.infra_error_messages]
 
-    lines += ["", "Intervals: Wilson score interval for the success rate; percentile cluster bootstrap "
+    lines += ["", "Intervals: Wilson score interval for the success rate at the effective number of episodes "
+              "(a task's episodes are correlated: the design effect of clustering by task); percentile cluster bootstrap "
               "(2000 resamples of tasks, seeded) for the other metrics and pass@k. pass@k is the unbiased "
               "estimator of Chen et al. (2021), averaged over tasks with at least k scored episodes.", ""]
     return "\n".join(lines)

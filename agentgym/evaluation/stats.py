@@ -77,6 +77,42 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Estimat
     return Estimate(p, max(0.0, min(p, center - half)), min(1.0, max(p, center + half)), n, confidence, "wilson")
 
 
+def clustered_wilson_interval(successes_by_cluster: Sequence[tuple[int, int]], confidence: float = 0.95) -> Estimate:
+    """Wilson interval for a success rate whose episodes come in clusters (the episodes of one task
+    share its initial state, so they are not independent), given (successes, episodes) per cluster.
+
+    The design effect is the ratio of the ratio estimator's cluster-robust variance to the binomial
+    variance (Kish 1965):
+
+        p = sum(y_i) / sum(m_i),   V_cluster = sum((y_i - p m_i)^2) / (sum m_i)^2,
+        V_binomial = p (1 - p) / n,   deff = max(1, V_cluster / V_binomial),
+
+    and the Wilson interval is taken at the effective size n / deff (Korn and Graubard 1998). Both
+    variances are plug-in estimates (no K / (K - 1) correction on either), so with one episode per
+    task deff is exactly 1 and this is the plain Wilson interval; when a task's episodes agree (intra-task correlation rho,
+    m episodes a task) deff approaches 1 + (m - 1) rho. It is never narrower than the plain
+    interval: a negative intra-task correlation is not credited. With a single cluster, or p at 0
+    or 1, the variance ratio is undefined and deff is 1."""
+    clusters = [(int(y), int(m)) for y, m in successes_by_cluster if m > 0]
+    if any(not 0 <= y <= m for y, m in clusters):
+        raise ValueError("need 0 <= successes <= episodes in every cluster")
+    successes, n = sum(y for y, _ in clusters), sum(m for _, m in clusters)
+    if n == 0:
+        return Estimate(math.nan, 0.0, 1.0, 0, confidence, "wilson-clustered")
+    p, k = successes / n, len(clusters)
+    deff = 1.0
+    if k > 1 and 0 < p < 1:
+        v_cluster = sum((y - p * m) ** 2 for y, m in clusters) / n ** 2
+        deff = max(1.0, v_cluster / (p * (1 - p) / n))
+    n_eff = n / deff
+    z = _z(confidence)
+    denom = 1 + z * z / n_eff
+    center = (p + z * z / (2 * n_eff)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff * n_eff))
+    return Estimate(p, max(0.0, min(p, center - half)), min(1.0, max(p, center + half)), n, confidence,
+                    "wilson-clustered")
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k for one task from n samples with c correct (Chen et al. 2021, eq. 1):
 

@@ -8,7 +8,7 @@ from agentgym.errors import ConfigError, SplitFileError, UnknownEnvError
 from agentgym.policies import OraclePolicy, RandomPolicy, SamplingParams
 from agentgym.tasks.splits import save_split
 from agentgym.evaluation.evaluate import EvalResult, compute_metrics, evaluate, resolve_tasks
-from agentgym.evaluation.stats import wilson_interval
+from agentgym.evaluation.stats import clustered_wilson_interval, wilson_interval
 
 
 def _traj(task, success, score, valid_flags, infra=False):
@@ -37,7 +37,11 @@ def test_metrics_on_constructed_trajectories_exclude_infra_errors(constructed):
     o = r.overall
     assert (o.tasks, o.episodes, r.infra_errors) == (2, 5, 2)
     assert o.success_rate.value == pytest.approx(2 / 5)
-    assert (o.success_rate.low, o.success_rate.high) == (wilson_interval(2, 5).low, wilson_interval(2, 5).high)
+    # episodes clustered in tasks (a: 2 of 3, b: 0 of 2): the interval is the clustered Wilson one,
+    # wider than the plain interval that counts the 5 episodes as independent
+    clustered, plain = clustered_wilson_interval([(2, 3), (0, 2)]), wilson_interval(2, 5)
+    assert (o.success_rate.low, o.success_rate.high) == (clustered.low, clustered.high)
+    assert o.success_rate.low < plain.low and o.success_rate.high > plain.high
     assert o.mean_score.value == pytest.approx((1 + 1 + 0.5 + 0 + 0.25) / 5)
     assert o.mean_steps.value == pytest.approx((2 + 3 + 1 + 4 + 2) / 5)
     assert o.invalid_action_rate.value == pytest.approx(4 / 12)  # pooled over steps

@@ -144,3 +144,66 @@ def test_paired_gain_is_the_mean_per_task_difference_with_a_narrower_interval():
     # an unpaired interval would be about sqrt(2 var(difficulty) / n) = 0.058 wide per side; paired, much less
     assert gain.high - gain.low < 0.03
     assert math.isnan(paired_gain({}, after).value)
+
+
+# --- the success rate's interval with episodes clustered in tasks (issue 68, item 4) ---------------
+import numpy as np  # noqa: E402
+
+from agentgym.evaluation.stats import clustered_wilson_interval  # noqa: E402
+
+
+def test_clustered_wilson_hand_computed():
+    """(2 of 3), (0 of 2): p = 0.4, V_cluster = (0.8^2 + 0.8^2) / 25 = 0.0512, V_binomial =
+    0.24 / 5 = 0.048, deff = 1.0667, so the Wilson interval at n = 5 / 1.0667 = 4.6875."""
+    est = clustered_wilson_interval([(2, 3), (0, 2)])
+    n_eff, z, p = 5 / (0.0512 / 0.048), 1.959963984540054, 0.4
+    denom = 1 + z * z / n_eff
+    center = (p + z * z / (2 * n_eff)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff * n_eff))
+    assert (est.value, est.n, est.method) == (pytest.approx(0.4), 5, "wilson-clustered")
+    assert est.low == pytest.approx(center - half) and est.high == pytest.approx(center + half)
+
+
+def _bounds(est):
+    return (est.low, est.high)
+
+
+def test_clustered_wilson_is_plain_wilson_for_one_episode_a_task_and_never_narrower():
+    one_each = [(1, 1)] * 7 + [(0, 1)] * 5
+    assert _bounds(clustered_wilson_interval(one_each)) == pytest.approx(_bounds(wilson_interval(7, 12)))
+    # tasks whose episodes disagree more than chance would (negative correlation) are not credited
+    mixed = [(1, 2)] * 10
+    assert _bounds(clustered_wilson_interval(mixed)) == pytest.approx(_bounds(wilson_interval(10, 20)))
+    # at 0 or n successes the variance ratio is undefined: the plain interval
+    assert _bounds(clustered_wilson_interval([(0, 4)] * 3)) == pytest.approx(_bounds(wilson_interval(0, 12)))
+    assert math.isnan(clustered_wilson_interval([]).value)  # no episodes
+    with pytest.raises(ValueError):
+        clustered_wilson_interval([(3, 2)])
+
+
+def _coverage(interval, rho: float, tasks: int = 120, episodes: int = 4, p: float = 0.35, runs: int = 600) -> float:
+    """How often `interval` covers the true success rate p when each task's success probability is
+    drawn from Beta(a, b) with mean p and intra-task correlation rho = 1 / (a + b + 1)."""
+    rng = np.random.default_rng(68)
+    a = p * (1 / rho - 1)
+    b = (1 - p) * (1 / rho - 1)
+    covered = 0
+    for _ in range(runs):
+        probs = rng.beta(a, b, size=tasks)
+        wins = rng.binomial(episodes, probs)
+        est = interval(wins)
+        covered += est.low <= p <= est.high
+    return covered / runs
+
+
+def test_clustered_wilson_holds_its_coverage_where_the_plain_interval_loses_it():
+    """A simulation with known intra-task correlation (0.4, 4 episodes a task: design effect 2.2):
+    the plain Wilson interval over episodes covers the true rate far less than 95% of the time,
+    the clustered one about 95%."""
+    plain = _coverage(lambda w: wilson_interval(int(w.sum()), 4 * len(w)), rho=0.4)
+    clustered = _coverage(lambda w: clustered_wilson_interval([(int(x), 4) for x in w]), rho=0.4)
+    assert plain < 0.85
+    assert 0.92 <= clustered <= 0.98
+    # with independent episodes it is not wider than it needs to be
+    independent = _coverage(lambda w: clustered_wilson_interval([(int(x), 4) for x in w]), rho=0.001)
+    assert 0.93 <= independent <= 0.985
