@@ -48,6 +48,7 @@ import gymnasium as gym
 from agentgym.core import TextEnv
 from agentgym.parsing import ActionParser, get_parser
 from agentgym.policies.base import Messages  # the prompt type of the Policy contract
+from agentgym.snapshot import SnapshotError, restore as restore_env, snapshot as snapshot_env
 
 TRIED_MARK = "(tried)"  # memory_style="marks": the suffix of admissible actions already taken
 MEMORY_ENTRY_WORDS = 24  # one remembered action is cut here, so a long reply cannot fill the memory
@@ -216,6 +217,28 @@ class ChatEnv(gym.Wrapper):
             self._messages.append({"role": "assistant", "content": text if isinstance(text, str) else ""})
             self._messages.append({"role": "user", "content": self._turn_message(shown, info)})
         return self._prompt(shown, info), reward, terminated, truncated, info
+
+    # --- snapshots (tree rollouts branch from them) -----------------------------------------
+    def snapshot(self) -> dict:
+        """The env's Snapshot (agentgym.snapshot) and this wrapper's conversation so far, as data."""
+        return {"env": snapshot_env(self.env).to_dict(),
+                "chat": {"instruction": self._instruction, "turns": [list(t) for t in self._turns],
+                         "memory": list(self._memory), "tried": list(self._tried), "seen": dict(self._seen),
+                         "visited": sorted(self._visited), "messages": [dict(m) for m in self._messages]}}
+
+    def restore(self, state: dict) -> None:
+        """Put the env and the conversation back where `snapshot()` was taken (the env was reset with
+        the same task); a bad snapshot is refused in one line, nothing changed."""
+        chat = state.get("chat") if isinstance(state, dict) else None
+        keys = ("instruction", "turns", "memory", "tried", "seen", "visited", "messages")
+        if not isinstance(chat, dict) or set(chat) != set(keys) or "env" not in state:
+            raise SnapshotError(f"a ChatEnv snapshot is {{'env': ..., 'chat': {{{', '.join(keys)}}}}}: this one is not")
+        restore_env(self.env, state["env"])
+        self._instruction = chat["instruction"]
+        self._turns = [tuple(t) for t in chat["turns"]]
+        self._memory, self._tried = list(chat["memory"]), list(chat["tried"])
+        self._seen, self._visited = dict(chat["seen"]), set(chat["visited"])
+        self._messages = [dict(m) for m in chat["messages"]]
 
     # --- memory ------------------------------------------------------------------------------
     def _remember(self, action: str | None, valid: bool) -> None:

@@ -127,6 +127,13 @@ class TokenContinuation:
         self._key = f"continuation-{next(_instances)}:"  # cache keys unique to this rollout
         self._caches = "cache_keys" in inspect.signature(policy.generate_ids).parameters  # KV reuse (HFPolicy)
         self.replies = AdmissibleReplies(policy)
+        self.starts: dict[str, tuple[list, list[int]]] = {}  # branch episode -> (first prompt, its ids)
+
+    def start_from(self, episode: str, messages: list, prompt_ids: list[int]) -> None:
+        """Tree rollouts: `episode` branches from a parent's turn whose prompt was `messages`, sent
+        as `prompt_ids`; its first turn uses those ids as they are, so the branch continues the
+        parent's exact token prefix (sampled ids included) instead of re-rendering it from text."""
+        self.starts[episode] = (list(messages), list(prompt_ids))
 
     def _render(self, messages: list) -> str:
         return render_chat(self.tok, messages)  # bounded in time and size, one line when it fails
@@ -163,6 +170,10 @@ class TokenContinuation:
             raise ValueError("TokenContinuation needs the rollout's TurnContexts (which episode each prompt continues)")
         ids = []
         for messages, ctx in zip(prompts, contexts):
+            start = self.starts.pop(ctx.episode, None)
+            if start is not None and start[0] == messages:  # a branch's first turn: the parent's ids
+                ids.append(list(start[1]))
+                continue
             previous = self.contexts.get(ctx.episode)
             continued = None
             if previous is not None:

@@ -4,12 +4,22 @@ Every episode of a group is reset with the same task and seed, hence the same in
 At each turn the prompts of all still-active episodes go to the policy in one batched call;
 finished episodes get no generation. Environments run in an executor (in-process or a process
 pool); an episode whose environment broke is kept, marked `infra_error`, and the rest go on.
+
+Tree rollouts (`branch=BranchConfig(...)`): at chosen steps of each episode the env is
+snapshotted (agentgym.snapshot) before the step's action is played, and K more episodes start
+from that state, each sampling its own action there and playing on. A branch is a trajectory of
+its own whose steps start at the branch step; its metadata["tree"] names its parent episode and
+that step (tree ids are unique to the rollout). With a token-level engine and history="full" a
+branch continues the parent's exact prompt ids, and the K branches of one point start in the same
+batched call, so an engine that prefills identical prompts once (HFPolicy) prefills them once.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -26,6 +36,7 @@ from agentgym.continuation import (CachedPrompts, TokenContinuation, caches_pref
 from agentgym.tasks.spec import TaskSpec
 from agentgym.trajectory import Step, Trajectory
 from agentgym.registration import check_env_id
+from agentgym.snapshot import SnapshotError, require_snapshots
 from agentgym.turn_monitors import (EpisodeStatus, OnProgress, OnTurn, RolloutProgress, TurnMonitor, TurnsBar,
                                     long_tail_rules)
 
@@ -54,6 +65,73 @@ class _Episode:
     observation: str = ""
     done: bool = False
     started: float = 0.0  # time.monotonic() at reset, for the wall-clock limit
+    offset: int = 0  # a branch: the steps its parent played before the branch step
+    start: "_BranchStart | None" = None  # a branch: where it starts instead of a reset
+
+
+@dataclass(frozen=True)
+class _BranchStart:
+    state: dict  # ChatEnv.snapshot() at the branch step, before its action
+    prompt: Any
+    info: dict
+    observation: str
+    prompt_ids: list[int] | None  # the parent's ids for that prompt (TokenContinuation continues them)
+
+
+BRANCH_AT = ("every", "entropy")
+
+
+@dataclass(frozen=True)
+class BranchConfig:
+    """Tree rollouts: `k` more continuations from chosen steps of every episode.
+
+    at="every": the steps 0, every, 2*every, ...; at="entropy": the steps whose reply's mean
+    surprise (minus the mean logprob of its sampled tokens, an estimate of the policy's entropy
+    there, in nats per token) is at least `min_entropy`. Branches do not branch again.
+    max_branches: at most this many branch episodes in the whole rollout (None: no cap); points
+    chosen past it are not branched, and their episodes' metadata["tree"]["skipped"] counts them.
+    """
+
+    k: int = 2
+    at: str = "every"
+    every: int = 1
+    min_entropy: float = 1.0
+    max_branches: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.k, int) or self.k < 1:
+            raise ConfigError(f"branch.k={self.k!r}: the continuations per branch point must be an integer >= 1")
+        if self.at not in BRANCH_AT:
+            raise ConfigError(f"branch.at={self.at!r} is unknown: use one of {', '.join(BRANCH_AT)}")
+        if not isinstance(self.every, int) or self.every < 1:
+            raise ConfigError(f"branch.every={self.every!r} must be an integer >= 1")
+        if not math.isfinite(self.min_entropy):
+            raise ConfigError(f"branch.min_entropy={self.min_entropy!r} must be a finite number")
+        if self.max_branches is not None and (not isinstance(self.max_branches, int) or self.max_branches < 0):
+            raise ConfigError(f"branch.max_branches={self.max_branches!r} must be an integer >= 0 or None")
+
+    @classmethod
+    def of(cls, branch: "BranchConfig | dict | int | None") -> "BranchConfig | None":
+        if branch is None or isinstance(branch, cls):
+            return branch
+        if isinstance(branch, int) and not isinstance(branch, bool):
+            return cls(k=branch)
+        if isinstance(branch, dict):
+            unknown = sorted(set(branch) - {f for f in cls.__dataclass_fields__})
+            if unknown:
+                raise ConfigError(f"unknown branch options {unknown}: use {', '.join(cls.__dataclass_fields__)}")
+            return cls(**branch)
+        raise ConfigError(f"branch= takes a BranchConfig, a dict of its fields or K, got {type(branch).__name__}")
+
+    def chooses(self, step: int, comp: Completion) -> bool:
+        """Whether the step `step` whose reply is `comp` is a branch point."""
+        if self.at == "every":
+            return step % self.every == 0
+        logprobs = comp.response_logprobs
+        if not logprobs:
+            raise ConfigError("branch.at=entropy needs the policy's token logprobs, and this policy returns none: "
+                              "use branch.at=every")
+        return -sum(logprobs) / len(logprobs) >= self.min_entropy
 
 
 @dataclass
@@ -75,6 +153,9 @@ class RolloutRequest:
         episode is continued token in / token out (agentgym.continuation); a chat template
         that rewrites earlier turns raises ("error") or re-renders that turn ("per-turn", counted in
         the trajectory's metadata["retokenized_turns"]).
+    branch: tree rollouts, a BranchConfig (or a dict of its fields, or K): K more episodes from the
+        chosen steps of each episode, restored from env snapshots. Needs the "inprocess" or "threads"
+        executor (snapshots are taken where the envs live) and an env with the snapshot contract.
     """
 
     env: str | Callable[[], ChatEnv]
@@ -91,6 +172,7 @@ class RolloutRequest:
     record_messages: bool = True
     max_live_envs: int | None = 256
     on_template_mismatch: str = "error"  # history="full": "error" or "per-turn" (agentgym/continuation.py)
+    branch: BranchConfig | dict | int | None = None  # tree rollouts (BranchConfig); the env must snapshot
 
 
 def collect(env: str | Callable[[], ChatEnv], tasks: Sequence[TaskSpec], policy: Policy, group_size: int = 1, *,
@@ -160,9 +242,16 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
         return []
     if max_live_envs is not None and int(max_live_envs) < 1:
         raise ValueError("max_live_envs must be >= 1 (or None for one env per episode)")
-    n_slots = len(episodes) if max_live_envs is None else min(len(episodes), int(max_live_envs))
+    # a tree rollout's branches need envs too: room for each episode's first branch point at once
+    wanted = len(episodes) * (1 + BranchConfig.of(r.branch).k if r.branch is not None else 1)
+    n_slots = wanted if max_live_envs is None else min(wanted, int(max_live_envs))
 
+    branch = BranchConfig.of(r.branch)
     pool = make_executor(r.executor, factory, n_slots, num_workers=r.num_workers, options=r.executor_options)
+    tree = _Tree(branch, pool, continuation) if branch is not None else None
+    if tree is not None:
+        for ep in episodes:
+            ep.traj.metadata["tree"] = {"id": tree.id_of(ep), "parent": None, "step": 0}
     limit = _turn_limit(env_id, r.env_kwargs, max_turns)
     format_action = _action_formatter(pool, factory)
     pending = list(reversed(episodes))  # popped from the end: episodes start in order
@@ -186,6 +275,8 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
             results = pool.reset([(ep.slot, ep.task, ep.traj.seed) for ep in batch])
             for ep, res in zip(batch, results):
                 _on_reset(ep, res)
+                if ep.start is not None and not ep.done:
+                    tree.restore(ep)
             live.extend(ep for ep in batch if not ep.done)
             release([ep for ep in batch if ep.done])
 
@@ -212,7 +303,7 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
             start_pending()
             # the engine's own safety cap, beyond the env's time limit
             for ep in live:
-                if len(ep.traj.steps) >= max_turns:
+                if ep.offset + len(ep.traj.steps) >= max_turns:
                     ep.traj.truncated = True
                     ep.done = True
             stopped = [ep for ep in live if ep.done]
@@ -223,7 +314,7 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
             active = live
             if not active:
                 break
-            contexts = [TurnContext(episode=str(ep.index), task=ep.task, turn=len(ep.traj.steps), info=ep.info,
+            contexts = [TurnContext(episode=str(ep.index), task=ep.task, turn=ep.offset + len(ep.traj.steps), info=ep.info,
                                     format_action=format_action) for ep in active]
             completions = policy.generate([ep.prompt for ep in active], sampling, contexts)
             if len(completions) != len(active):
@@ -235,6 +326,10 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
                 else:
                     ep.traj.steps.append(_new_step(ep, comp, record_messages))
                     to_step.append(ep)
+                    if tree is not None and ep.start is None:
+                        for child in tree.branch(ep, comp, len(episodes)):  # before the step's action is played
+                            episodes.append(child)
+                            pending.insert(0, child)
             results = pool.step([(ep.slot, ep.traj.steps[-1].text) for ep in to_step])
             for ep, res in zip(to_step, results):
                 _on_step(ep, res)
@@ -255,7 +350,64 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
                     ep.traj.metadata["retokenized_turns"] = turns
                 if turns := continuation.replies.free_turns.get(str(ep.index)):
                     ep.traj.metadata["free_turns"] = turns  # admissible_only turns with nothing admissible
-    return [ep.traj for ep in episodes]
+    return [ep.traj for ep in sorted(episodes, key=lambda ep: ep.group)]  # branches stay with their group
+
+
+class _Tree:
+    """The branching of one rollout: which steps branch, their snapshots, and the branches' starts."""
+
+    def __init__(self, config: BranchConfig, pool: Any, continuation: Any):
+        envs = getattr(pool, "envs", None)
+        if envs is None:
+            raise ConfigError("branch= takes env snapshots where the envs live: use executor inprocess or threads "
+                              f"({type(pool).__name__} keeps its envs elsewhere)")
+        probe = next((e for e in envs if e is not None), None)
+        if probe is not None:
+            require_snapshots(probe, "branch=")
+        self.config, self.pool, self.continuation = config, pool, continuation
+        self.rollout = uuid.uuid4().hex[:8]  # tree ids are unique across rollouts of one batch
+        self.made = 0
+
+    def id_of(self, ep: _Episode) -> str:
+        return f"{self.rollout}:{ep.index}"
+
+    def branch(self, ep: _Episode, comp: Completion, first_index: int) -> list[_Episode]:
+        """The K branch episodes of `ep`'s latest step when it is a branch point (its env not yet stepped)."""
+        step = len(ep.traj.steps) - 1
+        cfg = self.config
+        if not cfg.chooses(step, comp):
+            return []
+        if cfg.max_branches is not None and self.made + cfg.k > cfg.max_branches:
+            info = ep.traj.metadata["tree"]
+            info["skipped"] = info.get("skipped", 0) + 1
+            return []
+        try:
+            state = self.pool.envs[ep.slot].snapshot()
+        except SnapshotError as exc:
+            raise ConfigError(f"branch=: {exc}") from None
+        start = _BranchStart(state, ep.prompt, ep.info, ep.observation, comp.prompt_ids)
+        self.made += cfg.k
+        children = []
+        for j in range(cfg.k):
+            traj = Trajectory(task_id=ep.traj.task_id, group_id=ep.traj.group_id, env_id=ep.traj.env_id,
+                              seed=ep.traj.seed, task=ep.traj.task, instruction=ep.traj.instruction)
+            child = _Episode(index=first_index + j, group=ep.group, slot=-1, task=ep.task, traj=traj, offset=step,
+                             start=start)
+            traj.metadata["tree"] = {"id": self.id_of(child), "parent": self.id_of(ep), "step": step}
+            children.append(child)
+        return children
+
+    def restore(self, ep: _Episode) -> None:
+        """Move a branch's freshly reset env to its start (the parent's state at the branch step)."""
+        start = ep.start
+        try:
+            self.pool.envs[ep.slot].restore(start.state)
+        except Exception as exc:  # the env could not take its own snapshot back: this branch is lost
+            _fail(ep, f"restore failed: {type(exc).__name__}: {exc}")
+            return
+        ep.prompt, ep.info, ep.observation = start.prompt, start.info, start.observation
+        if start.prompt_ids is not None and callable(getattr(self.continuation, "start_from", None)):
+            self.continuation.start_from(str(ep.index), start.prompt, start.prompt_ids)
 
 
 def _turn_limit(env_id: str, env_kwargs: dict | None, max_turns: int) -> int:

@@ -60,6 +60,7 @@ from agentgym.continuation import supports_tokens
 from agentgym.policies.base import SamplingParams
 from agentgym import progress
 from agentgym.rollout import RolloutRequest, play
+from agentgym.trainers.estimators.tree import branch_config
 from agentgym.turn_monitors import TurnsBar, long_tail_rules
 from agentgym.trainers.checks import importance_cap, rollouts_ahead
 from agentgym.trainers.learner import score_sequences
@@ -239,7 +240,7 @@ class BatchProducer:
         request = RolloutRequest(cfg.env.id, tasks, r.group_size, seed=int(rng.integers(2**31)) + first_group,
                                  sampling=sampling, executor=self.executor, env_kwargs=cfg.env.env_kwargs,
                                  chat=cfg.env.chat, max_turns=cfg.env.max_turns,
-                                 on_template_mismatch=r.on_template_mismatch)
+                                 on_template_mismatch=r.on_template_mismatch, branch=branch_config(cfg.estimator))
         # the long tail (time limit, over-sampling) and the bar wrap the rollout (agentgym.turn_monitors)
         rules = long_tail_rules(r.episode_time_limit_s, r.tasks_per_iter if r.oversample_groups else None)
         with dp.full_weights(self.trainer_policy), \

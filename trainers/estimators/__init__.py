@@ -21,6 +21,7 @@ declaration (`SPECS`: an EstimatorSpec saying what the trainer must give it):
 | gspo  | gspo.py  | GRPO's; sequence-level importance ratio in the loss | a group |
 | reinforce_pp | reinforce_pp.py | discounted returns normalized over the whole batch; KL as a token reward | nothing |
 | cispo | cispo.py | GRPO's; clipped IS weight times log pi in the loss | a group |
+| tree  | tree.py  | Q(s, a) - V(s), V the mean return of a state's branches (tree rollouts) | branches |
 
 Each spec names its policy loss (trainers/policy_losses.py) and declares its own options with their
 defaults (`estimator.options.<name>=value`, see options.py).
@@ -47,7 +48,7 @@ import numpy as np
 
 from agentgym.errors import ConfigError
 from agentgym.trajectory import Trajectory
-from agentgym.trainers.estimators import cispo, dapo, dr_grpo, gae, gigpo, grpo, gspo, reinforce_pp, rloo, spa
+from agentgym.trainers.estimators import cispo, dapo, dr_grpo, gae, gigpo, grpo, gspo, reinforce_pp, rloo, spa, tree
 from agentgym.trainers.estimators.common import EstimatorSpec, FlatBatch
 from agentgym.trainers.estimators.options import resolve_options
 
@@ -83,7 +84,7 @@ def estimator_spec(name: str) -> EstimatorSpec:
     return ESTIMATORS[name]
 
 
-for _module in (grpo, rloo, gigpo, gae, spa, dapo, dr_grpo, gspo, reinforce_pp, cispo):
+for _module in (grpo, rloo, gigpo, gae, spa, dapo, dr_grpo, gspo, reinforce_pp, cispo, tree):
     for _spec in _module.SPECS:
         ESTIMATORS[_spec.name] = _spec
 
