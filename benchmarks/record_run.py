@@ -4,9 +4,11 @@ the exact command that produced them, the code version and the machine's load wh
     python benchmarks/record_run.py RUN_DIR --command "agentgym train household-tiny torch_threads=1" \
         --code-version b4da05d --load-file load.txt --time-file time.txt -o docs/results/main_job.json
 
-It prints the markdown the docs quote (`headline`). Docs quote these figures inside `<!-- figures: docs/results/NAME.json -->` ... `<!-- /figures -->`
-blocks; tests/core/test_quoted_figures.py fails when a figure there is not in the file, or the file's
-command is not in the block. Figures are fractions (success, invalid-action rate) and seconds.
+It prints the figures block the docs quote (`headline`): a template whose every figure is a key of
+the results file, and its render (scripts/render_figures.py; tests/core/test_quoted_figures.py fails
+when the text shown is not the render). Figures are fractions (success, invalid-action rate) and
+seconds; the file also keeps each held-out task's success before and after, so the paired interval
+can be recomputed from it.
 """
 
 from __future__ import annotations
@@ -69,27 +71,35 @@ def record(run_dir: Path, command: str, code_version: str, machine: str, load_fi
             "after": round(summary["heldout_success_after"], 3), "gain": round(summary["heldout_gain"], 3),
             "gain_ci": [round(x, 3) for x in summary["heldout_gain_ci"]],
             "invalid_rate": [round(first["eval/invalid_action_rate"], 3), round(last["eval/invalid_action_rate"], 3)],
-            "mean_steps": [round(first["eval/mean_steps"], 1), round(last["eval/mean_steps"], 1)]}
+            "mean_steps": [round(first["eval/mean_steps"], 1), round(last["eval/mean_steps"], 1)],
+            # the paired interval's inputs: each held-out task's success rate before and after RL
+            "per_task_success": {"before": per_task(first), "after": per_task(last)}}
+
+
+def per_task(row: dict) -> dict[str, float]:
+    prefix = "eval/per_task_success/"
+    return {k[len(prefix):]: v for k, v in row.items() if k.startswith(prefix)}
+
+
+HEADLINE = ("**The main job** (`{command}`, seed {seed}, code {code_version}): held-out success "
+            "{before:.3f} -> {after:.3f}, gain {gain:+.3f} [{gain_ci[0]:+.3f}, {gain_ci[1]:+.3f}] over "
+            "{heldout_tasks} tasks x {episodes_per_task} episodes after {iterations} GiGPO iterations; "
+            "invalid-action rate {invalid_rate[0]:.3f} -> {invalid_rate[1]:.3f}, mean steps {mean_steps[0]:.1f} -> "
+            "{mean_steps[1]:.1f}. It took {wall_seconds} s ({cpu_seconds} CPU seconds) on a {machine} whose mean "
+            "one-minute load average was {mean_load_1min} ([{path}]({path})).\n")
 
 
 def headline(r: dict, path: str) -> str:
-    """The markdown the docs quote, every figure from the results file `r` (written to `path`)."""
-    if "in_progress" in r:
-        done = r["in_progress"]
-        return (f"**The main job** (`{r['command']}`, seed {r['seed']}, code {r['code_version']}): held-out "
-                f"success before RL {r['before']:.3f} over {r['heldout_tasks']} tasks x {r['episodes_per_task']} "
-                f"episodes, invalid-action rate {r['invalid_rate_before']:.3f}; RL had run {done['iterations_done']} "
-                f"of {done['iterations']} iterations when this was recorded, on a {r['machine']} whose mean "
-                f"1-minute load average was {r['mean_load_1min']} ([{path}]({path})).")
-    lo, hi = r["gain_ci"]
-    return (f"**The main job** (`{r['command']}`, seed {r['seed']}, code {r['code_version']}): held-out success "
-            f"{r['before']:.3f} -> {r['after']:.3f}, gain {r['gain']:+.3f} [{lo:+.3f}, {hi:+.3f}] over "
-            f"{r['heldout_tasks']} tasks x {r['episodes_per_task']} episodes after {r['iterations']} GiGPO "
-            f"iterations; invalid-action rate {r['invalid_rate'][0]:.3f} -> {r['invalid_rate'][1]:.3f}, mean steps "
-            f"{r['mean_steps'][0]:.1f} -> {r['mean_steps'][1]:.1f}. It took {r['wall_seconds']} s "
-            f"({r['cpu_seconds']} CPU seconds) on a {r['machine']} whose mean 1-minute load average was "
-            f"{r['mean_load_1min']} "
-            f"([{path}]({path})).")
+    """The figures block the docs quote (scripts/render_figures.py): its template binds every figure
+    to a key of the results file `r`, written to `path`."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("render_figures", Path(__file__).resolve().parents[1] / "scripts"
+                                                  / "render_figures.py")
+    figures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figures)
+    template = HEADLINE.replace("{path}", path)
+    return f"<!-- figures: {path}\n{template}-->\n{figures.render(template, {'r': r})}<!-- /figures -->"
 
 
 def main() -> None:
@@ -106,7 +116,11 @@ def main() -> None:
                                                   text=True, check=True).stdout.strip()
     result = record(args.run_dir, args.command, version, args.machine, args.load_file, args.time_file)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(headline(result, str(args.out)))
+    if "in_progress" in result:
+        done = result["in_progress"]
+        print(f"{args.out}: RL had run {done['iterations_done']} of {done['iterations']} iterations (no headline yet)")
+    else:
+        print(headline(result, str(args.out)))
 
 
 if __name__ == "__main__":
