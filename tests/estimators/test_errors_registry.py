@@ -104,4 +104,4 @@ def test_ppo_is_an_alias_of_gae_and_each_method_declares_what_it_needs():
                      "gae": (False, True, False, False), "spa": (False, False, True, False),
                      "dapo": (True, False, False, False), "dr_grpo": (True, False, False, False),
                      "gspo": (True, False, False, False), "cispo": (True, False, False, False),
-                     "reinforce_pp": (False, False, False, False)}
+                     "reinforce_pp": (False, False, False, False), "tree": (True, False, False, False)}
