@@ -1,6 +1,7 @@
 """On-policy distillation against RL from the same warm start, at equal optimizer steps.
 
-A teacher: the household-tiny warm start after RL (GiGPO, the preset's settings, --teacher-iterations).
+A teacher: the household-tiny warm start after RL (GiGPO, the preset's settings, --teacher-iterations),
+or --teacher, a model already trained by RL from the same warm start.
 Two students from the same warm start, --iterations each, one optimizer step per iteration in both
 (ppo.minibatch_size above any batch's sample count), the same rollouts per iteration (8 tasks x 6
 episodes):
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--out", default="docs/distill_household.json")
     parser.add_argument("--work", default="runs/distill_household")
     parser.add_argument("--teacher-iterations", type=int, default=20)
+    parser.add_argument("--teacher", help="an RL-trained model of the warm start's tokenizer, instead of training one")
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--eval-tasks", type=int, default=234)
     parser.add_argument("--eval-episodes", type=int, default=2)
@@ -57,7 +59,7 @@ def main() -> None:
               "sft.enabled=false", f"policy.model={args.warm_start}", f"eval.num_tasks={args.eval_tasks}",
               f"eval.episodes_per_task={args.eval_episodes}", *args.overrides]
     record = {"command": "python benchmarks/distill_household.py " + " ".join(sys.argv[1:]),
-              "setup": {"preset": "household-tiny", "teacher_iterations": args.teacher_iterations,
+              "setup": {"preset": "household-tiny", "teacher_iterations": None if args.teacher else args.teacher_iterations,
                         "student_iterations": args.iterations, "optimizer_steps_per_iteration": 1,
                         "eval_tasks": args.eval_tasks, "eval_episodes_per_task": args.eval_episodes, "seed": args.seed},
               "runs": {}}
@@ -74,9 +76,13 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
         print(f"{name}: {summary['heldout_success_before']:.3f} -> {summary['heldout_success_after']:.3f}", flush=True)
 
-    run("teacher", [f"iterations={args.teacher_iterations}"])
+    teacher = args.teacher
+    if teacher is None:
+        run("teacher", [f"iterations={args.teacher_iterations}"])
+        teacher = work / "teacher" / "final_model"
+    record["setup"]["teacher"] = str(teacher)
     one_step = ["ppo.minibatch_size=100000", f"iterations={args.iterations}"]
-    run("opd", one_step + [f"distill.teacher={work / 'teacher' / 'final_model'}", "distill.reward_coef=0"])
+    run("opd", one_step + [f"distill.teacher={teacher}", "distill.reward_coef=0"])
     run("rl", one_step)
 
     def final_per_task(name: str) -> dict:
