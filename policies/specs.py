@@ -1,6 +1,6 @@
 """Policies named on a command line or in a config: `random`, `oracle`, `searching` (the env's
-demonstrator that knows only what it has seen), `hf:PATH` (a local HF folder
-or cached hub id), `openai:URL:MODEL` (any OpenAI-compatible server). `parse_policy_spec` checks
+demonstrator that knows only what it has seen), `hf:PATH` (a local HF folder, cached hub id, GGUF
+file or `agentgym models` name), `openai:URL:MODEL` (any OpenAI-compatible server). `parse_policy_spec` checks
 the syntax without loading anything; `load_policy` builds the policy, importing heavy backends
 (torch, the openai client) only then. Used by `agentgym eval --policy` and by a training config's
 judge (`env.reward.judge.policy`)."""
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentgym.errors import ConfigError, MissingExtraError, install_hint
+from agentgym.policies.model_catalog import check_named_model, closest_catalog_name, is_named_model
 from agentgym.policies.model_files import check_device
 from agentgym.policies import OraclePolicy, RandomPolicy
 from agentgym.registration import get_task_space
@@ -49,10 +50,17 @@ def parse_policy_spec(spec: str) -> PolicySpec:
         path = spec[3:].strip()
         if not path:
             raise ConfigError("--policy hf:PATH needs a model folder or hub id after 'hf:'")
+        if is_named_model(path):  # a catalog name or .gguf file: its file or conversion checked, nothing built
+            check_named_model(path, what="--policy")
+            return PolicySpec("hf", path)
         looks_local = path.startswith((".", "/", "~")) or not _HUB_ID.match(path)
         if looks_local and not Path(path).expanduser().exists():
+            if (close := closest_catalog_name(path)) is not None:
+                raise ConfigError(f"model {path!r} is no model agentgym knows: did you mean hf:{close}? "
+                                  "(`agentgym models` lists the catalog)")
             raise ConfigError(f"model path {path!r} does not exist: pass a local HF model folder "
-                              "(e.g. runs/household-tiny/final_model) or a hub id in the local cache")
+                              "(e.g. runs/household-tiny/final_model), a hub id in the local cache, a .gguf file "
+                              "or a catalog name (`agentgym models` lists them)")
         return PolicySpec("hf", path)
     if spec.startswith("openai:"):
         match = _OPENAI.match(spec[len("openai:"):].strip())

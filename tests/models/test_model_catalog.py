@@ -135,6 +135,8 @@ def test_a_failed_conversion_leaves_nothing_a_later_run_would_take(tmp_path, mon
         num_key_value_heads=2))
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: net)
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: _Exploding())
+    # the folder is checked against the source's parameter count: the stand-in model's, here
+    monkeypatch.setattr(mc, "_source_parameters", lambda path: sum(p.numel() for p in net.parameters()))
     source = write_gguf(tmp_path / "m.gguf")
     with pytest.raises(OSError, match="No space left"):
         resolve_model(str(source))
