@@ -134,6 +134,9 @@ class _CountingPolicy:
     def encode_prompt(self, messages):
         return self.tokenizer(self.tokenizer.apply_chat_template(messages))["input_ids"]
 
+    def generate(self, prompts, sampling=None, contexts=None):
+        return self.generate_ids([self.encode_prompt(m) for m in prompts], sampling)
+
     def generate_ids(self, prompt_ids, sampling=None):
         self.calls.append([list(p) for p in prompt_ids])
         out = []
@@ -164,3 +167,16 @@ def test_branches_continue_the_parent_s_exact_token_prefix_in_one_batched_call()
     # prefills identical prompts once, as HFPolicy does, prefills them once)
     first = [b for b in branches if b.metadata["tree"]["step"] == 0][0].steps[0].prompt_ids
     assert any(sum(p == first for p in call) == 3 for call in policy.calls), [[p == first for p in c] for c in policy.calls]
+
+
+def test_entropy_branching_picks_the_steps_whose_replies_were_surprising():
+    register_counter()
+    task = agentgym.get_task_space(COUNTER_ID).build_splits()["train"][5]
+    # every reply of this policy has a mean surprise of 0.7 nats per token
+    low = agentgym.collect(COUNTER_ID, [task], _CountingPolicy(), session=None, chat={"parser": "raw"},
+                           branch={"k": 1, "at": "entropy", "min_entropy": 0.5}, env_kwargs={"max_episode_steps": 3})
+    high = agentgym.collect(COUNTER_ID, [task], _CountingPolicy(), session=None, chat={"parser": "raw"},
+                            branch={"k": 1, "at": "entropy", "min_entropy": 0.8}, env_kwargs={"max_episode_steps": 3})
+    root = low[0]
+    assert len(low) == 1 + len(root.steps)  # a branch at every step of the root
+    assert len(high) == 1
