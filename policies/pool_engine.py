@@ -203,7 +203,8 @@ class StepWeights:
         weight = self.head.weight if columns is None else self.head.weight[columns]
         bias = getattr(self.head, "bias", None)
         bias = None if bias is None or columns is None else bias[columns]
-        return F.linear(hidden.to(weight.dtype), weight, bias).float()
+        with torch.autocast(hidden.device.type, enabled=False):
+            return F.linear(hidden.to(weight.dtype), weight, bias).float()
 
 
 # --- the KV pool ---------------------------------------------------------------------------------------
@@ -406,18 +407,29 @@ def pick_tokens(logits: torch.Tensor, sampling: SamplingParams, generator: torch
 
 # --- the engine ----------------------------------------------------------------------------------------
 
+def _clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
 @dataclass
 class EngineStats:
-    """What the engine did, for benchmarks and logs."""
+    """What the engine did, for benchmarks and logs: seconds (wall, and this process's CPU) by phase."""
 
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    prefill_cpu_s: float = 0.0
+    decode_cpu_s: float = 0.0
+    decode_context: int = 0  # keys attended, summed over the call's rows and steps (the floor's attention)
     prefill_tokens: int = 0
     decode_steps: int = 0
     decode_rows: int = 0  # summed over steps (rows computed, the call's idle slots included)
     sampled_tokens: int = 0
     captures: int = 0  # CUDA graphs captured (a recapture after the pool grew counts again)
     eager_steps: int = 0
+
+    def add(self, phase: str, start: tuple[float, float]) -> None:
+        setattr(self, f"{phase}_s", getattr(self, f"{phase}_s") + time.perf_counter() - start[0])
+        setattr(self, f"{phase}_cpu_s", getattr(self, f"{phase}_cpu_s") + time.process_time() - start[1])
 
 
 class PoolEngine:
@@ -548,14 +560,16 @@ class PoolEngine:
             slots.append(slot)
         prompts = [prompt_ids[i] for i in rows]
         recording = policy.frozen_states is not None and policy.frozen_states.recording
-        start = time.perf_counter()
+        # no autocast: the linears run in their weights' dtype (a bf16 base in bf16), attention, norms and
+        # the residual stream in fp32 (closer to the update's logprobs than bf16 attention: docs/engine_speed.md)
+        start = _clock()
         lengths, last_hidden, prompt_states = self._prefill(slots, prompts, recording)
-        self.stats.prefill_s += time.perf_counter() - start
+        self.stats.add("prefill", start)
         row_tries = [tries[i] for i in rows] if tries is not None else [None] * len(rows)
-        start = time.perf_counter()
+        start = _clock()
         tokens, logprobs, nodes, ended, reply_states, tables = self._decode(
             slots, lengths, last_hidden, sampling, row_tries, recording)
-        self.stats.decode_s += time.perf_counter() - start
+        self.stats.add("decode", start)
         completions = []
         for b, (i, slot) in enumerate(zip(rows, slots)):
             n = ended[b]
@@ -761,6 +775,7 @@ class PoolEngine:
             position = torch.where(in_call, position + 1, position)
             self.stats.decode_steps += 1
             self.stats.decode_rows += span
+            self.stats.decode_context += int(position[row_index].sum()) + rows
         self.stats.sampled_tokens += int(ended.sum())
         reply_states = torch.stack(states) if states else None
         return out_tokens[:step].cpu(), out_logprobs[:step].cpu(), out_nodes[:step].cpu(), ended.tolist(), \
