@@ -86,7 +86,7 @@ class _Reader:
     def string_length(self, what: str) -> int:
         n = self.scalar("Q")
         if n > MAX_STRING:
-            raise GGUFHeaderError("bound", f"its {what} announces a string of {n} bytes (at most {MAX_STRING} are read)")
+            raise GGUFHeaderError("bound", f"its {what} announces a string of {n} bytes (at most {MAX_STRING})")
         return n
 
     def string(self, what: str) -> str:

@@ -3,6 +3,7 @@
     agentgym eval agentgym/Household-v0 --policy oracle --split heldout --episodes 4 --out runs/eval/oracle
     agentgym eval agentgym/Household-v0 --policy hf:runs/household-tiny/final_model --limit 50
     agentgym eval runs/household-tiny          # a run's final model, evaluated as the trainer did
+    agentgym eval --preset household-smol      # a catalog model, in the layout its preset trains it with
     agentgym eval agentgym/Household-v0 --policy openai:http://localhost:8000/v1:Qwen/Qwen2.5-1.5B-Instruct
     agentgym eval-compare runs/eval/warm runs/eval/trained --out runs/eval/compare
 
@@ -13,6 +14,7 @@ which the `agentgym` entry point prints as one line.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -46,6 +48,106 @@ def training_settings(model_path: str) -> dict[str, Any]:
             return {"chat": dict(env.get("chat") or {}), "max_new_tokens": rollout.get("max_new_tokens"),
                     "admissible_only": rollout.get("admissible_only") is True, "source": str(config)}
     return {}
+
+
+def preset_settings(preset: str) -> dict[str, Any]:
+    """What a training preset (or config file) prompts and plays with: its env, chat layout, token
+    budget, decoding, episode settings, task filter and model. `agentgym eval --preset NAME` takes
+    these, so a model is evaluated in the layout that preset trains it with rather than eval's
+    defaults (a catalog model never trained on those answers in a format they do not parse)."""
+    from agentgym.trainers.config import load_config
+
+    cfg = load_config(preset)
+    return {"env_id": cfg.env.id, "chat": _changed(cfg.env.chat), "max_new_tokens": cfg.rollout.max_new_tokens,
+            "admissible_only": bool(cfg.rollout.admissible_only), "env_kwargs": dict(cfg.env.env_kwargs or {}),
+            "categories": list(cfg.env.categories or []), "task_filter": dict(cfg.env.task_filter or {}),
+            "model": cfg.policy.model or None, "max_prompt_tokens": cfg.policy.max_prompt_tokens,
+            "dtype": cfg.policy.dtype, "name": Path(preset).stem}
+
+
+def _changed(chat) -> dict[str, Any]:
+    """A ChatConfig's settings that differ from ChatEnv's defaults (what a preset chose)."""
+    import dataclasses
+
+    from agentgym.chat import ChatConfig
+
+    default = ChatConfig()
+    return {f.name: getattr(chat, f.name) for f in dataclasses.fields(chat)
+            if getattr(chat, f.name) != getattr(default, f.name)}
+
+
+def describe_layout(chat: dict, env_id: str, max_new_tokens: int, admissible_only: bool,
+                    env_kwargs: dict | None) -> str:
+    """The prompt layout and reply budget an LLM is evaluated with, in words."""
+    from agentgym.chat import ChatConfig
+
+    config = ChatConfig.of(chat)
+    parser = config.parser or f"{env_id}'s own action format"
+    steps = (env_kwargs or {}).get("max_episode_steps")
+    return (f"parser {parser}, history {config.history}, {max_new_tokens} tokens per reply, "
+            + ("admissible-only decoding (each reply one of the listed actions)" if admissible_only
+               else "free replies")
+            + (f", {steps} steps per episode" if steps else ""))
+
+
+def presets_for(model: str) -> list[str]:
+    """The training presets that train `model` (a catalog name or path, as policy.model names it)."""
+    import yaml
+
+    from agentgym.trainers.config import PRESET_DIR
+
+    names = []
+    for path in sorted(PRESET_DIR.glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(data, dict) and (data.get("policy") or {}).get("model") == model:
+            names.append(path.stem)
+    return names
+
+
+def preset_tasks(settings: dict, split: str, space, folder: Path) -> str:
+    """The split filtered by the preset's env.task_filter / env.categories (as its training run
+    evaluates), written as a task file in `folder`; the split itself when the preset filters nothing."""
+    from agentgym.tasks.splits import save_split
+    from agentgym.trainers.task_selection import filter_tasks
+
+    if not (settings["categories"] or settings["task_filter"]) or split.endswith(".jsonl") or Path(split).is_file():
+        return split
+    if split not in space.split_names:
+        return split  # resolve() names the bad split
+    tasks = filter_tasks(space.split(split), settings["task_filter"], settings["categories"], space)
+    if not tasks:
+        raise ConfigError(f"no {split} tasks match preset {settings['name']}'s env.categories "
+                          f"{settings['categories']}: pass --split with a task file")
+    path = folder / f"{split}-{settings['name']}.jsonl"
+    save_split(path, tasks)
+    return str(path)
+
+
+def layout_lines(spec: PolicySpec, env_id: str, chat: dict, sampling, env_kwargs: dict | None, layout: dict,
+                 from_training: bool) -> list[str]:
+    """What `agentgym eval` says about the layout an LLM is prompted in and whence it came: a model
+    answers in the layout it learned, and eval's defaults are no model's (rich markup)."""
+    if not spec.is_llm:
+        return []
+    words = describe_layout(chat, env_id, sampling.max_new_tokens, sampling.admissible_only, env_kwargs)
+    if layout:
+        lines = [f"chat layout of preset {layout['name']}: {words}"]
+        if layout["model"] and spec.target != layout["model"]:
+            lines.append(f"[yellow]note:[/yellow] preset {layout['name']} trains {layout['model']}, not "
+                         f"{spec.target}: this model may not follow its layout")
+        return lines
+    if from_training:
+        return []  # the run's or model folder's own layout, said where it is read
+    known = presets_for(spec.target)
+    return [f"chat layout: eval's defaults ({words}), as no training run or preset names one for {spec.target}",
+            "[yellow]note:[/yellow] a model never trained in this layout may answer in another format (replies "
+            "unparsed, a high invalid-action rate): "
+            + (f"--preset {known[0]} evaluates it in the layout that preset trains it with" if known else
+               "--preset NAME takes a training preset's layout; --history, --max-new-tokens and --admissible-only "
+               "set it by hand")]
 
 
 RUN_HELP = ("a training run's folder (`agentgym train`'s run dir): its env, held-out tasks, chat layout, "
@@ -208,6 +310,10 @@ def register(app: typer.Typer) -> None:
         save_trajectories: bool = typer.Option(True, help="with --out, also save every trajectory"),
         imports: Optional[list[str]] = typer.Option(None, "--import", help="a module to import first (it registers "
                                                     "your env); repeatable"),
+        preset: Optional[str] = typer.Option(
+            None, "--preset", help="evaluate in a training preset's layout (or a config file's): its env, chat "
+            "layout, reply budget, admissible-only decoding, episode length and task categories, and its model "
+            "unless --policy names one; e.g. --preset household-smol (smollm2-135m-instruct)"),
     ):
         """Evaluate a policy on held-out tasks: success rate, score, steps, invalid actions, pass@k, CIs.
 
@@ -220,7 +326,7 @@ def register(app: typer.Typer) -> None:
         from agentgym import progress  # lazy: `agentgym --help` stays fast
         from agentgym.policies.base import SamplingParams
         from agentgym.policies.engines import generates_with_trainer_model
-        from agentgym.registration import check_env_id, import_modules
+        from agentgym.registration import check_env_id, get_task_space, import_modules
         from agentgym.evaluation.evaluate import EvalRequest, run_eval
         from agentgym.evaluation.report import write_report
         from agentgym.evaluation.stats import power_warning
@@ -229,7 +335,16 @@ def register(app: typer.Typer) -> None:
         if from_run is None and is_run_dir(env):
             from_run, env = Path(str(env)), None
         run = run_settings(from_run) if from_run is not None else {}
+        if run and preset is not None:
+            raise ConfigError("a training run's folder brings its own layout: give the run or --preset, not both")
         import_modules(imports, "--import")
+        layout = preset_settings(preset) if preset is not None else {}
+        if layout:
+            if env is not None and check_env_id(env) != check_env_id(layout["env_id"]):
+                raise ConfigError(f"preset {preset} trains on {layout['env_id']}, not {env}: leave the env id out")
+            env = layout["env_id"]
+            policy = policy or (f"hf:{layout['model']}" if layout["model"] else None)
+            max_new_tokens = max_new_tokens or layout["max_new_tokens"]
         if run:
             import_modules(run["imports"], f"the module that registered {from_run}'s env")
             if env is not None and check_env_id(env) != check_env_id(run["env_id"]):
@@ -255,8 +370,11 @@ def register(app: typer.Typer) -> None:
         if temperature is not None and temperature < 0:
             raise ConfigError(f"--temperature must be >= 0, got {temperature}")
         spec = parse_policy_spec(policy)
-        request = EvalRequest(env, split, episodes, limit, env_kwargs=run.get("env_kwargs") or None, seed=seed,
-                              confidence=confidence, executor=executor, num_workers=workers)
+        task_folder = tempfile.TemporaryDirectory(prefix="agentgym-eval-")  # a preset's filtered split, if any
+        if layout:
+            split = preset_tasks(layout, split, get_task_space(env), Path(task_folder.name))
+        request = EvalRequest(env, split, episodes, limit, env_kwargs=(run or layout).get("env_kwargs") or None,
+                              seed=seed, confidence=confidence, executor=executor, num_workers=workers)
         env_id, space, label, tasks = request.resolve()  # fail on a bad env or split before loading a model
         if spec.kind == "hf":
             resolve_device(device)  # an unusable device: one line before the model loads
@@ -267,17 +385,20 @@ def register(app: typer.Typer) -> None:
             except ImportError:
                 pass  # load_policy names the missing extra
 
-        trained = training_settings(spec.target) if spec.kind == "hf" else {}
-        chat = dict(run["chat"]) if run else dict(trained.get("chat") or {})
+        trained = training_settings(spec.target) if spec.kind == "hf" and not layout else {}
+        chat = dict((run or layout).get("chat") or trained.get("chat") or {})
         if history is not None:
             chat["history"] = _history(history)
         if temperature is None:
             temperature = 0.0 if episodes == 1 else 1.0
         if admissible_only is None:
             # scripted policies act on the admissible list themselves: only an LLM is decoded within it
-            admissible_only = spec.kind == "hf" and bool(run.get("admissible_only") or trained.get("admissible_only"))
+            admissible_only = spec.kind == "hf" and bool((run or layout or trained).get("admissible_only"))
         sampling = SamplingParams(temperature=temperature, top_p=top_p, seed=seed, admissible_only=admissible_only,
                                   max_new_tokens=max_new_tokens or trained.get("max_new_tokens") or 64)
+        for line in layout_lines(spec, env_id, chat, sampling, (run or layout).get("env_kwargs"), layout,
+                                 bool(run or trained)):
+            console.print(line, highlight=False, soft_wrap=True)
         if run:
             console.print(f"[dim]settings of the run in {from_run}: {len(tasks)} tasks x {episodes} episodes, "
                           f"temperature {temperature}{', admissible-only decoding' if admissible_only else ''}, seed {seed}, env_kwargs {run['env_kwargs']}, chat {chat}[/dim]",
@@ -302,7 +423,8 @@ def register(app: typer.Typer) -> None:
         if (too_small := power_warning(len(tasks), episodes)) is not None:
             console.print(f"[yellow]warning:[/yellow] {too_small}")
         console.print(f"loading {spec.label}", highlight=False, markup=False)
-        hf_kwargs = {k: run[k] for k in ("dtype", "max_prompt_tokens") if run.get(k) is not None}
+        source = run or layout
+        hf_kwargs = {k: source[k] for k in ("dtype", "max_prompt_tokens") if source.get(k) is not None}
         pol = load_policy(spec, env_id, seed=seed, device=device, task_space=space, hf_kwargs=hf_kwargs)
         with progress.session() as session:  # a bar on a terminal; in a log, a line a minute and one at the end
             request = dataclasses.replace(request, env=env_id, task_space=space, chat=chat or None,
@@ -322,9 +444,12 @@ def register(app: typer.Typer) -> None:
         if run.get("expected") is not None and policy == f"hf:{run['model']}" and limit is None:
             console.print(f"the run's final held-out success (summary.json): {run['expected']:.3f}; "
                           f"this evaluation: {result.success_rate:.3f}", highlight=False)
+        if layout:
+            result.metadata["preset"] = layout["name"]
         if out is not None:
             paths = write_report(result, out)
             console.print("report: " + ", ".join(str(p) for p in paths.values()), highlight=False)
+        task_folder.cleanup()
 
     @app.command("eval-compare")
     def eval_compare_command(
