@@ -52,6 +52,10 @@ CASES = [
     ("ray.policy_engine=vllm", "ray.policy_engine=vllm sets what Ray policy replicas run: add policy.engine=ray"),
     ("data_paralel=fsdp", "unknown key data_paralel: did you mean data_parallel?"),
     ("data_parallel=zero3", "data_parallel='zero3' is unknown; choose ddp"),
+    ("ppo.rollout_correction.mdoe=tis", "did you mean ppo.rollout_correction.mode?"),
+    ("ppo.rollout_correction.cap=0.5", "ppo.rollout_correction.cap=0.5 is out of range"),
+    ("distill.techer=x", "did you mean distill.teacher?"),
+    ("distill.reward_coef=-1", "distill.reward_coef=-1 is out of range"),
 ]
 
 
