@@ -59,7 +59,8 @@ def main() -> None:
               "sft.enabled=false", f"policy.model={args.warm_start}", f"eval.num_tasks={args.eval_tasks}",
               f"eval.episodes_per_task={args.eval_episodes}", *args.overrides]
     record = {"command": "python benchmarks/distill_household.py " + " ".join(sys.argv[1:]),
-              "setup": {"preset": "household-tiny", "teacher_iterations": None if args.teacher else args.teacher_iterations,
+              "setup": {"preset": "household-tiny",
+                        "teacher_iterations": None if args.teacher else args.teacher_iterations,
                         "student_iterations": args.iterations, "optimizer_steps_per_iteration": 1,
                         "eval_tasks": args.eval_tasks, "eval_episodes_per_task": args.eval_episodes, "seed": args.seed},
               "runs": {}}

@@ -97,7 +97,8 @@ class RolloutCorrectionConfig:
     def band(self) -> tuple[float, float]:
         """[low, high] of mis / icepop: the settings, or the mode's default where unset."""
         default = DEFAULT_BANDS.get(self.mode, (0.0, math.inf))
-        return (default[0] if self.low is None else float(self.low), default[1] if self.high is None else float(self.high))
+        low = default[0] if self.low is None else float(self.low)
+        return low, default[1] if self.high is None else float(self.high)
 
     @property
     def active(self) -> bool:

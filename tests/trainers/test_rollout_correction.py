@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from agentgym.errors import ConfigError
-from agentgym.trainers.rollout_correction import RolloutCorrectionConfig, correct, require_rollout_logprobs, token_weights
+from agentgym.trainers.rollout_correction import (RolloutCorrectionConfig, correct, require_rollout_logprobs,
+                                                  token_weights)
 from agentgym.trajectory import Step, Trajectory
 
 # position 0 is a prompt token (mask 0); three response tokens with log w = 0.2, -1.0, 0.0
