@@ -317,13 +317,17 @@ def test_a_corrupt_cache_record_is_one_line_in_agentgym_models(tmp_path, own_cac
 @needs_catalog_model
 def test_every_policy_spec_takes_catalog_names_and_gguf_paths(tmp_path):
     """Issue 69, item 2: `--policy hf:smollm2-135m-instruct` failed ("model path does not exist") in eval,
-    and so in `tasks evolve --policy/--llm` and a judge's env.reward.judge.policy, which parse it alike."""
+    and so in `tasks evolve --policy/--llm` and a judge's env.reward.judge.policy, which parse it alike;
+    a training config (train, sft, gateway --train) takes the name and a .gguf path as policy.model."""
     from agentgym.policies.specs import parse_policy_spec
+    from agentgym.trainers.config import load_config
     from agentgym.trainers.run_setup import load_judge
 
     assert parse_policy_spec(f"hf:{CATALOG}").target == CATALOG
     gguf_path = str(mc.catalog_file(mc.CATALOG[CATALOG]))
     assert parse_policy_spec(f"hf:{gguf_path}").target == gguf_path
+    for model in (CATALOG, gguf_path):
+        assert load_config("household-smol", [f"policy.model={model}"]).policy.model == model
     with pytest.raises(ConfigError, match="did you mean hf:smollm2-135m-instruct"):
         parse_policy_spec("hf:smollm2-135m")
     with pytest.raises(ConfigError, match="is not a GGUF file"):
