@@ -28,9 +28,10 @@ def test_a_hand_computed_tree():
     v0 = (0.25 + 0 + 1) / 3  # the initial state: A, B and E from their first step
     v1 = (0.5 + 0 + 1) / 3  # A's step 1: A from there, C and D
     expected = [
-        [0 + 0.5 * v1 - v0, 0.5 - v1, 1 - v1],  # A: its next state is a node at step 0; then MC returns
-        [0 - v0, 0 - v0],  # B: no branched step after 0, so its baseline stays the initial state's
-        [0 - v1, 0 - v1],
+        # A: at step 0 its next state is a node; step 2 shares the segment from its node at step 1
+        [0 + 0.5 * v1 - v0, 0.5 - v1, 0.5 - v1],
+        [0 - v0, 0 - v0],  # B: no branched step after 0, its steps share its return from the start
+        [0 - v1, 0 - v1],  # C: its second step shares the branch's return from its start
         [1 - v1],
         [1 - v0],
     ]
@@ -50,6 +51,15 @@ def test_without_branches_it_is_the_group_mean_baseline():
     adv = compute_advantages(trajs, EstimatorConfig(name="tree", gamma=1.0, norm_std=False))
     np.testing.assert_allclose(adv[0], [1 - 0.5, 1 - 0.5])
     np.testing.assert_allclose(adv[1], [-0.5, -0.5, -0.5])
+
+
+def test_a_step_penalty_gives_steps_between_nodes_no_credit_of_their_own():
+    # every step pays -0.1 and nothing else happens: branches of the same length are worth the same,
+    # so no step may look better than another (a baseline from another time would credit later steps)
+    trajs = [_traj("A", [-0.1] * 4), _traj("B", [-0.1] * 3, "A", 1), _traj("C", [-0.1] * 3, "A", 1),
+             _traj("D", [-0.1] * 4)]
+    for a in compute_advantages(trajs, EstimatorConfig(name="tree", gamma=0.9, norm_std=False)):
+        np.testing.assert_allclose(a, 0.0, atol=1e-7)
 
 
 def test_infra_errors_are_nobody_s_baseline():
