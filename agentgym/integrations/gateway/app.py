@@ -5,7 +5,9 @@ client carries it) or in an `X-Episode-Id` header on `/v1`; a call with neither 
 recorded. Requests that arrive together are sampled in one engine call (one worker thread drains
 the queue: while a batch samples, the next one gathers). Every refusal is an OpenAI error object
 (`{"error": {"message", "type", "param", "code"}}`) with OpenAI's status code, and leaves the
-episode's other calls as they were.
+episode's other calls as they were: each client is untrusted, and what one sends is refused to it
+alone (a Host header not naming loopback, a body over max_body_bytes, JSON that is not plain text
+and numbers) while the others are served.
 """
 
 from __future__ import annotations
@@ -36,16 +38,33 @@ class GatewayConfig:
     # without a new request, nor for an episode not answered for idle_s (abandoned)
     gather_s: float = 0.25
     idle_s: float = 5.0
+    # and no request waits longer than max_wait_s for others (a trickle of requests, each within
+    # gather_s of the last, beside an idle open episode, would hold every batch until idle_s)
+    max_wait_s: float = 1.0
+    max_body_bytes: int = 4 * 2**20  # a larger request body is refused (413) before it is read
+
+
+# JSON nested deeper than this is refused (no chat request needs it; Python's parser recurses)
+MAX_JSON_DEPTH = 32
+
+
+def is_loopback(name: str) -> bool:
+    try:
+        return name == "localhost" or ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(header: str) -> str:
+    """The name in a Host header, without its port: `127.0.0.1:8100` -> 127.0.0.1, `[::1]:80` -> [::1]."""
+    if header.startswith("["):
+        return header[:header.find("]") + 1]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
 def check_bind(cfg: GatewayConfig) -> None:
     """One line before serving: a non-loopback host without allow_remote."""
-    name = cfg.host.strip("[]")
-    try:
-        loopback = name == "localhost" or ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and not cfg.allow_remote:
+    if not is_loopback(cfg.host) and not cfg.allow_remote:
         raise ConfigError(f"--host {cfg.host} serves other machines (anyone who reaches it samples the policy and "
                           "writes training data): add --allow-remote to mean it, or use --host 127.0.0.1")
 
@@ -54,6 +73,75 @@ def error_response(exc: RequestError):
     from starlette.responses import JSONResponse
 
     return JSONResponse(exc.body(), status_code=exc.status)
+
+
+class Guard:
+    """ASGI middleware: what is checked before a request is routed or its body read.
+
+    Host: served on loopback, a request must name a loopback host. A web page the user opens can
+    reach 127.0.0.1 through a name its own DNS points there (DNS rebinding), and its requests then
+    carry that name: refused (400 `invalid_host`), as the viewer refuses them. A declared body over
+    max_body_bytes is refused (413) unread; one sent without its length is bounded as it is read."""
+
+    def __init__(self, app, loopback_only: bool, max_body_bytes: int, stats):
+        self.app, self.loopback_only, self.max_body_bytes, self.stats = app, loopback_only, max_body_bytes, stats
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            headers = {k.lower(): v for k, v in scope["headers"]}
+            host = headers.get(b"host", b"").decode("latin-1")
+            refusal = None
+            if self.loopback_only and not is_loopback(host_name(host)):
+                refusal = RequestError(f"Host {host!r} is not this loopback server (a page reaching it through DNS "
+                                       "rebinding?): call it as 127.0.0.1 or localhost", code="invalid_host")
+            elif (length := headers.get(b"content-length", b"0")).isdigit() and int(length) > self.max_body_bytes:
+                refusal = too_large(self.max_body_bytes)
+            if refusal is not None:
+                self.stats[f"refused_{refusal.status}"] += 1
+                await error_response(refusal)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def too_large(limit: int) -> RequestError:
+    return RequestError(f"the request body is over {limit} bytes (the gateway's max_body_bytes): send less",
+                        status=413, code="request_too_large")
+
+
+def json_depth(value) -> int:
+    """How deeply `value` nests lists and objects (iteratively: a deep value must not recurse here)."""
+    depth, level = 0, [value]
+    while level:
+        level = [v for x in level if isinstance(x, (dict, list)) for v in (x.values() if isinstance(x, dict) else x)]
+        depth += 1
+    return depth - 1
+
+
+def parse_json(raw: bytes):
+    """A request body as JSON, refused (RequestError 400) unless plain: valid UTF-8 without lone
+    surrogates (`"\\ud800"` decodes, but no tokenizer encodes it: it would fail every request sampled
+    with it), no NaN or Infinity (not JSON; a reward of NaN would end training), nested at most
+    MAX_JSON_DEPTH deep."""
+    def constant(name):
+        raise RequestError(f"{name} is not a JSON number: send a finite number")
+
+    try:
+        body = json.loads(raw, parse_constant=constant)
+    except RecursionError:
+        raise RequestError(f"the request body nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except RequestError:
+        raise
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise RequestError(f"the request body is not valid JSON ({str(exc).splitlines()[0][:200]})") from None
+    if json_depth(body) > MAX_JSON_DEPTH:
+        raise RequestError(f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start:exc.end].encode("utf-8", "backslashreplace").decode("ascii")
+        raise RequestError(f"the request body holds a lone UTF-16 surrogate ({bad}), which is not text: "
+                           "send valid Unicode", code="invalid_text") from None
+    return body
 
 
 class Batcher:
@@ -68,14 +156,15 @@ class Batcher:
     episodes' turn at once. It samples earlier once no request has come for gather_s (since the
     newest request or the end of the previous batch: an episode busy elsewhere, a slow tool), and
     stops waiting for an episode not answered for idle_s (a program that abandoned it without
-    reporting its reward). Calls without an episode wait for nothing (what arrived while the
-    previous batch sampled is sampled together)."""
+    reporting its reward). Whatever it waits for, it samples once the oldest request has waited
+    max_wait_s: no client, however it times its requests, holds the others longer. Calls without
+    an episode wait for nothing (what arrived while the previous batch sampled is sampled together)."""
 
     def __init__(self, recorder: Recorder, max_batch: int, max_pending: int, gather_s: float = 0.25,
-                 idle_s: float = 5.0):
+                 idle_s: float = 5.0, max_wait_s: float = 1.0):
         self.recorder, self.max_batch, self.max_pending = recorder, max_batch, max_pending
-        self.gather_s, self.idle_s = gather_s, idle_s
-        self.waiting: list = []  # (prepared, future) in arrival order
+        self.gather_s, self.idle_s, self.max_wait_s = gather_s, idle_s, max_wait_s
+        self.waiting: list = []  # (prepared, future, arrival) in arrival order
         self.last_event = 0.0  # the newest request's arrival, or the end of the last batch if later
         self.pending = 0  # waiting + being sampled
         self.closing = False
@@ -91,8 +180,8 @@ class Batcher:
                 raise RequestError(f"the gateway has {self.pending} requests waiting: retry later", status=429,
                                    code="rate_limit_exceeded", kind="requests")
             self.pending += 1
-            self.waiting.append((prepared, future))
             self.last_event = time.monotonic()
+            self.waiting.append((prepared, future, self.last_event))
             self.cond.notify()
         return future
 
@@ -114,9 +203,10 @@ class Batcher:
     def _full(self) -> bool:
         """Whether no other request should be waited for (called holding `cond`)."""
         now = time.monotonic()
-        if len(self.waiting) >= self.max_batch or self.closing or now - self.last_event >= self.gather_s:
+        if len(self.waiting) >= self.max_batch or self.closing or now - self.last_event >= self.gather_s \
+                or now - self.waiting[0][2] >= self.max_wait_s:
             return True
-        asking = {id(p.episode) for p, _ in self.waiting if p.episode is not None}
+        asking = {id(p.episode) for p, _, _ in self.waiting if p.episode is not None}
         return all(id(e) in asking for e in self.recorder.open_episodes() if now - e.active_at < self.idle_s)
 
     def _run(self) -> None:
@@ -130,11 +220,11 @@ class Batcher:
                     self.cond.wait(timeout=0.005)
                 batch = self._take()
             try:
-                calls = self.recorder.generate([p for p, _ in batch])
-                for (_, future), call in zip(batch, calls):
+                calls = self.recorder.generate([p for p, _, _ in batch])
+                for (_, future, _), call in zip(batch, calls):
                     future.set_result(call)
             except BaseException as exc:  # surfaced to each caller as a 500
-                for _, future in batch:
+                for _, future, _ in batch:
                     if not future.done():
                         future.set_exception(exc)
             with self.cond:
@@ -175,6 +265,8 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
     from contextlib import asynccontextmanager
 
     from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.middleware import Middleware
     from starlette.responses import JSONResponse, StreamingResponse
     from starlette.routing import Route
 
@@ -184,7 +276,7 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
 
     @asynccontextmanager
     async def lifespan(app):
-        state["batcher"] = Batcher(recorder, cfg.max_batch, cfg.max_pending, cfg.gather_s, cfg.idle_s)
+        state["batcher"] = Batcher(recorder, cfg.max_batch, cfg.max_pending, cfg.gather_s, cfg.idle_s, cfg.max_wait_s)
         try:
             yield
         finally:
@@ -196,13 +288,16 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
                                status=401, code="invalid_api_key")
 
     async def json_body(request, required: bool = True):
-        raw = await request.body()
+        chunks, size = [], 0
+        async for chunk in request.stream():  # bounded as it is read (Guard refused a declared size over it)
+            size += len(chunk)
+            if size > cfg.max_body_bytes:
+                raise too_large(cfg.max_body_bytes)
+            chunks.append(chunk)
+        raw = b"".join(chunks)
         if not raw and not required:
             return {}
-        try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            raise RequestError(f"the request body is not valid JSON ({exc})") from None
+        body = parse_json(raw)
         if not isinstance(body, dict):
             raise RequestError("the request body must be a JSON object")
         return body
@@ -213,7 +308,12 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
                 authorized(request)
                 return await fn(request)
             except RequestError as exc:
+                recorder.stats[f"refused_{exc.status}"] += 1
                 return error_response(exc)
+            except Exception as exc:  # a bug of ours: this client gets an error object, the others are served
+                recorder.stats["server_errors"] += 1
+                return error_response(RequestError(f"the gateway failed on this request: {type(exc).__name__}: "
+                                                   f"{exc}".splitlines()[0][:300], status=500, kind="server_error"))
         return endpoint
 
     async def models(request):
@@ -237,6 +337,12 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
     async def show_episode(request):
         return JSONResponse(recorder.episode(request.path_params["eid"], open_only=False).summary())
 
+    async def layout(request):
+        if recorder.layout is None:
+            raise RequestError("this gateway serves a model, not a training run: it records any chat layout",
+                               status=404, code="no_layout")
+        return JSONResponse(recorder.layout)
+
     async def metrics(request):
         return JSONResponse({**recorder.stats, "version": recorder.version,
                              "open_episodes": sum(not e.closed for e in recorder.episodes.values()),
@@ -246,7 +352,7 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
         eid = request.path_params.get("eid") or request.headers.get("x-episode-id")
         episode = recorder.episode(eid) if eid else None
         body = await json_body(request)
-        prepared = recorder.prepare(body, episode)
+        prepared = await run_in_threadpool(recorder.prepare, body, episode)  # counts tokens: not on the event loop
         future = state["batcher"].submit(prepared)  # a RequestError (429) when too many wait
         try:
             call = await asyncio.wrap_future(future)
@@ -254,7 +360,7 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
             recorder.stats["engine_errors"] += 1
             raise RequestError(f"the policy failed to sample: {type(exc).__name__}: {exc}".splitlines()[0],
                                status=500, kind="server_error") from None
-        if episode is not None and episode.closed:  # its reward came while this call sampled
+        if not call.recorded:  # its episode's reward came while this call sampled
             raise RequestError(f"episode {eid!r} closed while this call was sampled", status=409, code="episode_closed")
         rid, created, model = "chatcmpl-" + uuid.uuid4().hex, int(time.time()), body["model"]
         if not prepared.stream:
@@ -318,8 +424,12 @@ def create_app(recorder: Recorder, cfg: GatewayConfig | None = None):
                Route("/episodes/{eid}/reward", handled(reward), methods=["POST"]),
                Route("/episodes/{eid}", handled(show_episode), methods=["GET"]),
                Route("/metrics", handled(metrics), methods=["GET"]),
+               Route("/layout", handled(layout), methods=["GET"]),
                Route("/health", lambda request: JSONResponse({"ok": True}), methods=["GET"])]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: bad_method})
+    guard = Middleware(Guard, loopback_only=is_loopback(cfg.host), max_body_bytes=cfg.max_body_bytes,
+                       stats=recorder.stats)
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[guard],
+                     exception_handlers={404: not_found, 405: bad_method})
 
 
 class RunningGateway:

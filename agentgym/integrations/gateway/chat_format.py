@@ -79,6 +79,19 @@ def _text(content, where: str) -> str:
     raise RequestError(f"{where}.content must be a string or a list of text parts", param=f"{where}.content")
 
 
+def check_tool_calls(tool_calls, where: str) -> list[dict]:
+    """An assistant message's `tool_calls`, checked: each {"function": {"name": str, "arguments": str}}."""
+    if not isinstance(tool_calls, list):
+        raise RequestError(f"{where} must be a list", param=where)
+    for j, call in enumerate(tool_calls):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or \
+                not isinstance(fn.get("arguments", ""), (str, type(None))):
+            raise RequestError(f"{where}[{j}] must be {{\"type\": \"function\", \"function\": {{\"name\": <string>, "
+                               f"\"arguments\": <JSON string>}}}}", param=f"{where}[{j}]")
+    return tool_calls
+
+
 def call_text(tool_calls: list[dict]) -> str:
     """Tool calls an assistant message carries (not ones the gateway sampled) as the model writes them."""
     out = []
@@ -105,9 +118,7 @@ def template_messages(messages, tools: list[dict], tool_choice=None) -> list[dic
         role = "system" if m["role"] == "developer" else m["role"]
         text = _text(m.get("content"), where)
         if role == "assistant" and m.get("tool_calls"):
-            if not isinstance(m["tool_calls"], list):
-                raise RequestError(f"{where}.tool_calls must be a list", param=f"{where}.tool_calls")
-            text += call_text(m["tool_calls"])
+            text += call_text(check_tool_calls(m["tool_calls"], f"{where}.tool_calls"))
         out.append({"role": role, "content": text})
     if tools and tool_choice != "none":
         listing = tools_message(tools, required=tool_choice == "required" or isinstance(tool_choice, dict))

@@ -12,7 +12,8 @@ def register(app: typer.Typer) -> None:
     def gateway_command(
         model: Optional[str] = typer.Option(None, "--model", help="serve this model folder (no training)"),
         train: Optional[str] = typer.Option(None, "--train", help="a training preset or config file: serve its "
-                                            "policy and train it on the episodes your program reports"),
+                                            "policy and train it on the episodes your program reports (run dir: runs/<preset>-gateway, "
+                                            "or run_dir=DIR)"),
         overrides: Optional[List[str]] = typer.Argument(None, help="config overrides for --train, key=value"),
         episodes_per_iter: int = typer.Option(48, help="--train: episodes (rewards reported) per update"),
         serve_during_update: bool = typer.Option(False, help="--train: answer calls during an update with the "
@@ -27,6 +28,7 @@ def register(app: typer.Typer) -> None:
         threads: int = typer.Option(1, help="torch CPU threads"),
         gather_s: Optional[float] = typer.Option(None, help="a batch waits for every open episode's next call, but "
                                                  "samples once no call has come for this many seconds (default 0.25)"),
+        max_body_mb: float = typer.Option(4.0, help="a request body over this many MiB is refused (413) unread"),
     ):
         """Serve the OpenAI API (/v1/chat/completions, /v1/models) backed by the policy, recording every
         episode's exact tokens; with --train, train it on them (docs/gateway.md)."""
@@ -37,8 +39,10 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("give --model PATH (serve a model) or --train PRESET (serve and train its policy)")
         if gather_s is not None and gather_s < 0:
             raise ConfigError(f"--gather-s must be >= 0 seconds, got {gather_s}")
+        if max_body_mb <= 0:
+            raise ConfigError(f"--max-body-mb must be above 0, got {max_body_mb}")
         cfg = GatewayConfig(host=host, port=port, api_key=api_key, allow_remote=allow_remote,
-                            **({} if gather_s is None else {"gather_s": gather_s}))
+                            max_body_bytes=int(max_body_mb * 2**20), **({} if gather_s is None else {"gather_s": gather_s}))
         check_bind(cfg)
         if train is not None:
             from agentgym.integrations.gateway.training import train_through_gateway
@@ -46,7 +50,9 @@ def register(app: typer.Typer) -> None:
 
             train_cfg = load_config(train, list(overrides or []))
             summary = train_through_gateway(train_cfg, cfg, episodes_per_iter, model_name, serve_during_update)
-            print(f"trained {summary['iterations']} iterations in {summary['seconds']:.0f} s: {summary['run_dir']}")
+            print(f"trained {summary['iterations']} iterations in {summary['seconds']:.0f} s: held-out success "
+                  f"{summary['heldout_success_before']:.3f} -> {summary['heldout_success_after']:.3f}; "
+                  f"{summary['run_dir']} (agentgym eval {summary['run_dir']})")
             return
         import torch
 

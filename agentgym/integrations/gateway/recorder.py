@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import threading
 import time
 import uuid
@@ -30,6 +31,9 @@ from agentgym.trajectory import Step, Trajectory
 
 # parameters a request may carry and the gateway ignores (they change nothing it samples)
 IGNORED = {"user", "metadata", "store", "parallel_tool_calls", "stream_options", "service_tier", "prompt_cache_key"}
+# |reward| and |step reward| above this are refused: the estimators square and sum them (1e308 overflows
+# to inf there, as NaN and Infinity would), and no scored outcome needs more
+REWARD_LIMIT = 1e6
 SAMPLING = {"model", "messages", "tools", "tool_choice", "stream", "n", "max_tokens", "max_completion_tokens",
             "temperature", "top_p", "seed", "stop", "logprobs", "top_logprobs", "presence_penalty",
             "frequency_penalty"}
@@ -48,6 +52,7 @@ class Call:
     messages: list[dict]  # the prompt as the template rendered it
     seconds: float = 0.0
     delivered: bool = True  # False: the client went away while it was streamed
+    recorded: bool = True  # False: the episode's reward came while it sampled (the client gets 409)
 
 
 @dataclass
@@ -63,8 +68,8 @@ class Episode:
     states: list[str] | None = None
     valid: list[bool] | None = None  # per call: whether the program could use the reply (invalid actions)
     splits: int = 0
-    metadata: dict = field(default_factory=dict)
-    active_at: float = field(default_factory=time.monotonic)  # opened or last answered (Batcher: idle_s)
+    metadata: dict = field(default_factory=dict)  # the program's own, kept apart from the trainer's keys
+    active_at: float = field(default_factory=time.monotonic)  # opened, last answered or closed (Batcher: idle_s)
 
     def summary(self) -> dict:
         return {"id": self.id, "group": self.group, "task_id": self.task_id, "closed": self.closed,
@@ -99,6 +104,21 @@ def _number(body: dict, name: str, low: float, high: float, default):
     return value
 
 
+def _reward(value, name: str) -> float:
+    """A reported reward: a finite number within REWARD_LIMIT (NaN, Infinity, 1e308 would end training)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or abs(value) > REWARD_LIMIT:
+        raise RequestError(f"{name} must be a finite number within +-{REWARD_LIMIT:g}, got {value!r}", param=name)
+    return float(value)
+
+
+def _flag(body: dict, name: str) -> bool:
+    value = body.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise RequestError(f"{name} must be true or false, got {value!r}", param=name)
+    return bool(value)
+
+
 def _same_reply(message: dict, reply: Reply) -> bool:
     """Whether a client's assistant message is the reply the gateway sent (content and tool calls)."""
     if message.get("role") != "assistant" or (message.get("content") or "") != (reply.content or ""):
@@ -118,7 +138,7 @@ class Recorder:
     applied), stamped on every call unless the engine is a rollout copy that knows its own."""
 
     def __init__(self, engine: Any, model_names: tuple[str, ...] = ("agentgym",), context_len: int | None = None,
-                 default_max_tokens: int = 256):
+                 default_max_tokens: int = 256, heldout_tasks: frozenset[str] = frozenset(), layout: dict | None = None):
         self.engine = engine
         self.model_names = tuple(model_names)
         self.context_len = context_len
@@ -127,6 +147,11 @@ class Recorder:
         # the HTTP thread's own tokenizer (length checks, streamed pieces): a fast tokenizer is not
         # safe to share with the thread that samples
         self.http_tokenizer = copy.deepcopy(engine.tokenizer)
+        # and one for the length checks, which run in worker threads (one at a time: `_count_lock`)
+        self._count_tokenizer = copy.deepcopy(engine.tokenizer)
+        self._count_lock = threading.Lock()
+        self.heldout_tasks = frozenset(heldout_tasks)  # ids an episode may not name (training mode)
+        self.layout = layout  # the chat layout the policy is trained on (GET /layout), when known
         self.episodes: dict[str, Episode] = {}
         self.closed_order: list[str] = []  # episodes in the order their reward came
         self._open: dict[str, None] = {}  # ids of the open episodes (an ordered set)
@@ -138,9 +163,22 @@ class Recorder:
 
     # --- episodes ---------------------------------------------------------------------------
     def open(self, group: str | None = None, task_id: str = "", metadata: dict | None = None) -> Episode:
+        """A new episode. group: the episodes compared with each other (default: its own id);
+        task_id: refused when it names a held-out task; metadata: any JSON object, kept with it."""
+        for name, value in (("group", group), ("task_id", task_id)):
+            if value is None:
+                continue
+            if not isinstance(value, str) or len(value) > 256:
+                shown = f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
+                raise RequestError(f"{name} must be a string of at most 256 characters, got {shown}", param=name)
+        if metadata is not None and not isinstance(metadata, dict):
+            raise RequestError(f"metadata must be a JSON object, got {type(metadata).__name__}", param="metadata")
+        if task_id and task_id in self.heldout_tasks:
+            self.stats["refused_heldout"] += 1
+            raise RequestError(f"task {task_id!r} is held out for evaluation: the trainer never trains on it; "
+                               "play a training task", param="task_id", code="heldout_task")
         eid = uuid.uuid4().hex[:16]
-        ep = Episode(id=eid, group=str(group) if group is not None else eid, task_id=str(task_id or ""),
-                     metadata=dict(metadata or {}))
+        ep = Episode(id=eid, group=group or eid, task_id=task_id or "", metadata=dict(metadata or {}))
         self.episodes[eid] = ep
         self._open[eid] = None
         self.stats["episodes_opened"] += 1
@@ -162,22 +200,26 @@ class Recorder:
 
     def close(self, eid: str, reward: float, success: bool | None = None, step_rewards: list | None = None,
               states: list | None = None, valid: list | None = None) -> Episode:
-        """Report an episode's reward: it closes, and training mode may take it into a batch."""
-        ep = self.episode(eid)
-        if isinstance(reward, bool) or not isinstance(reward, (int, float)):
-            raise RequestError("reward must be a number", param="reward")
-        n = len(ep.calls)
-        for name, values, kind in (("step_rewards", step_rewards, "numbers"), ("states", states, "strings"),
-                                   ("valid", valid, "booleans")):
-            ok = {"numbers": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-                  "strings": lambda v: isinstance(v, str), "booleans": lambda v: isinstance(v, bool)}[kind]
-            if values is not None and (not isinstance(values, list) or len(values) != n or not all(map(ok, values))):
-                raise RequestError(f"{name} must be a list of {n} {kind} (one per call of the episode)", param=name)
+        """Report an episode's reward: it closes, and training mode may take it into a batch. Its
+        calls are counted and it is closed in one step under `changed` (`generate` records a call
+        under it too): a call still sampling when the reward comes is refused, never appended."""
+        reward = _reward(reward, "reward")
         if success is not None and not isinstance(success, bool):
             raise RequestError("success must be true or false", param="success")
         with self.changed:
-            ep.reward, ep.success = float(reward), success
-            ep.step_rewards = [float(r) for r in step_rewards] if step_rewards is not None else None
+            ep = self.episode(eid)
+            n = len(ep.calls)
+            for name, values, kind in (("step_rewards", step_rewards, "numbers"), ("states", states, "strings"),
+                                       ("valid", valid, "booleans")):
+                ok = {"numbers": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+                      "strings": lambda v: isinstance(v, str), "booleans": lambda v: isinstance(v, bool)}[kind]
+                if values is not None and (not isinstance(values, list) or len(values) != n or not all(map(ok, values))):
+                    raise RequestError(f"{name} must be a list of {n} {kind} (one per call of the episode)", param=name)
+            if step_rewards is not None:
+                step_rewards = [_reward(r, f"step_rewards[{k}]") for k, r in enumerate(step_rewards)]
+            ep.reward, ep.success = reward, success
+            ep.active_at = time.monotonic()
+            ep.step_rewards = step_rewards
             ep.states = list(states) if states is not None else None
             ep.valid = list(valid) if valid is not None else None
             ep.closed = True
@@ -212,8 +254,8 @@ class Recorder:
         tools = check_tools(body.get("tools"))
         choice = body.get("tool_choice")
         if choice is not None and choice not in ("auto", "none", "required") and not (
-                isinstance(choice, dict) and (choice.get("function") or {}).get("name") in
-                {t["function"]["name"] for t in tools}):
+                isinstance(choice, dict) and isinstance(choice.get("function"), dict) and
+                choice["function"].get("name") in {t["function"]["name"] for t in tools}):
             raise RequestError("tool_choice must be 'auto', 'none', 'required' or an offered function",
                                param="tool_choice")
         raw = body.get("messages")
@@ -240,9 +282,11 @@ class Recorder:
         # the calls a reply may make: none with tool_choice "none", only the named function's with one
         callable_tools = [] if choice == "none" else [t for t in tools if not isinstance(choice, dict) or
                                                        t["function"]["name"] == choice["function"]["name"]]
-        return Prepared(episode, messages, callable_tools, sampling, stop, bool(body.get("logprobs")),
-                        bool(body.get("stream")),
-                        bool((body.get("stream_options") or {}).get("include_usage")))
+        options = body.get("stream_options") or {}
+        if not isinstance(options, dict):
+            raise RequestError("stream_options must be an object: {\"include_usage\": true}", param="stream_options")
+        return Prepared(episode, messages, callable_tools, sampling, stop, _flag(body, "logprobs"),
+                        _flag(body, "stream"), _flag(options, "include_usage"))
 
     def _as_sampled(self, raw: list, messages: list[dict], episode: Episode) -> None:
         """Render each assistant message that is a reply this episode was sent as the text sampled."""
@@ -260,10 +304,10 @@ class Recorder:
         if max_tokens >= self.context_len:
             raise RequestError(f"max_tokens={max_tokens} does not fit the model's context of {self.context_len} tokens",
                                param="max_tokens", code="context_length_exceeded")
-        text = self.http_tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        if len(text) + max_tokens <= self.context_len:  # a token is at least one character: it fits
-            return
-        n = len(self.http_tokenizer(text, add_special_tokens=False)["input_ids"])
+        # tokens, counted: a character can be several (an emoji is 4 byte-level tokens)
+        with self._count_lock:
+            text = self._count_tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            n = len(self._count_tokenizer(text, add_special_tokens=False)["input_ids"])
         if n + max_tokens > self.context_len:
             raise RequestError(f"this model's maximum context length is {self.context_len} tokens; the messages have "
                                f"{n} and max_tokens is {max_tokens}: shorten the messages or max_tokens",
@@ -329,8 +373,14 @@ class Recorder:
                 if p.episode is None:
                     self.continuation.forget([key])
                 else:
-                    p.episode.calls.append(call)
-                    p.episode.active_at = time.monotonic()
+                    with self.changed:  # as `close` counts the calls: a closed episode takes none
+                        if p.episode.closed:
+                            call.recorded = False
+                            self.stats["refused_after_close"] += 1
+                            self.continuation.forget([key])
+                        else:
+                            p.episode.calls.append(call)
+                            p.episode.active_at = time.monotonic()
                 self.stats["calls"] += 1
                 self.stats["prompt_tokens"] += len(call.prompt_ids)
                 self.stats["completion_tokens"] += len(ids)
@@ -366,4 +416,5 @@ class Recorder:
         success = ep.success if ep.success is not None else ep.reward > 0
         return Trajectory(task_id=ep.task_id or ep.group, group_id=ep.group, env_id="gateway", steps=steps,
                           success=success, score=ep.reward, terminated=True,
-                          metadata={"episode": ep.id, "splits": ep.splits, **ep.metadata})
+                          metadata={"episode": ep.id, "splits": ep.splits,  # the trainer reads its own keys:
+                                    **({"client": ep.metadata} if ep.metadata else {})})  # the program's apart
