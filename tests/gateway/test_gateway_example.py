@@ -1,0 +1,75 @@
+"""The example agent program (examples/gateway_agent.py) run as written against a gateway training
+household-tiny for one short iteration, and the run it leaves: what `agentgym train` leaves, so
+that `agentgym eval RUN_DIR` reproduces its held-out figure (issue 69, item 4)."""
+
+from __future__ import annotations
+
+import json
+import re
+import runpy
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("openai")
+
+from agentgym.integrations.gateway.app import GatewayConfig  # noqa: E402
+from agentgym.integrations.gateway.training import gateway_run_dir, train_through_gateway  # noqa: E402
+from agentgym.trainers.config import load_config  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gateway_agent.py"
+
+
+def test_a_gateway_run_has_a_run_dir_of_its_own():
+    """`agentgym gateway --train household-tiny` right after `agentgym train household-tiny`: not its folder."""
+    from agentgym.trainers.run_setup import run_dir_for
+
+    cfg = load_config("household-tiny", [])
+    assert gateway_run_dir(cfg) == Path("runs/household-tiny-gateway") != run_dir_for(cfg)
+    assert gateway_run_dir(load_config("household-tiny", ["run_dir=elsewhere"])) == Path("elsewhere")
+
+
+def test_the_example_agent_trains_through_the_gateway(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    run = tmp_path / "run"
+    cfg = load_config("household-tiny", [f"policy.model={tiny_model_dir}", "tiny.build=false", "sft.enabled=false",
+                                          "iterations=1", f"run_dir={run}", "torch_threads=1",
+                                          "rollout.max_new_tokens=4", "eval.num_tasks=2", "eval.episodes_per_task=1"])
+    ready, urls, summary, failed, lines = threading.Event(), [], {}, [], []
+
+    def trainer() -> None:
+        try:
+            summary.update(train_through_gateway(cfg, GatewayConfig(port=0), episodes_per_iter=4, log=lines.append,
+                                                 on_ready=lambda url: (urls.append(url), ready.set())))
+        except BaseException as exc:  # noqa: BLE001  reported below
+            failed.append(exc)
+            ready.set()
+
+    thread = threading.Thread(target=trainer)
+    thread.start()
+    assert ready.wait(300) and not failed, failed
+    layout = httpx.get(urls[0] + "/layout").json()
+    assert layout["chat"]["parser"] == "raw" and layout["chat"]["history"] == 0  # household-tiny's layout
+    # the program as a user runs it: `python examples/gateway_agent.py --gateway URL ...`, until the gateway closes
+    monkeypatch.setattr(sys, "argv", [str(EXAMPLE), "--gateway", urls[0], "--tasks", "2", "--group-size", "2"])
+    runpy.run_path(str(EXAMPLE), run_name="__main__")
+    thread.join(300)
+    assert not thread.is_alive() and not failed, failed
+    out = capsys.readouterr().out
+    assert "round 1: mean reward" in out and "training is over" in out
+    assert any("held-out success before RL" in line for line in lines)
+    assert any("held-out success after RL" in line for line in lines)
+    assert (run / "config.yaml").is_file() and (run / "final_model" / "config.json").is_file()
+    saved = json.loads((run / "summary.json").read_text())
+    assert saved["iterations"] == 1 and saved["heldout_tasks"] == 2 and "heldout_success_before" in saved
+
+    from typer.testing import CliRunner
+
+    from agentgym.cli import app
+
+    result = CliRunner().invoke(app, ["eval", str(run)])  # the run's own settings and held-out tasks
+    assert result.exit_code == 0, result.output
+    figures = re.search(r"final held-out success \(summary.json\): ([\d.]+); this evaluation: ([\d.]+)", result.output)
+    assert figures and figures[1] == figures[2] == f"{saved['heldout_success_after']:.3f}", result.output
