@@ -48,13 +48,26 @@ from agentgym.envs.swe.tools import format_call
 
 task = SWETaskSpace().split("train")[int(sys.argv[1])]
 repo, file = task.params["repo"], task.params["file"]
+answer = "envs/swe/data/repos/%s/%s" % (repo, file)
+# What identifies a copy of the project, not a folder's name: a clone may be called `agentgym`
+# and hold the venv the sandbox binds. A hidden folder or file shows as an empty folder or a
+# device node (which find's -type, read from the folder, calls a file), so only what `test`
+# finds to be a non-empty regular file or folder counts. Each git repository found is asked for the answer's blob.
 probe = (
     "find / \\( -path /proc -o -path /sys -o -path /dev -o -path /workspace \\) -prune -o "
+    "-type d -name '*.git' -printf 'GIT %%p\\n' -o "
     "\\( -name hidden_tests -o -name '*_hidden.py' -o -path '*/swe/data/repos*' -o -path '*/%s/%s' "
-    "-o -path '*/agentgym/*' \\) -print 2>/dev/null | head -200; "
+    "-o -path '*/envs/swe/*' -o -path '*/agentgym/__init__.py' -o -path '*/swe/splits/*' "
+    "-o -path '*agentgym*.dist-info/*' -o -path '*agentgym*.egg-info/*' -o -name '*agentgym*.egg-link' "
+    "-o -name '__editable__*agentgym*' \\) -print 2>/dev/null | head -2000 | "
+    "while read -r p; do case \"$p\" in GIT\\ *) g=${p#GIT }; "
+    "git -c safe.directory='*' --git-dir=\"$g\" cat-file -e \"HEAD:%s\" 2>/dev/null && echo \"$g\";; "
+    "*) if [ -f \"$p\" ]; then [ -s \"$p\" ] && echo \"$p\"; "
+    "elif [ -d \"$p\" ] && [ -n \"$(ls -A \"$p\" 2>/dev/null | head -1)\" ]; then echo \"$p\"; fi;; "
+    "esac; done | head -200; "
     "python -c 'import importlib.util as u; s = u.find_spec(\"agentgym.envs.swe\"); print(\"SPEC\", s and s.origin)' "
     "2>&1 | tail -1"
-) % (repo, file)
+) % (repo, file, answer)
 env = SWEEnv(backend="bwrap")
 env.reset(options={"task": task})
 for action in SWETaskSpace().solve(task):  # grading works in this install: the fix earns 1.0
@@ -64,8 +77,12 @@ obs, *_ = env.step(format_call("bash", command=probe, timeout=100))
 found = [line for line in obs.splitlines() if line.startswith("/") and not line.startswith("/workspace")]
 spec_line = [line for line in obs.splitlines() if line.startswith("SPEC") or "Error" in line][-1:]
 copy = [p for p in found if p.endswith("/%s/%s" % (repo, file))]
+repos = [p for p in found if p.endswith(".git")]
 if copy:  # the copy that solved 30/30 episodes in the hostile run
     env.step(format_call("bash", command="cp %s /workspace/%s" % (copy[0], file)))
+elif repos:  # the checkout's history: 6 of 6 solved in the fifth hostile run
+    env.step(format_call("bash", command="git -c safe.directory='*' --git-dir=%s show HEAD:%s > /workspace/%s"
+                                         % (repos[0], answer, file)))
 obs, reward, terminated, truncated, info = env.step(format_call("submit"))
 env.close()
 print("RESULT" + json.dumps({"installed_at": agentgym.__file__, "found": found, "spec": spec_line,
@@ -87,35 +104,55 @@ def _dependency_folders() -> list[str]:
                    for m in (gymnasium, numpy, pytest, rich, typer, yaml)})
 
 
+def copy_working_tree(dest: Path) -> None:
+    """This checkout's tracked files as they are in the working tree (not the last commit), into `dest`."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        if (ROOT / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, dest / rel)
+
+
+def make_venv(venv: Path) -> Path:
+    """A fresh venv without pip whose .pth reaches this interpreter's dependencies; its site-packages."""
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
+                   check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "zz_agentgym_deps.pth").write_text("\n".join(_dependency_folders()) + "\n")
+    return site
+
+
+def install_wheel(wheel: Path, site: Path) -> None:
+    """Install a wheel into `site` with this interpreter's pip (--target: nothing of this
+    interpreter's own environment is touched)."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "-q", "--target",
+                    str(site), str(wheel)], check=True, capture_output=True)
+
+
+def run_agent(venv: Path, cwd: Path, tasks: int) -> list[dict]:
+    """The searching agent (_WHEEL_AGENT) on the first `tasks` train tasks, run by the venv's python in `cwd`."""
+    results = []
+    for i in range(tasks):
+        out = subprocess.run([str(venv / "bin" / "python"), "-c", _WHEEL_AGENT, str(i)], capture_output=True,
+                             text=True, timeout=600, cwd=cwd, env={**os.environ, "PYTHONPATH": ""})
+        line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT")), None)
+        if line is None:
+            raise RuntimeError(f"the SWE probe failed: {out.stderr[-2000:]}")
+        results.append(json.loads(line[len("RESULT"):]))
+    return results
+
+
 def swe_wheel_probe(workdir: str | Path, tasks: int = 1) -> dict:
     """Build a wheel of this checkout, install it (not editable) into a fresh venv, and let an
     agent in that venv search the bwrap sandbox for reference sources and hidden tests."""
     workdir = Path(workdir)
-    src = workdir / "src"
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
-    for rel in filter(None, files.decode().split("\0")):  # the working tree's files, not the last commit
-        if (ROOT / rel).is_file():
-            (src / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, src / rel)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(src),
-                    "-w", str(workdir / "wheel")], check=True, capture_output=True)
+    copy_working_tree(workdir / "src")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    str(workdir / "src"), "-w", str(workdir / "wheel")], check=True, capture_output=True)
     venv = workdir / "venv"
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
-                   check=True)
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    wheel = next((workdir / "wheel").glob("agentgym_credit-*.whl"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "-q", "--target",
-                    str(site), str(wheel)], check=True, capture_output=True)
-    (site / "zz_agentgym_deps.pth").write_text("\n".join(_dependency_folders()) + "\n")
-    results = []
-    for i in range(tasks):
-        out = subprocess.run([str(venv / "bin" / "python"), "-c", _WHEEL_AGENT, str(i)], capture_output=True,
-                             text=True, timeout=600, cwd=workdir, env={**os.environ, "PYTHONPATH": ""})
-        line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT")), None)
-        if line is None:
-            raise RuntimeError(f"the wheel probe failed: {out.stderr[-2000:]}")
-        results.append(json.loads(line[len("RESULT"):]))
-    return {"site_packages": str(site), "episodes": results}
+    site = make_venv(venv)
+    install_wheel(next((workdir / "wheel").glob("agentgym_credit-*.whl")), site)
+    return {"site_packages": str(site), "episodes": run_agent(venv, workdir, tasks)}
 
 
 def swe_wheel_rows() -> list[dict]:

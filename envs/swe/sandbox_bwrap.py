@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import shutil
 import signal
 import sys
@@ -109,6 +110,23 @@ def python_roots() -> list[str]:
     return _outermost(r for r in roots if not (r.startswith("/usr/") or r == "/usr"))
 
 
+# What `python -m venv` makes. A venv is bound by these entries only: a folder kept beside them,
+# such as <venv>/src where `pip install -e git+URL` checks the project out, stays outside.
+VENV_ENTRIES = ("pyvenv.cfg", "bin", "lib", "lib64", "include")
+
+
+def python_binds() -> list[str]:
+    """The paths the sandbox binds (read-only) for the interpreter: each of `python_roots()`
+    whole, except a venv, of which only its own entries (VENV_ENTRIES)."""
+    binds: list[str] = []
+    for root in python_roots():
+        if os.path.isfile(os.path.join(root, "pyvenv.cfg")):
+            binds += [os.path.join(root, e) for e in VENV_ENTRIES if os.path.lexists(os.path.join(root, e))]
+        else:
+            binds.append(root)
+    return binds
+
+
 def _outermost(paths) -> list[str]:
     """The paths, without those nested in another of them."""
     out: list[str] = []
@@ -154,29 +172,136 @@ def _unique(items) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+# The distribution's records in a site-packages folder, then and now: its metadata, and the hooks of
+# an editable install (they name the checkout's folders).
+RECORD_PATTERNS = ("agentgym", "agentgym-*.dist-info", "agentgym_credit-*.dist-info", "agentgym-*.egg-info",
+                   "agentgym_credit*.egg-info", "agentgym.egg-link", "agentgym_credit.egg-link",
+                   "__editable__*agentgym*", "__pycache__/__editable__*agentgym*")
+
+
 def agentgym_folders(visible: list[str]) -> list[str]:
-    """Everything of this project that a sandbox bound at `visible` (plus /usr) could read: the
-    imported agentgym packages' folders (their SWE data holds every task's reference source and
-    hidden tests) and any installed copy or dist-info in a site-packages folder, whatever the
-    install layout (editable, wheel, venv or system). The sandbox hides each under an empty tmpfs."""
+    """Everything of this project that a sandbox bound at `visible` (plus /usr) could read, to be
+    hidden under an empty tmpfs (a file: under /dev/null):
+
+    - any installed copy and its records in a site-packages folder, whatever the install layout
+      (editable, wheel, venv or system), for this interpreter or another one under a bound root;
+    - every checkout of the project: the folder holding each imported agentgym package (its SWE
+      data holds every task's reference source and hidden tests), and the folders the install
+      records name (direct_url.json, an editable install's hooks, an egg-link). A checkout is hidden
+      whole, its git objects included: the project root, the nearest folder up with a
+      pyproject.toml or .git, and for a git worktree the repository it belongs to. Where the
+      checkout holds the interpreter (a .venv inside it), everything in it but the interpreter's
+      folders is hidden.
+    """
     import glob
 
     bound = ["/usr", *visible]
+    keep = python_binds()  # what python needs; never hidden
     hits: list[str] = []
+    sources: list[str] = []
     for name, module in list(sys.modules.items()):
         if name == "agentgym" or name.startswith("agentgym."):
-            hits.extend(os.path.realpath(p) for p in getattr(module, "__path__", None) or ())
+            for folder in getattr(module, "__path__", None) or ():
+                hits.append(os.path.realpath(folder))
+                sources.append(os.path.realpath(folder))
     folders = _site_folders() + [v for v in visible if os.path.basename(v) in ("site-packages", "dist-packages")]
     for root in bound:  # installs for another interpreter under a bound root (/usr/lib/python3/...)
-        for pattern in ("lib*/python3*/*-packages", "local/lib*/python3*/*-packages", "lib/python3/dist-packages"):
+        for pattern in ("lib*/python3*/*-packages", "local/lib*/python3*/*-packages", "lib/python3/dist-packages",
+                        "python3*/*-packages"):  # the last for a venv's bound lib/
             folders.extend(os.path.realpath(p) for p in glob.glob(os.path.join(root, pattern)))
     for folder in _unique(folders):
-        for pattern in ("agentgym", "agentgym-*.dist-info", "agentgym_credit-*.dist-info", "agentgym-*.egg-info",
-                        "agentgym_credit*.egg-info", "agentgym.egg-link"):  # the distribution, then and now
-            hits.extend(os.path.realpath(p) for p in glob.glob(os.path.join(folder, pattern)))
-    # (a folder that holds the interpreter itself cannot be hidden: the sandbox could not run python)
-    python = os.path.realpath(sys.prefix)
-    return _outermost(h for h in hits if _under(h, bound) and os.path.exists(h) and not _under(python, [h]))
+        for pattern in RECORD_PATTERNS:
+            for record in glob.glob(os.path.join(folder, pattern)):
+                hits.append(os.path.realpath(record))
+                sources.extend(_recorded_sources(record))
+    for root in _unique(r for s in sources for r in _project_roots(s)):
+        if _under(root, bound):
+            hits.extend(_all_but(root, keep))
+    return _outermost(h for h in hits if _under(h, bound) and os.path.lexists(h) and not any(_under(k, [h]) for k in keep))
+
+
+def _recorded_sources(record: str) -> list[str]:
+    """Folders of a checkout that an install record names: direct_url.json's file:// URL (an
+    editable install, or a wheel built from a folder), the paths in an editable install's .pth
+    file or finder module, an egg-link's first line."""
+    import ast
+    import json
+    from urllib.parse import unquote, urlparse
+
+    out: list[str] = []
+    try:
+        if record.endswith(".dist-info"):
+            with open(os.path.join(record, "direct_url.json"), encoding="utf-8") as f:
+                url = urlparse(json.load(f).get("url", ""))
+            if url.scheme == "file":
+                out.append(unquote(url.path))
+        elif record.endswith((".pth", ".egg-link")):
+            with open(record, encoding="utf-8") as f:
+                out += [line.strip() for line in f if line.startswith("/")]
+        elif record.endswith(".py"):
+            with open(record, encoding="utf-8") as f:
+                text = f.read()
+            mapping = re.search(r"^MAPPING[^=]*=\s*(\{.*?\})$", text, re.M | re.S)
+            if mapping:
+                out += [v for v in ast.literal_eval(mapping.group(1)).values() if isinstance(v, str)]
+    except (OSError, ValueError, SyntaxError, AttributeError, TypeError):
+        pass
+    return [os.path.realpath(p) for p in out if os.path.isabs(p)]
+
+
+def _project_roots(folder: str, levels: int = 3) -> list[str]:
+    """The checkout holding `folder` (a package folder or a project root): the nearest folder up,
+    `folder` included, with a pyproject.toml or a .git, and for a git worktree (.git is a file)
+    also its repository's root; [] inside a site-packages folder (an installed copy, hidden on its own)."""
+    if any(os.path.basename(a) in ("site-packages", "dist-packages") for a in _ancestors(folder)):
+        return []
+    for root in _ancestors(folder)[: levels + 1]:
+        git = os.path.join(root, ".git")
+        if os.path.isfile(git):
+            return [root, *_worktree_repository(git)]
+        if os.path.exists(os.path.join(root, "pyproject.toml")) or os.path.lexists(git):
+            return [root]
+    return []
+
+
+def _worktree_repository(git_file: str) -> list[str]:
+    """The root of the repository a worktree's `.git` file points into (gitdir: <repo>/.git/worktrees/<name>)."""
+    try:
+        with open(git_file, encoding="utf-8") as f:
+            gitdir = f.read().strip().removeprefix("gitdir:").strip()
+        gitdir = os.path.join(os.path.dirname(git_file), gitdir)
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
+            common = os.path.realpath(os.path.join(gitdir, f.read().strip()))
+    except OSError:
+        return []
+    return [os.path.dirname(common)] if os.path.basename(common) == ".git" else [common]
+
+
+def _ancestors(path: str) -> list[str]:
+    out = [path]
+    while (parent := os.path.dirname(out[-1])) != out[-1]:
+        out.append(parent)
+    return out
+
+
+def _all_but(root: str, keep: list[str]) -> list[str]:
+    """What hides everything under `root` but the paths in `keep`: root itself when it holds none
+    of them, else each of its entries that is not a kept path or on the way to one. A link is left
+    as it is (its name is all it shows; its target is bound, or hidden, on its own)."""
+    inside = [k for k in keep if _under(k, [root])]
+    if not inside:
+        return [root]
+    if root in inside:
+        return []
+    out: list[str] = []
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.is_symlink():
+            out.extend(_all_but(entry.path, inside))
+    return out
 
 
 class BwrapSandbox(Sandbox):
@@ -211,18 +336,22 @@ class BwrapSandbox(Sandbox):
     def _python_binds() -> list[str]:
         argv: list[str] = []
         made: set[str] = {"/tmp", "/workspace"}  # already there, with their own permissions
-        for root in python_roots():
+        binds = python_binds()
+        for path in binds:
             # bwrap creates missing parents 0700; create them 0755 so the unprivileged uid can
             # traverse to the interpreter (only these folders exist there, nothing else of /root).
-            parts = Path(root).parts[1:-1]
+            parts = Path(path).parts[1:-1]
             for i in range(len(parts)):
                 d = "/" + "/".join(parts[: i + 1])
                 if d not in made:
                     argv += ["--perms", "0755", "--dir", d]
                     made.add(d)
-            argv += ["--ro-bind", root, root]
-        # then hide the project's own files (reference sources, hidden tests) wherever they sit
-        for folder in agentgym_folders(python_roots()):
+            if os.path.islink(path):  # a venv's lib64 -> lib
+                argv += ["--symlink", os.readlink(path), path]
+            else:
+                argv += ["--ro-bind", path, path]
+        # then hide the project's own files (reference sources, hidden tests, checkouts) wherever they sit
+        for folder in agentgym_folders(binds):
             argv += ["--tmpfs", folder] if os.path.isdir(folder) else ["--ro-bind", "/dev/null", folder]
         return argv
 

@@ -29,11 +29,11 @@ def test_every_agentgym_folder_under_a_bound_root_is_hidden():
     import agentgym.envs.swe.env  # noqa: F401  (imports the envs package, whose data holds the answers)
     from agentgym.envs.swe import sandbox_bwrap
 
-    roots = sandbox_bwrap.python_roots()
+    binds = sandbox_bwrap.python_binds()
     hidden = sandbox_bwrap.agentgym_folders(["/"])  # as if the whole filesystem were bound
     data = Path(agentgym.envs.swe.env.__file__).resolve().parent / "data" / "repos"
     assert any(str(data).startswith(h + "/") for h in hidden), (data, hidden)
-    assert all(not h.startswith(tuple(r + "/" for r in roots)) or h in sandbox_bwrap.agentgym_folders(roots)
+    assert all(not h.startswith(tuple(b + "/" for b in binds)) or h in sandbox_bwrap.agentgym_folders(binds)
                for h in hidden)
 
 
