@@ -389,7 +389,11 @@ def advance(node: torch.Tensor, pick: torch.Tensor, token: torch.Tensor, tables:
 
 
 def pick_tokens(logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator | None) -> torch.Tensor:
-    """HFPolicy._pick's draw (greedy at temperature 0; temperature, top-k, top-p), on the device."""
+    """A draw per row from HFPolicy._pick's distribution (greedy at temperature 0; temperature, top-k,
+    top-p), on the device, by the inverse of the cumulative distribution: one uniform number per row
+    rather than torch.multinomial's one per id (on a CPU 49k exponential draws a row: 36 of a 16-row
+    decode step's 250 ms). The distribution is the same; the random stream is not HFPolicy's, so
+    sampled (not greedy) replies differ from the eager path's for the same seed."""
     if sampling.temperature <= 0:
         return logits.argmax(-1)
     scaled = logits / sampling.temperature
@@ -402,7 +406,10 @@ def pick_tokens(logits: torch.Tensor, sampling: SamplingParams, generator: torch
         drop = sorted_p.cumsum(-1) - sorted_p >= sampling.top_p
         sorted_p = sorted_p.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+    cdf = probs.cumsum(-1)
+    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cdf.dtype) * cdf[:, -1:]
+    # the first id whose cumulative mass exceeds u: an id of zero mass never is (its cdf equals the one before)
+    return torch.searchsorted(cdf, u, right=True)[:, 0].clamp(max=probs.shape[-1] - 1)
 
 
 # --- the engine ----------------------------------------------------------------------------------------

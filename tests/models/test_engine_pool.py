@@ -232,3 +232,14 @@ def test_a_prompt_longer_than_the_models_positions_is_refused_in_one_line(model_
     pooled.pool_engine.pool.max_bytes = 1000
     with pytest.raises(ConfigError, match="does not fit the KV pool's budget"):
         pooled.generate_ids([[5] * 40], SamplingParams(max_new_tokens=16))
+
+
+def test_sampling_resumes_exactly_from_the_policys_saved_state(model_dir):
+    _, pooled = _policies(model_dir)
+    prompts = _prompts(pooled, 6)
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=12, seed=11)
+    pooled.generate_ids(prompts, sampling)
+    state = copy.deepcopy(pooled.sampling_state())  # as a checkpoint keeps it
+    after = pooled.generate_ids(prompts, sampling)
+    pooled.load_sampling_state(state)
+    _same(pooled.generate_ids(prompts, sampling), after, tol=0)

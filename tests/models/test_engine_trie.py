@@ -65,3 +65,23 @@ def test_identical_tries_share_their_nodes_and_free_rows_allow_every_id():
     masked = constrain(torch.zeros(3, VOCAB), tables.root, tables)
     assert torch.isfinite(masked[2]).all()
     assert sorted(torch.nonzero(torch.isfinite(masked[0])).flatten().tolist()) == [5, 7]
+
+
+def test_the_draw_follows_the_policys_distribution_and_never_picks_an_excluded_id():
+    from agentgym.policies.base import SamplingParams
+    from agentgym.policies.pool_engine import pick_tokens
+
+    logits = torch.tensor([[2.0, 1.0, 0.0, float("-inf"), -1.0, 0.5]]).repeat(40000, 1)
+    generator = torch.Generator().manual_seed(0)
+    for sampling, kept in ((SamplingParams(temperature=1.0), [0, 1, 2, 4, 5]),
+                           (SamplingParams(temperature=0.7, top_k=3), [0, 1, 5]),
+                           (SamplingParams(temperature=1.0, top_p=0.6), [0, 1])):
+        scaled = logits[0] / sampling.temperature
+        expected = torch.zeros(6)
+        expected[kept] = torch.softmax(scaled[kept], -1)
+        counts = torch.bincount(pick_tokens(logits, sampling, generator), minlength=6) / logits.shape[0]
+        assert torch.allclose(counts, expected, atol=0.01), (sampling, counts, expected)
+        assert counts[[i for i in range(6) if i not in kept]].sum() == 0
+    again = torch.Generator().manual_seed(0)  # the same generator state, the same draws (exact resume)
+    first = pick_tokens(logits[:50], SamplingParams(), torch.Generator().manual_seed(0))
+    assert torch.equal(first, pick_tokens(logits[:50], SamplingParams(), again))
