@@ -24,6 +24,7 @@ the checkpoint, so "train N iterations" equals "train k, resume, train N-k" bit 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -45,7 +46,7 @@ from agentgym.tasks.splits import load_split
 from agentgym.trainers import distributed
 from agentgym.trainers.batches import BatchProducer
 from agentgym.trainers.checkpoint import check_resume, load_checkpoint, save_checkpoint
-from agentgym.trainers.precision import bf16_rollout
+from agentgym.trainers.precision import bf16_rollout, update_autocast
 from agentgym.trainers.checks import importance_cap
 from agentgym.policies.engines import EngineSettings
 from agentgym.trainers.config import (EnvConfig, EvalConfig, LogConfig, PPOConfig, RolloutConfig, SFTConfig,
@@ -79,7 +80,10 @@ def score_heads(ppo_cfg: PPOConfig, est_cfg: EstimatorConfig, policy, heads: dic
     want_logprobs = ppo_cfg.recompute_old_logprobs or ppo_cfg.rollout_correction.wants_trainer_logprobs
     if value_head is None and progress_head is None and not want_logprobs:
         return None, None, None
-    with dp.full_weights(policy):
+    # the trainer's logprobs of a rollout correction are the update's: under its matmul precision (ppo.matmul_dtype)
+    precision = update_autocast(ppo_cfg.matmul_dtype, policy.device) \
+        if ppo_cfg.rollout_correction.wants_trainer_logprobs else contextlib.nullcontext()
+    with dp.full_weights(policy), precision:
         scored = score_sequences(policy, sequences, ppo_cfg.micro_batch_size,
                                  want_hidden=value_head is not None or progress_head is not None)
     recomputed = [[0.0] + logp.tolist() for logp, _ in scored] if want_logprobs else None
