@@ -67,7 +67,8 @@ def main() -> None:
     parser.add_argument("--gateway", default="http://127.0.0.1:8100", help="the gateway's address")
     parser.add_argument("--tasks", type=int, default=8, help="tasks per round")
     parser.add_argument("--group-size", type=int, default=None, help="episodes per task (default: the preset's)")
-    parser.add_argument("--rounds", type=int, default=0, help="stop after this many rounds (0: until the gateway closes)")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="stop after this many rounds (0: until the gateway closes)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     gw = args.gateway.rstrip("/")

@@ -42,7 +42,8 @@ def register(app: typer.Typer) -> None:
         if max_body_mb <= 0:
             raise ConfigError(f"--max-body-mb must be above 0, got {max_body_mb}")
         cfg = GatewayConfig(host=host, port=port, api_key=api_key, allow_remote=allow_remote,
-                            max_body_bytes=int(max_body_mb * 2**20), **({} if gather_s is None else {"gather_s": gather_s}))
+                            max_body_bytes=int(max_body_mb * 2**20),
+                            **({} if gather_s is None else {"gather_s": gather_s}))
         check_bind(cfg)
         if train is not None:
             from agentgym.integrations.gateway.training import train_through_gateway

@@ -135,17 +135,20 @@ class Recorder:
     engine: a token-level policy (HFPolicy, a vLLM engine: `generate_ids`, `encode_prompt`,
     `tokenizer`). `lock` is held while sampling; the trainer holds it during an update so that no
     call samples from weights being changed (calls wait). `version`: the weights' version (updates
-    applied), stamped on every call unless the engine is a rollout copy that knows its own."""
+    applied), stamped on every call unless the engine is a rollout copy that knows its own.
+    heldout_tasks: task ids (and content keys) an episode may not name; layout: the chat layout a
+    training run's policy is trained on (GET /layout), None when serving a model."""
 
     def __init__(self, engine: Any, model_names: tuple[str, ...] = ("agentgym",), context_len: int | None = None,
-                 default_max_tokens: int = 256, heldout_tasks: frozenset[str] = frozenset(), layout: dict | None = None):
+                 default_max_tokens: int = 256, heldout_tasks: frozenset[str] = frozenset(),
+                 layout: dict | None = None):
         self.engine = engine
         self.model_names = tuple(model_names)
         self.context_len = context_len
         self.default_max_tokens = default_max_tokens
         self.continuation = TokenContinuation(engine, on_mismatch="per-turn")
-        # the HTTP thread's own tokenizer (length checks, streamed pieces): a fast tokenizer is not
-        # safe to share with the thread that samples
+        # the HTTP thread's own tokenizer (streamed pieces): a fast tokenizer is not safe to share
+        # with the thread that samples
         self.http_tokenizer = copy.deepcopy(engine.tokenizer)
         # and one for the length checks, which run in worker threads (one at a time: `_count_lock`)
         self._count_tokenizer = copy.deepcopy(engine.tokenizer)
@@ -213,7 +216,8 @@ class Recorder:
                                        ("valid", valid, "booleans")):
                 ok = {"numbers": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
                       "strings": lambda v: isinstance(v, str), "booleans": lambda v: isinstance(v, bool)}[kind]
-                if values is not None and (not isinstance(values, list) or len(values) != n or not all(map(ok, values))):
+                if values is not None and (not isinstance(values, list) or len(values) != n
+                                           or not all(map(ok, values))):
                     raise RequestError(f"{name} must be a list of {n} {kind} (one per call of the episode)", param=name)
             if step_rewards is not None:
                 step_rewards = [_reward(r, f"step_rewards[{k}]") for k, r in enumerate(step_rewards)]
