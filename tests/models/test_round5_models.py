@@ -62,8 +62,9 @@ def gguf_bytes(arrays: list[tuple[str, int, int, bytes]]) -> bytes:
 @pytest.mark.parametrize("count, written", [(1_000_000, 1_000_000), (10_000_000, 10_000_000), (1 << 60, 16)],
                          ids=["1MB", "10MB", "announced-2^60"])
 def test_a_gguf_metadata_array_bomb_is_refused_at_once_in_bounded_memory(tmp_path, count, written):
-    """Round 5, item 15: a GGUF holding one metadata array of millions of small elements (1 MB took 58 s
-    and 972 MB to refuse, 10 MB passed 6.2 GB still parsing) is refused in one line, quickly, unread."""
+    """Round 5, item 15: a GGUF header with one metadata array of millions of small elements.
+
+    1 MB took 58 s and 972 MB to refuse, 10 MB passed 6.2 GB still parsing: now one line, quickly, unread."""
     path = tmp_path / "bomb.gguf"
     path.write_bytes(gguf_bytes([("general.bomb", 0, count, b"\1" * written)]))  # uint8 elements
     tracemalloc.start()
@@ -79,7 +80,7 @@ def test_a_gguf_metadata_array_bomb_is_refused_at_once_in_bounded_memory(tmp_pat
 
 
 def test_a_gguf_string_array_bomb_and_many_arrays_are_refused(tmp_path):
-    """Round 5, item 15: the same bomb as strings, and as many arrays each under the per-array bound."""
+    """Round 5, item 15: the metadata bomb as a string array, and as several arrays under the per-array bound."""
     strings = tmp_path / "strings.gguf"
     strings.write_bytes(gguf_bytes([("tokenizer.ggml.tokens", 8, 3_000_000, struct.pack("<Q", 0) * 3_000_000)]))
     many = tmp_path / "many.gguf"
@@ -93,8 +94,9 @@ def test_a_gguf_string_array_bomb_and_many_arrays_are_refused(tmp_path):
 
 @needs_catalog_model
 def test_the_bounded_header_reader_reads_the_catalog_model_as_gguf_does():
-    """Round 5, item 15: the bounds leave a real model alone: its tensors, where their data ends, its
-    parameter count, as gguf's own GGUFReader reads them."""
+    """Round 5, item 15: the header bounds on a real model (they must leave it alone).
+
+    Its tensors, where their data ends and its parameter count, as gguf's own GGUFReader reads them."""
     from agentgym.policies.gguf_header import read_raw_header
 
     path = mc.catalog_file(mc.CATALOG[CATALOG])
@@ -128,9 +130,10 @@ HOSTILE_TEMPLATES = {
 
 @pytest.mark.parametrize("attack", list(HOSTILE_TEMPLATES))
 def test_a_hostile_chat_template_is_one_line_within_the_render_bound(tokenizer, attack):
-    """Round 5, item 16: a chat template with nested range(100000) loops (still rendering its first prompt
-    at 240 s), a file include, an attribute escape or a 1 GB string stops within the render bound, as
-    one line naming the template; never a traceback, a hang or a MemoryError."""
+    """Round 5, item 16: a chat template that loops, reads files, escapes the sandbox or exhausts memory.
+
+    Nested range(100000) loops were still rendering the first prompt at 240 s; an include, an attribute
+    escape and a 1 GB string were tracebacks. Each now stops within the render bound, as one line."""
     tokenizer.chat_template = HOSTILE_TEMPLATES[attack]
     t0 = time.perf_counter()
     with pytest.raises(ConfigError) as err:
@@ -141,7 +144,7 @@ def test_a_hostile_chat_template_is_one_line_within_the_render_bound(tokenizer, 
 
 
 def test_bounded_rendering_gives_the_ids_apply_chat_template_gives(tokenizer):
-    """Round 5, item 16: the bounds change nothing for an ordinary template: the same ids as transformers."""
+    """Round 5, item 16: the render bounds on an ordinary template (the same ids as transformers)."""
     from agentgym.policies.tiny import CHAT_TEMPLATE
 
     tokenizer.chat_template = CHAT_TEMPLATE
@@ -159,8 +162,9 @@ def tiny_folder(tmp_path_factory) -> Path:
 
 
 def test_eval_of_a_model_whose_template_never_ends_stops_in_one_line(tiny_folder, tmp_path):
-    """Round 5, item 16: `agentgym eval` of a model folder whose chat template nests range(100000) loops
-    ends at its first prompt, within seconds, with one line on stderr."""
+    """Round 5, item 16: `agentgym eval` of a model whose chat template nests range(100000) loops.
+
+    It ends at its first prompt, within seconds, with one line on stderr."""
     from transformers import AutoTokenizer
 
     folder = tmp_path / "looping"
@@ -194,9 +198,10 @@ def catalog_cache_folder() -> Path:
 @needs_catalog_model
 @pytest.mark.parametrize("how", ["folder", "symlink"])
 def test_a_model_planted_at_the_catalog_cache_name_is_refused(own_cache, tiny_folder, how):
-    """Round 5, item 17: a folder or a symlink planted at the catalog model's cache name (policy.model=
-    smollm2-135m-instruct ran a 169,792-parameter model), even with a record forged to list the planted
-    files' sizes and hashes, is refused in one line saying what to remove, before anything loads."""
+    """Round 5, item 17: a folder or symlink planted at the catalog model's cache name.
+
+    policy.model=smollm2-135m-instruct ran a 169,792-parameter model. Now, even with a record forged to
+    list the planted files' sizes and hashes, it is refused in one line saying what to remove."""
     import shutil
 
     planted = catalog_cache_folder()
@@ -254,8 +259,9 @@ class _SavingTokenizer:
 
 
 def test_a_converted_folder_changed_after_conversion_is_refused(tmp_path, own_cache, monkeypatch):
-    """Round 5, item 17: a conversion whose weights were swapped (same size, other bytes), or that gained
-    a file, no longer matches its record's sizes and hashes: refused in one line, never loaded."""
+    """Round 5, item 17: a converted folder changed after its conversion (weights swapped, a file added).
+
+    It no longer matches its record's sizes and hashes: refused in one line, never loaded."""
     source, folder = convert_tiny_gguf(tmp_path, monkeypatch)
     record = json.loads((folder / mc.RECORD).read_text())
     assert set(record["files"]) == {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"}
@@ -278,9 +284,10 @@ def test_a_converted_folder_changed_after_conversion_is_refused(tmp_path, own_ca
 @pytest.mark.parametrize("record", [None, '{"source": ', '{"source": "x", "catalog": null}'],
                          ids=["no record", "damaged record", "older record without hashes"])
 def test_a_stale_cache_folder_is_converted_afresh_and_replaced(tmp_path, own_cache, monkeypatch, record):
-    """Round 5, item 18: a stale non-empty folder at the cache name without its record made every
-    conversion fail after 72 s with a traceback (Errno 39), and again on retry. Now the conversion is
-    written beside it and renamed in, the stale folder renamed aside and removed; so too for a damaged
+    """Round 5, item 18: a stale non-empty cache folder without its record.
+
+    Every conversion failed after 72 s with a traceback (Errno 39), and again on retry. Now the conversion
+    is written beside it and renamed in, the stale folder renamed aside and removed; so too for a damaged
     record and an older agentgym's record without file hashes."""
     from agentgym.policies.model_catalog import converted_folder
 
@@ -297,8 +304,10 @@ def test_a_stale_cache_folder_is_converted_afresh_and_replaced(tmp_path, own_cac
 
 
 def test_a_corrupt_cache_record_is_one_line_in_agentgym_models(tmp_path, own_cache, monkeypatch):
-    """Round 5, item 19: a corrupt record made `agentgym models` print a traceback; now a row that says
-    what to remove, and where the model is named the damaged conversion is converted afresh."""
+    """Round 5, item 19: a corrupt cache record under `agentgym models`.
+
+    It printed a traceback; now a row that says what happens to it, and where the model is named the
+    damaged conversion is converted afresh."""
     from typer.testing import CliRunner
 
     from agentgym.cli import app
