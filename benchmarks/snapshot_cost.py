@@ -31,7 +31,7 @@ from pathlib import Path
 import gymnasium as gym
 
 import agentgym
-from agentgym.snapshot import Snapshot, restore, snapshot, supports_snapshots
+from agentgym.snapshot import Snapshot, restore, snapshot
 from agentgym.tasks.protocol import split_tasks
 from agentgym.toy import register_counter
 

@@ -28,7 +28,7 @@ from agentgym.envs.alfworld.progress import goal_progress
 from agentgym.envs.alfworld.searching import first_observation
 from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace, OfficialTaskSpace
 from agentgym.errors import require
-from agentgym.snapshot import SnapshotError, need, need_bool, need_keys, need_str, need_str_list
+from agentgym.snapshot import SnapshotError, need_bool, need_keys, need_str, need_str_list
 from agentgym.tasks.spec import TaskSpec
 from agentgym.envs.alfworld.engine import Engine
 
