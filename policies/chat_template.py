@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import string
 import sys
 import threading
 import time
@@ -38,9 +39,8 @@ MAX_TEMPLATE_CHARS = 1 << 20
 MAX_OUTPUT_CHARS = 4 << 20
 
 _SIZED = (str, bytes, list, tuple, dict)
-# widths in printf-style ("%1000000000s") and str.format-style ("{:>1000000000}") format strings
+# widths in printf-style format strings ("%1000000000s"); str.format's are read by string.Formatter
 _PERCENT_WIDTH = re.compile(r"%[-#0 +]*(\d+)(?:\.(\d+))?")
-_BRACE_WIDTH = re.compile(r"\{[^{}]*:[^{}]*?(\d+)(?:\.(\d+))?[^{}]*\}")
 
 
 class TemplateBound(Exception):
@@ -76,10 +76,15 @@ def _check_args(args: tuple, kwargs: dict) -> None:
         _check_size(value)
 
 
-def _check_widths(fmt: str, pattern: re.Pattern) -> None:
-    for match in pattern.finditer(fmt):
-        if any(g and int(g) > _render.limit for g in match.groups()):
-            raise TemplateBound(f"formats with a width of {match.group(0)!r}, beyond the {_render.limit} items a "
+def _check_widths(fmt: str, style: str) -> None:
+    """Refuse a format string ("%" or "{}" style) whose width or precision passes the bound."""
+    if style == "%":
+        numbers = [g for m in _PERCENT_WIDTH.finditer(fmt) for g in m.groups() if g]
+    else:  # string.Formatter's parser (linear, in C) yields each field's format spec
+        numbers = [n for _, _, spec, _ in string.Formatter().parse(fmt) if spec for n in re.findall(r"\d+", spec)]
+    for number in numbers:
+        if len(number) > 9 or int(number) > _render.limit:
+            raise TemplateBound(f"formats with a width of {number[:20]}, beyond the {_render.limit} items a "
                                 "render may build")
 
 
@@ -109,7 +114,7 @@ def _check_str_method(owner: str, name: str, args: tuple, kwargs: dict) -> tuple
     """Refuse a str method whose result would pass the bound, from its arguments (before it runs).
     Returns the arguments to call it with (an iterable to join is materialized to be measured)."""
     if name in ("format", "format_map"):
-        _check_widths(owner, _BRACE_WIDTH)
+        _check_widths(owner, "{}")
         _check_expected(len(owner) + owner.count("{") * _longest((*args, *kwargs.values())), "would format")
     elif name == "join" and args:
         items = list(args[0])
@@ -129,10 +134,10 @@ def _check_filter(name: str, args: tuple, kwargs: dict) -> None:
     """Refuse a filter whose result would pass the bound, from its arguments (before it runs)."""
     value = next((a for a in args if isinstance(a, str)), None)
     if name == "format" and value is not None:
-        _check_widths(value, _PERCENT_WIDTH)
+        _check_widths(value, "%")
         _check_expected(len(value) + value.count("%") * _longest(args[1:]), "would format")
-    elif name == "replace" and len(args) >= 3 and all(isinstance(a, str) for a in args[-3:]):
-        text, old, new = args[-3:] if len(args) == 3 else args[1:4]
+    elif name == "replace" and len(strings := [a for a in args if isinstance(a, str)]) >= 3:
+        text, old, new = strings[:3]  # do_replace(eval_ctx, s, old, new, count)
         count = text.count(old) if old else len(text) + 1
         _check_expected(len(text) + count * (len(new) - len(old)), "would make a string of")
     elif name == "indent" and value is not None:
@@ -182,8 +187,7 @@ def _environment():
         def concat(self, items):
             _check_time()
             _check_expected(sum(len(i) if isinstance(i, str) else len(str(i)) for i in items), "would concatenate")
-            join = markup_join if self.autoescape is True else str_join
-            return join(items)
+            return str_join(items)  # as jinja's own code for `~` without autoescape (transformers sets none)
 
         def call_binop(self, context, operator, left, right):
             _check_time()
@@ -192,7 +196,7 @@ def _environment():
             elif operator == "**":
                 _check_power(left, right)
             elif operator == "%" and isinstance(left, str):
-                _check_widths(left, _PERCENT_WIDTH)
+                _check_widths(left, "%")
                 values = right if isinstance(right, tuple) else (right,)
                 _check_expected(len(left) + left.count("%") * _longest(values), "would format")
             elif operator == "+" and isinstance(left, _SIZED) and isinstance(right, _SIZED):
@@ -215,7 +219,7 @@ def _environment():
             _check_time()
             return super().getitem(obj, argument)
 
-    from jinja2.runtime import markup_join, str_join
+    from jinja2.runtime import str_join
 
     class NoFiles(jinja2.BaseLoader):
         def get_source(self, environment, template):
