@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import random
+import time
 from fnmatch import fnmatch
 
 import httpx
@@ -38,7 +39,19 @@ def training_tasks(layout: dict) -> list:
                                     for k, v in layout["task_filter"].items())]
 
 
-def play(gateway: str, layout: dict, task, seed: int, episode: dict, http: httpx.Client) -> float:
+def wait_for_layout(gateway: str, http: httpx.Client, wait_s: float) -> dict:
+    """GET /layout, once the gateway serves: it does after its warm start and its evaluation before RL."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return http.get(f"{gateway}/layout").raise_for_status().json()
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"no gateway at {gateway} after {wait_s:.0f} s: start `agentgym gateway --train ...`")
+            time.sleep(2)
+
+
+def play(gateway: str, layout: dict, task, seed: int, episode: dict, http: httpx.Client) -> tuple[float, int, int]:
     """One episode: the env's observations as chat messages, the policy's replies as actions."""
     env = make_chat_env(layout["env_id"], layout["env_kwargs"], **layout["chat"])
     messages, info = env.reset(seed=seed, options={"task": task})
@@ -59,7 +72,7 @@ def play(gateway: str, layout: dict, task, seed: int, episode: dict, http: httpx
     http.post(f"{gateway}/episodes/{episode['id']}/reward", json={
         "reward": float(info["score"]), "success": bool(info["success"]), "step_rewards": rewards,
         "states": states, "valid": valid}).raise_for_status()
-    return float(info["score"])
+    return float(info["score"]), sum(valid), len(valid)
 
 
 def main() -> None:
@@ -70,10 +83,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=0,
                         help="stop after this many rounds (0: until the gateway closes)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--wait-s", type=float, default=3600, help="how long to wait for the gateway to serve")
     args = parser.parse_args()
     gw = args.gateway.rstrip("/")
     with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=256, max_keepalive_connections=256)) as http:
-        layout = http.get(f"{gw}/layout").raise_for_status().json()
+        layout = wait_for_layout(gw, http, args.wait_s)
         group_size = args.group_size or layout["group_size"]
         tasks, rng = training_tasks(layout), random.Random(args.seed)
         print(f"playing {layout['env_id']} with chat layout {layout['chat']}")
@@ -87,12 +101,14 @@ def main() -> None:
                                                                       "task_id": task.task_id}).raise_for_status()
                         jobs.append((task, rng.randrange(2**31), episode.json()))
                 with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
-                    scores = list(pool.map(lambda job: play(gw, layout, *job, http), jobs))
+                    played = list(pool.map(lambda job: play(gw, layout, *job, http), jobs))
             except (httpx.TransportError, openai.APIConnectionError):
                 print("the gateway closed: training is over")
                 return
             n += 1
-            print(f"round {n}: mean reward {sum(scores) / len(scores):.3f} over {len(scores)} episodes")
+            scores, valid, steps = zip(*played)
+            print(f"round {n}: mean reward {sum(scores) / len(scores):.3f} over {len(scores)} episodes, "
+                  f"{sum(valid)} of {sum(steps)} actions valid", flush=True)
 
 
 if __name__ == "__main__":
