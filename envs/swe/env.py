@@ -9,8 +9,9 @@ FAIL_TO_PASS tests passing; success when all of them and every PASS_TO_PASS test
 
 reward="patch_similarity" (SWE-RL) scores the episode without running tests: the diff of the
 workspace against the buggy checkout, compared with the reference fix on the host (the reference
-never enters the sandbox) by agentgym.rewards.patch (-1 for no or malformed diff, else how
-close the code it removes and writes is to the fix's, in [0, 1]); info["score"] is max(0, similarity), the step reward keeps the -1.
+never enters the sandbox) by agentgym.rewards.patch (-1 for no or malformed diff, else how close
+the code it removes and writes is to the fix's, in [0, 1]); info["score"] is max(0, similarity),
+the step reward keeps the -1.
 reward="both" runs the tests too: reward = (tests score + similarity) / 2, score and success
 stay the tests'. info["patch_similarity"] and info["patch_note"] say what was compared.
 
