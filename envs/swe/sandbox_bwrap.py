@@ -173,10 +173,10 @@ def _unique(items) -> list[str]:
 
 
 # The distribution's records in a site-packages folder, then and now: its metadata, and the hooks of
-# an editable install (they name the checkout's folders).
+# an editable install (they name the checkout's folders; their compiled copies are in __pycache__).
 RECORD_PATTERNS = ("agentgym", "agentgym-*.dist-info", "agentgym_credit-*.dist-info", "agentgym-*.egg-info",
                    "agentgym_credit*.egg-info", "agentgym.egg-link", "agentgym_credit.egg-link",
-                   "__editable__*agentgym*", "__pycache__/__editable__*agentgym*")
+                   "__editable__*agentgym*")
 
 
 def agentgym_folders(visible: list[str]) -> list[str]:
@@ -210,14 +210,26 @@ def agentgym_folders(visible: list[str]) -> list[str]:
                         "python3*/*-packages"):  # the last for a venv's bound lib/
             folders.extend(os.path.realpath(p) for p in glob.glob(os.path.join(root, pattern)))
     for folder in _unique(folders):
-        for pattern in RECORD_PATTERNS:
-            for record in glob.glob(os.path.join(folder, pattern)):
-                hits.append(os.path.realpath(record))
-                sources.extend(_recorded_sources(record))
+        for record in _matching(folder, RECORD_PATTERNS) + _matching(os.path.join(folder, "__pycache__"),
+                                                                     ("__editable__*agentgym*",)):
+            hits.append(os.path.realpath(record))
+            sources.extend(_recorded_sources(record))
     for root in _unique(r for s in sources for r in _project_roots(s)):
         if _under(root, bound):
             hits.extend(_all_but(root, keep))
     return _outermost(h for h in hits if _under(h, bound) and os.path.lexists(h) and not any(_under(k, [h]) for k in keep))
+
+
+def _matching(folder: str, patterns) -> list[str]:
+    """The entries of `folder` whose names match one of the glob patterns (one listing per folder)."""
+    import fnmatch
+
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    match = re.compile("|".join(fnmatch.translate(p) for p in patterns)).match
+    return [os.path.join(folder, n) for n in sorted(names) if match(n)]
 
 
 def _recorded_sources(record: str) -> list[str]:
