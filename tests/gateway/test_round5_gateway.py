@@ -176,6 +176,21 @@ def test_groups_straddling_the_batch_boundary_are_held_for_the_next_batch(gatewa
     assert recorder.stats["dropped_lone_episodes"] == 1 and batches.queue == []
 
 
+def test_a_group_that_keeps_playing_is_held_at_most_max_hold_s(gateway):
+    """Round 5, item 4: a group name a program keeps opening episodes under is held at most max_hold_s, not forever."""
+    from agentgym.integrations.gateway.training import GatewayBatches
+
+    batches = GatewayBatches(gateway.recorder, episodes_per_iter=2, seed=0, min_group=2, idle_s=60, max_hold_s=0.5)
+    done = [open_episode(gateway, group="task") for _ in range(2)]
+    open_episode(gateway, group="task")  # still playing, within idle_s
+    for ep in done:
+        assert httpx.post(gateway.url + f"/episodes/{ep['id']}/reward", json={"reward": 1.0}).status_code == 200
+    t0 = time.monotonic()
+    batch = batches.get(0)
+    batches.release()
+    assert [t.group_id for t in batch.trajectories] == ["task", "task"] and 0.4 < time.monotonic() - t0 < 5
+
+
 def test_a_lone_surrogate_fails_only_its_own_request(gateway):
     """Round 5, item 5: a message holding a lone surrogate is refused with 400; the requests batched with it are served."""
     honest = [open_episode(gateway, group="h") for _ in range(5)]

@@ -87,15 +87,16 @@ class GatewayBatches(TrajectoryBatches):
     in the order their rewards came (`_whole_groups`). copy: the rollout copy the gateway samples
     with (serve_during_update), or None (the trainer's own policy: calls wait while it is updated).
     min_group: the fewest episodes a group may have (2 for an estimator that compares within
-    groups); idle_s: how long an open episode not answered still holds its group."""
+    groups); idle_s: how long an open episode not answered still holds its group; max_hold_s: how
+    long a reported episode waits for the rest of its group at most."""
 
     def __init__(self, recorder: Recorder, episodes_per_iter: int, seed: int, copy=None, timeout_s: float | None = None,
-                 dp=None, session=progress.CURRENT, min_group: int = 1, idle_s: float = 5.0):
+                 dp=None, session=progress.CURRENT, min_group: int = 1, idle_s: float = 5.0, max_hold_s: float = 60.0):
         super().__init__(self._wait_for_episodes, seed, recorder.engine, dp, session)
         if episodes_per_iter < 1:
             raise ConfigError(f"--episodes-per-iter must be >= 1, got {episodes_per_iter}")
         self.recorder, self.n, self.copy, self.timeout_s = recorder, episodes_per_iter, copy, timeout_s
-        self.min_group, self.idle_s = min_group, idle_s
+        self.min_group, self.idle_s, self.max_hold_s = min_group, idle_s, max_hold_s
         self.seen = 0  # recorder.closed_order[:seen] are queued, taken or dropped
         self.queue: list[str] = []  # closed episodes not yet trained on, in the order their rewards came
         self.holding = False
@@ -103,8 +104,10 @@ class GatewayBatches(TrajectoryBatches):
     def _whole_groups(self) -> list[str] | None:
         """(Called holding recorder.changed.) The ids of the next batch, or None while too few are
         ready. A group is ready once none of its episodes still plays (is open and was answered
-        within idle_s: one idle longer was abandoned); ready groups are taken whole, oldest first,
-        until there are n episodes. A ready group smaller than min_group is held for idle_s after
+        within idle_s: one idle longer was abandoned), or once its first reported episode has
+        waited max_hold_s (a program that names one group for episodes it keeps opening would
+        hold it forever); ready groups are taken whole, oldest first, until there are n
+        episodes. A ready group smaller than min_group is held for idle_s after
         its last episode (a program that plays a group's episodes one after another opens the next
         soon), then dropped and counted (recorder.stats["dropped_lone_episodes"])."""
         r, now = self.recorder, time.monotonic()
@@ -116,7 +119,7 @@ class GatewayBatches(TrajectoryBatches):
             groups.setdefault(r.episodes[eid].group, []).append(eid)
         batch, dropped = [], set()
         for name, ids in groups.items():
-            if name in playing:
+            if name in playing and now - r.episodes[ids[0]].active_at < self.max_hold_s:
                 continue
             if len(ids) < self.min_group:
                 if now - max(r.episodes[i].active_at for i in ids) >= self.idle_s:
