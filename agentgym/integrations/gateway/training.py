@@ -107,9 +107,9 @@ class GatewayBatches(TrajectoryBatches):
         within idle_s: one idle longer was abandoned), or once its first reported episode has
         waited max_hold_s (a program that names one group for episodes it keeps opening would
         hold it forever); ready groups are taken whole, oldest first, until there are n
-        episodes. A ready group smaller than min_group is held for idle_s after
-        its last episode (a program that plays a group's episodes one after another opens the next
-        soon), then dropped and counted (recorder.stats["dropped_lone_episodes"])."""
+        episodes. A ready group smaller than min_group is held for idle_s after its last episode
+        (a program that plays a group's episodes one after another opens the next soon), then
+        dropped and counted (recorder.stats["dropped_lone_episodes"])."""
         r, now = self.recorder, time.monotonic()
         self.queue += r.closed_order[self.seen:]
         self.seen = len(r.closed_order)
