@@ -6,6 +6,7 @@ Errors a user can cause (AgentGymError) are printed as one line, exit code 2, no
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from importlib.metadata import entry_points
@@ -212,7 +213,47 @@ def main() -> None:
         if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()
             sys.exit(exc.exit_code)
-        raise
+        line = missing_extra(exc) or disk_full(exc)
+        if line is None:
+            raise
+        err_console.print("error:", style="red", end=" ")
+        err_console.print(line, markup=False, highlight=False)
+        sys.exit(2)
+
+
+# The extra that installs each optional package a command may import (pyproject.toml's extras): a
+# command run without it says in one line what to install, wherever the import happens.
+EXTRA_OF_MODULE = {
+    **dict.fromkeys(("torch", "transformers", "tokenizers", "peft", "accelerate", "matplotlib", "gguf", "safetensors"),
+                    "train"),
+    "vllm": "vllm", "openai": "openai", "httpx": "openai", "starlette": "web", "uvicorn": "web", "playwright": "web",
+    "bm25s": "search", "docker": "swe", "textworld": "textworld", "alfworld": "alfworld", "fast_downward": "alfworld",
+    "tensorboard": "logging", "ray": "ray", "openenv": "openenv", "trl": "trl", "datasets": "trl",
+}
+
+
+def missing_extra(exc: BaseException) -> str | None:
+    """One line for an optional package that is not installed (the package itself, not a module
+    inside an installed one, which is a broken install rather than a missing extra)."""
+    name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if name not in EXTRA_OF_MODULE:
+        return None
+    command = " ".join(sys.argv[1:2]) or "this command"
+    return (f"`agentgym {command}` needs {name}, which is not installed: run "
+            f"`{install_hint(EXTRA_OF_MODULE[name])}`")
+
+
+def disk_full(exc: BaseException) -> str | None:
+    """One line for a disk that filled up where no command said it already (a model conversion, a
+    warm start saved before the run's own checks)."""
+    from agentgym.trainers.disk import disk_full_errno, is_disk_full
+
+    if not is_disk_full(exc):
+        return None
+    where = f" while writing {exc.filename}" if getattr(exc, "filename", None) else ""
+    quota = " (your quota on it)" if disk_full_errno(exc) != errno.ENOSPC else ""
+    return (f"the disk is full{quota}{where}: what was being written was not kept; free space, or point --run-dir "
+            "or AGENTGYM_MODEL_CACHE at a disk with room, and run the command again")
 
 
 if __name__ == "__main__":

@@ -81,6 +81,30 @@ def check_before_building(policy_cfg) -> None:
         check_model_path(policy_cfg.model, what="policy.model")
 
 
+# Settings whose package is imported only when the run reaches it (a rollout engine starts after the
+# warm start is built): checked before anything is built, in one line naming the extra.
+SETTING_EXTRAS = (("policy.engine", "vllm", "vllm", "vllm"), ("policy.engine", "ray", "ray", "ray"),
+                  ("env.executor", "ray", "ray", "ray"))
+
+
+def check_setting_extras(cfg) -> None:
+    import importlib.util
+
+    from agentgym.errors import MissingExtraError, install_hint
+
+    for setting, value, module, extra in SETTING_EXTRAS:
+        section, name = setting.split(".")
+        if getattr(getattr(cfg, section), name, None) != value:
+            continue
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise MissingExtraError(f"{setting}={value} needs {module}, which is not installed: run "
+                                    f"`{install_hint(extra)}`")
+
+
 def resume_hint(cfg, argv: list[str]) -> str:
     """The line a stopped run ends with: its last checkpoint and the command that continues it."""
     from agentgym.trainers.checkpoint import latest_checkpoint
@@ -133,7 +157,6 @@ def train_command(
     Ctrl-C stops with exit status 130 and one line naming the last checkpoint and the --resume command."""
     from agentgym import progress
     from agentgym.trainers.distributed import check_world, launch, world_from_env
-    from agentgym.trainers.training import train
     from agentgym.trainers.run_setup import run_dir_for
 
     # called as a plain function (tests, scripts): a typer OptionInfo default means "not given"
@@ -146,11 +169,18 @@ def train_command(
     config, overrides = _split_config(config, overrides)
     cfg = _load(config, overrides, run_dir, imports, env)
     check_before_building(cfg.policy)
+    check_setting_extras(cfg)
     if resume and print_config is not True:
         from agentgym.trainers.checkpoint import check_resume
 
         # a broken checkpoint or changed settings: one line before anything starts or is removed
         check_resume(run_dir_for(cfg), cfg.to_dict())
+        from agentgym.trainers.run_setup import finished_line, finished_run
+
+        if (done := finished_run(run_dir_for(cfg), cfg.iterations)) is not None:  # left byte for byte as it is
+            output_console().print(finished_line(run_dir_for(cfg), done), markup=False, highlight=False,
+                                   soft_wrap=True)
+            return
     if not resume and not overwrite and print_config is not True:
         from agentgym.trainers.run_setup import previous_run, refuse_to_replace
 
@@ -165,6 +195,8 @@ def train_command(
         args = _argv(config, overrides, run_dir, imports, env) + (["--resume"] if resume else []) \
             + (["--overwrite"] if overwrite else [])
         sys.exit(launch(nproc, args))
+    from agentgym.trainers.training import train  # torch: once the config and the extras it names are checked
+
     global console
     quiet_rank = world_from_env()[0] > 0
     if quiet_rank:
@@ -245,7 +277,7 @@ def sft_command(
     from agentgym.registration import get_task_space
     from agentgym.trainers.training import evaluate_policy
     from agentgym.trainers.run_setup import make_engine, make_policy, prepare_start_model, quiet_transformers
-    from agentgym.trainers.run_setup import run_dir_for
+    from agentgym.trainers.run_setup import prepare_run_dir, run_dir_for
     from agentgym.trainers.task_selection import write_eval_tasks
     from agentgym.policies.engines import EngineSettings
     from agentgym.trainers.threads import set_torch_threads
@@ -255,7 +287,7 @@ def sft_command(
     check_before_building(cfg.policy)
     quiet_transformers()
     out = run_dir_for(cfg)
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_run_dir(out)  # a writable folder with no link in it, or one line
     with progress.session() as session:
         cfg.torch_threads = set_torch_threads(cfg.torch_threads, session.log)
         # as `agentgym train` does: `agentgym eval RUN/sft_model` then reads the chat layout it was trained with

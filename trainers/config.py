@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -316,12 +317,26 @@ def _read_yaml(source: str | Path) -> dict:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
+    # The file may be anything a path or a link names (a key file, a token): its errors name it and say
+    # where it breaks, but show none of its text until its keys are a config's.
     try:
         data = safe_yaml(text, str(path)) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        # yaml's own words, without what they quote of the text beyond a character ("found character '\t'")
+        problem = re.sub(r"'([^']*)'", lambda m: "'...'" if re.search(r"\w\w\w", m.group(1)) else m.group(0),
+                         str(exc.problem).splitlines()[0][:120]) if getattr(exc, "problem", None) else "unreadable"
+        raise ConfigError(f"{path} is not valid YAML{where} ({problem}): fix it, or name a preset or another config "
+                          "file") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of config fields")
+    known = [f.name for f in dataclasses.fields(TrainConfig)]
+    if data and not any(k in known for k in data if isinstance(k, str)):  # its keys are not named: they are its text
+        close = sorted({m for k in data if isinstance(k, str) for m in difflib.get_close_matches(k, known, n=1)})
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise ConfigError(f"{path} is not an agentgym config: none of its {len(data)} top-level keys is a config "
+                          f"field ({hint}known: {', '.join(known)}); name a preset or a YAML config file")
     return data
 
 

@@ -23,8 +23,24 @@ class DiskFullError(AgentGymError, OSError):
     pass
 
 
+# safetensors (every model save: checkpoints, final_model, SFT, a converted GGUF) reports a full disk
+# as its own SafetensorError, "Error while serializing: IoError(Os { code: 28, kind: StorageFull, ... })"
+_SAFETENSORS_FULL = ("StorageFull", "QuotaExceeded", "No space left on device", "Disk quota exceeded",
+                     *(f"code: {code}," for code in FULL))
+
+
 def is_disk_full(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in FULL
+    if isinstance(exc, OSError):
+        return exc.errno in FULL
+    return type(exc).__name__ == "SafetensorError" and any(s in str(exc) for s in _SAFETENSORS_FULL)
+
+
+def disk_full_errno(exc: BaseException) -> int:
+    """ENOSPC, or EDQUOT for a quota, of a disk-full error of either kind."""
+    if isinstance(exc, OSError) and exc.errno in FULL:
+        return exc.errno
+    quota = "QuotaExceeded" in str(exc) or "quota" in str(exc).lower() or f"code: {FULL[-1]}," in str(exc)
+    return FULL[-1] if quota else errno.ENOSPC
 
 
 def mount_point(path: str | os.PathLike) -> Path:
@@ -37,19 +53,21 @@ def mount_point(path: str | os.PathLike) -> Path:
     return path
 
 
-def disk_full_error(folder: str | os.PathLike, exc: OSError) -> DiskFullError:
+def disk_full_error(folder: str | os.PathLike, exc: BaseException) -> DiskFullError:
     """One line: the disk (mount point, free space), the folder, and what to do."""
     disk = mount_point(folder)
     try:
         free = f"{shutil.disk_usage(disk).free / 2**30:.2f} GiB free"
     except OSError:
         free = "free space unknown"
-    quota = " (your quota on it)" if exc.errno == getattr(errno, "EDQUOT", None) else ""
+    code = disk_full_errno(exc)
+    quota = " (your quota on it)" if code == getattr(errno, "EDQUOT", None) else ""
+    filename = getattr(exc, "filename", None)
     from agentgym.trainers.checkpoint import latest_checkpoint_name
 
     last = latest_checkpoint_name(folder)
     kept = f"the last checkpoint, {last}, is intact: free space and rerun with --resume" if last else \
         "no checkpoint was written yet: free space and rerun"
-    return DiskFullError(exc.errno, f"the disk holding {folder} is full{quota} ({disk}, {free}) while writing "
-                                    f"{Path(exc.filename).name if exc.filename else 'the run'}: {kept} (or set run_dir "
-                                    "on a disk with room)")
+    return DiskFullError(code, f"the disk holding {folder} is full{quota} ({disk}, {free}) while writing "
+                               f"{Path(filename).name if filename else 'the run'}: {kept} (or set run_dir on a disk "
+                               "with room)")

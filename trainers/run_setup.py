@@ -254,6 +254,76 @@ def previous_run(run_dir: Path) -> list[str]:
     return [name for name in RUN_OUTPUTS if (run_dir / name).exists()]
 
 
+def prepare_run_dir(run_dir: Path) -> None:
+    """Before a run writes anything: run_dir exists or is made, is a folder this process can write
+    in, and holds no link (a file or folder of it that is a link would take the run's writes outside
+    it: a final_model linked to another folder had its model files written there). One line otherwise."""
+    import errno
+    import os
+    import tempfile
+
+    fix = "set --run-dir (run_dir=) to a folder you can write"
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"run dir {run_dir} is a file, not a folder: {fix}") from None
+    except NotADirectoryError:
+        above = next((p for p in run_dir.parents if p.exists() and not p.is_dir()), None)
+        raise ConfigError(f"run dir {run_dir} cannot be made: {above or 'a folder above it'} is a file, not a "
+                          f"folder: {fix}") from None
+    except OSError as exc:
+        raise ConfigError(f"run dir {run_dir} cannot be made ({_why(exc)}): {fix}") from None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".agentgym-write-check-", dir=run_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            from agentgym.trainers.disk import disk_full_error
+
+            raise disk_full_error(run_dir, exc) from None
+        raise ConfigError(f"cannot write in run dir {run_dir} ({_why(exc)}): {fix}") from None
+    for folder, dirs, files in os.walk(run_dir):  # links are listed, never followed
+        for name in dirs + files:
+            path = Path(folder) / name
+            if path.is_symlink():
+                raise ConfigError(f"{path} is a link (to {os.readlink(path)}): a run writes only inside its run dir "
+                                  f"{run_dir}; remove the link (copy what it names in its place), or use another "
+                                  "--run-dir")
+
+
+def _why(exc: OSError) -> str:
+    import errno
+
+    return {errno.EROFS: "it is on a read-only filesystem", errno.EACCES: "permission denied",
+            errno.EPERM: "permission denied"}.get(exc.errno, exc.strerror or type(exc).__name__)
+
+
+def finished_run(run_dir: Path, iterations: int) -> dict | None:
+    """The summary of the run in run_dir when it has trained `iterations` and written its results
+    (final model, summary.json, its last checkpoint at that iteration); None when there is more to
+    do (an interrupted run, one stopped by its time budget, or `iterations` raised since)."""
+    from agentgym.trainers.checkpoint import CheckpointError, latest_checkpoint
+
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        checkpoint = latest_checkpoint(run_dir)
+        state = json.loads((checkpoint / "state.json").read_text(encoding="utf-8")) if checkpoint else None
+    except (OSError, ValueError, CheckpointError):
+        return None
+    if not isinstance(summary, dict) or not isinstance(state, dict) or not (run_dir / "final_model").is_dir():
+        return None
+    done = state.get("iteration") == summary.get("iterations") and isinstance(state.get("iteration"), int) \
+        and state["iteration"] >= iterations and not summary.get("stopped_early")
+    return summary if done else None
+
+
+def finished_line(run_dir: Path, summary: dict) -> str:
+    return (f"{run_dir} holds a finished run ({summary['iterations']} iterations): nothing was changed; its results "
+            f"are in {run_dir / 'summary.json'}, {run_dir / 'final_model'} and {run_dir / 'metrics.jsonl'} (raise "
+            "iterations= to train it further with --resume, or --overwrite to start again)")
+
+
 TRAIN_FIXES = "--resume continues it, --run-dir DIR starts the new run in another folder, --overwrite replaces it"
 
 

@@ -63,9 +63,10 @@ from agentgym.trainers.ppo import clip_range
 from agentgym.trainers.records import save_evaluation, save_iteration
 from agentgym.trainers.distill import check_teacher, distill_samples, load_teacher
 from agentgym.trainers.rollout_correction import correct, require_rollout_logprobs
-from agentgym.trainers.run_setup import (build_heads, clear_previous_run, load_judge, make_engine, make_optimizer,
-                                         make_policy, prepare_start_model, previous_run, quiet_transformers,
-                                         refuse_to_replace, run_dir_for)
+from agentgym.trainers.run_setup import (build_heads, clear_previous_run, finished_line, finished_run, load_judge,
+                                         make_engine, make_optimizer, make_policy, prepare_run_dir,
+                                         prepare_start_model, previous_run, quiet_transformers, refuse_to_replace,
+                                         run_dir_for)
 from agentgym.trainers.task_selection import select_train_tasks, write_eval_tasks
 from agentgym.trainers.threads import set_torch_threads
 from agentgym.trainers.samples import TokenSequence, make_samples, tokenize_trajectories
@@ -289,7 +290,7 @@ def _open_run_dir(run_dir: Path, settings: dict, resume: bool, overwrite: bool, 
         log(f"no checkpoint in {run_dir}: starting from scratch")
     if checkpoint is None and not overwrite:
         refuse_to_replace(run_dir, previous_run(run_dir))
-    run_dir.mkdir(parents=True, exist_ok=True)
+    prepare_run_dir(run_dir)  # a writable folder with no link in it, or one line
     if checkpoint is None and (removed := dp.on_main(clear_previous_run, run_dir)):
         log(f"--overwrite: removed the previous run's {', '.join(removed)} from {run_dir}")
     return checkpoint
@@ -315,6 +316,9 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
     overwrite replaces it. session: where bars draw (agentgym.progress; by default the calling
     command's session)."""
     session = progress.resolve(session)
+    if resume and (done := finished_run(run_dir_for(cfg), cfg.iterations)) is not None:
+        log(finished_line(run_dir_for(cfg), done))  # left as it is, byte for byte
+        return done
     quiet_transformers()
     cfg.torch_threads = set_torch_threads(cfg.torch_threads, log)  # config.yaml records the count used
     started = session_started = time.perf_counter()
@@ -410,7 +414,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         dp.save_policy(policy, run_dir / "final_model")
         finished = True
-    except OSError as exc:
+    except Exception as exc:  # noqa: BLE001 - a full disk raises OSError, or safetensors' own SafetensorError
         if is_disk_full(exc):
             raise disk_full_error(run_dir, exc) from None
         raise

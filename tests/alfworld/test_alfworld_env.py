@@ -178,7 +178,7 @@ def test_unseen_floorplans_are_reserved_and_the_shipped_splits_respect_them():
     assert not any(t.params["floorplan"] in unseen for t in splits["train"] + splits["heldout"])
     ids = [t.task_id for ts in splits.values() for t in ts]
     assert len(ids) == len(set(ids))
-    heldout = SPACE.heldout_keys()
+    heldout = _validation.heldout_keys(SPACE)
     assert not any(t.task_id in heldout or _validation.is_heldout(SPACE, t) for t in splits["train"])
     assert all(_validation.is_heldout(SPACE, t) for t in splits["heldout"] + splits["heldout_unseen"])
     assert {t.params["task_type"] for t in splits["train"]} == set(scenes.TASK_TYPES)
@@ -305,7 +305,7 @@ def test_the_task_generator_and_the_trainer_gate_refuse_held_out_games():
     assert gen.admit(unseen, "sample") == "heldout"
     # a copy of a held-out-unseen game with another seed is a new game, but on a test floor plan
     assert gen.admit(TaskSpec(ID, unseen.params, seed=unseen.seed + 1), "mutate") == "reserved"
-    keys = SPACE.heldout_keys()
+    keys = _validation.heldout_keys(SPACE)
     for task in (heldout, unseen, TaskSpec(ID, unseen.params, seed=unseen.seed + 1)):
         with pytest.raises(HeldoutTaskError):
             refuse_heldout([task], keys, reserved=SPACE.reserved)

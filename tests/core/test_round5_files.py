@@ -106,3 +106,106 @@ def test_round5_setup_sh_uses_the_waiting_apt_step():
     code = [line for line in setup.splitlines() if not line.strip().startswith("#")]
     assert any("scripts/system_packages.sh" in line for line in code)
     assert not any("apt-get" in line for line in code)
+
+
+# --- item 22: a config file linked to a secret -------------------------------------------------------
+SECRETS = {  # what a link named like a config may point at, and the text that must never be printed
+    "id_ed25519": ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAsecretbody\n", "b3BlbnNzaC1rZXkt"),
+    ".env": ("OPENAI_API_KEY: sk-live-5ecret\n", "sk-live-5ecret"),
+    "token.json": ('{"token": "ghp_5ecretToken"}\n', "ghp_5ecretToken"),
+    "credentials": ("[default]\naws_secret_access_key = AKIA5ECRET\n", "AKIA5ECRET"),
+    "kubeconfig": ("apiVersion: v1\nkind: Config\nusers:\n- user: {token: kube-5ecret}\n", "kube-5ecret"),
+    "tagged": ("a: !vault kube-5ecret-tag\n", "kube-5ecret-tag"),
+    "broken": ("name: [sk-5ecret-flow\n", "sk-5ecret-flow"),
+    "tabbed": ("a: 1\n\tsk-5ecret-tab: 2\n", "sk-5ecret-tab"),
+}
+
+
+def test_round5_a_config_linked_to_a_secret_names_the_file_never_its_content(tmp_path):
+    """Round 5, item 22: a config file symlinked to a secret file echoed the file's first line in its
+    error; the error names the file (the link) and shows none of its text."""
+    from agentgym.errors import ConfigError
+    from agentgym.trainers.config import load_config
+
+    import pytest
+
+    for name, (content, secret) in SECRETS.items():
+        target = tmp_path / "home" / name
+        target.parent.mkdir(exist_ok=True)
+        target.write_text(content)
+        link = tmp_path / f"{name.strip('.')}.yaml"
+        link.symlink_to(target)
+        with pytest.raises(ConfigError) as err:
+            load_config(str(link))
+        message = str(err.value)
+        assert str(link) in message and "\n" not in message, (name, message)
+        assert secret not in message and content.splitlines()[0] not in message, (name, message)
+    # the command line prints the same one line
+    done = subprocess.run([sys.executable, "-m", "agentgym.cli", "train", str(tmp_path / "env.yaml"), "--print-config"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "sk-live-5ecret" not in done.stdout + done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and str(tmp_path / "env.yaml") in done.stderr
+
+
+def test_round5_a_real_configs_typos_are_still_named(tmp_path):
+    """Round 5, item 22: hiding a foreign file's text keeps the help a config's own mistakes get."""
+    from agentgym.errors import ConfigError
+    from agentgym.trainers.config import load_config
+
+    import pytest
+
+    config = tmp_path / "mine.yaml"
+    config.write_text("iteratons: 3\n")
+    with pytest.raises(ConfigError, match="did you mean iterations"):
+        load_config(str(config))
+    config.write_text("seed: 1\niteratons: 3\n")  # a config (seed) with a typo: the key is named
+    with pytest.raises(ConfigError, match="unknown key iteratons: did you mean iterations"):
+        load_config(str(config))
+    config.write_text("iterations: 3\n\tseed: 1\n")
+    with pytest.raises(ConfigError, match=r"not valid YAML at line 2, column 1 \(found character '\\t'"):
+        load_config(str(config))
+
+
+# --- item 22: the disk filling up while a GGUF model is converted ------------------------------------
+CONVERT_ON_A_FULL_DISK = '''
+import sys
+sys.path.insert(0, ROOT)
+import safetensors, transformers
+import transformers.modeling_utils as modeling_utils
+from tests.models.test_model_catalog import CHATML, write_gguf
+
+net = transformers.LlamaForCausalLM(transformers.LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16,
+    num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
+class Tokenizer:
+    chat_template = CHATML
+transformers.AutoModelForCausalLM.from_pretrained = lambda *a, **k: net  # a tiny model stands in for the file's
+transformers.AutoTokenizer.from_pretrained = lambda *a, **k: Tokenizer()
+def full(*args, **kwargs):  # what safetensors raises when the disk fills up under it
+    raise safetensors.SafetensorError(FULL)
+modeling_utils.safe_save_file = full
+source = write_gguf(__import__("pathlib").Path(sys.argv[1]))
+sys.argv = ["agentgym", "eval", "agentgym/Household-v0", "--policy", f"hf:{source}", "--episodes", "1", "--limit", "1"]
+from agentgym.cli import main
+main()
+'''
+
+
+def test_round5_a_full_disk_during_model_conversion_is_one_line(tmp_path):
+    """Round 5, item 22: the disk filling up while a GGUF model was converted gave a traceback ending
+    in safetensors' SafetensorError; it is one line, and the cache keeps no partial folder."""
+    import os
+
+    import pytest
+
+    pytest.importorskip("gguf", reason="pip install 'agentgym-credit[train]'")
+    script = tmp_path / "convert.py"
+    full = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+    script.write_text(f"ROOT = {str(ROOT)!r}\nFULL = {full!r}\n" + CONVERT_ON_A_FULL_DISK)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "AGENTGYM_MODEL_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "m.gguf")], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert lines[-1].startswith("error: the disk is full") and "AGENTGYM_MODEL_CACHE" in lines[-1], lines
+    assert not [p for p in cache.rglob("*") if p.is_dir()]  # neither the folder nor its temporary

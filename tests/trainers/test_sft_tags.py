@@ -40,9 +40,10 @@ def test_household_meta_tag_classes_commands_by_what_they_do():
 
 def _tagged_demonstrations(n=30, **kw):
     from agentgym.registration import get_task_space
+    from agentgym.tasks.generation import fresh_tasks
     from agentgym.trainers.sft import oracle_trajectories
 
-    tasks = get_task_space(HOUSEHOLD).fresh_tasks(n, seed=1)
+    tasks = fresh_tasks(get_task_space(HOUSEHOLD), n, seed=1)
     return oracle_trajectories(HOUSEHOLD, tasks, CHAT, {"max_episode_steps": 12}, seed=0, slip_prob=0.2,
                                search=True, dawdle_prob=0.4, filter_success=False, tags=True, **kw)
 
