@@ -9,7 +9,7 @@ Tree rollouts (`branch=BranchConfig(...)`): at chosen steps of each episode the 
 snapshotted (agentgym.snapshot) before the step's action is played, and K more episodes start
 from that state, each sampling its own action there and playing on. A branch is a trajectory of
 its own whose steps start at the branch step; its metadata["tree"] names its parent episode and
-that step (tree ids are unique to the rollout). With a token-level engine and history="full" a
+that step (a tree id is the group id and the episode number). With a token-level engine and history="full" a
 branch continues the parent's exact prompt ids, and the K branches of one point start in the same
 batched call, so an engine that prefills identical prompts once (HFPolicy) prefills them once.
 """
@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import math
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -242,13 +241,17 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
         return []
     if max_live_envs is not None and int(max_live_envs) < 1:
         raise ValueError("max_live_envs must be >= 1 (or None for one env per episode)")
+    branch = BranchConfig.of(r.branch)
     # a tree rollout's branches need envs too: room for each episode's first branch point at once
-    wanted = len(episodes) * (1 + BranchConfig.of(r.branch).k if r.branch is not None else 1)
+    wanted = len(episodes) * (1 + branch.k if branch is not None else 1)
     n_slots = wanted if max_live_envs is None else min(wanted, int(max_live_envs))
 
-    branch = BranchConfig.of(r.branch)
     pool = make_executor(r.executor, factory, n_slots, num_workers=r.num_workers, options=r.executor_options)
-    tree = _Tree(branch, pool, continuation) if branch is not None else None
+    try:
+        tree = _Tree(branch, pool, continuation) if branch is not None else None
+    except Exception:
+        pool.close()
+        raise
     if tree is not None:
         for ep in episodes:
             ep.traj.metadata["tree"] = {"id": tree.id_of(ep), "parent": None, "step": 0}
@@ -365,11 +368,11 @@ class _Tree:
         if probe is not None:
             require_snapshots(probe, "branch=")
         self.config, self.pool, self.continuation = config, pool, continuation
-        self.rollout = uuid.uuid4().hex[:8]  # tree ids are unique across rollouts of one batch
         self.made = 0
 
-    def id_of(self, ep: _Episode) -> str:
-        return f"{self.rollout}:{ep.index}"
+    @staticmethod
+    def id_of(ep: _Episode) -> str:
+        return f"{ep.traj.group_id}#{ep.index}"  # as unique as group ids, and the same on a replayed rollout
 
     def branch(self, ep: _Episode, comp: Completion, first_index: int) -> list[_Episode]:
         """The K branch episodes of `ep`'s latest step when it is a branch point (its env not yet stepped)."""

@@ -185,3 +185,12 @@ def test_entropy_branching_picks_the_steps_whose_replies_were_surprising():
     root = low[0]
     assert len(low) == 1 + len(root.steps)  # a branch at every step of the root
     assert len(high) == 1
+
+
+def test_a_branched_rollout_replays_byte_for_byte():
+    def play():
+        trajs = agentgym.collect(HOUSEHOLD, TASKS, RandomPolicy(seed=3), group_size=2, seed=7, session=None,
+                                 branch={"k": 2, "every": 3}, env_kwargs={"max_episode_steps": 8})
+        return [t.to_dict() for t in trajs]
+
+    assert play() == play()  # tree ids included: a saved tree rollout names the same parents when replayed
