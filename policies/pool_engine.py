@@ -187,11 +187,14 @@ class StepWeights:
                 mlp.act_fn, (q, k, k)))
 
     def refresh(self) -> None:
+        """Copy the adapters' factors again, into the same tensors (a captured CUDA graph reads them there)."""
         for layer in self.layers:
             for group in (layer.qkv, layer.o, layer.gate_up, layer.down):
                 if group.lora is not None:
                     plains = [_plain(m) for m in group.modules]
-                    group.lora = _lora_copy(plains, [_adapter(m) for m in group.modules], self.lora_dtype)
+                    fresh = _lora_copy(plains, [_adapter(m) for m in group.modules], self.lora_dtype)
+                    for mine, new in zip(group.lora, fresh):
+                        mine.copy_(new)
 
     @property
     def device(self) -> torch.device:
@@ -457,7 +460,8 @@ class PoolEngine:
                            int(max_pool_gib * 2**30), self.log)
         self.stats = EngineStats()
         self.graphs = self.device.type == "cuda" if graphs is None else graphs
-        self._graphs: dict[int, Any] = {}
+        self._graphs: dict[tuple, _Graph] = {}  # (rows, pool slots, pool length) -> the captured step
+        self._failed = False  # a capture failed: eager from then on
         self._said: set[str] = set()
         self._version = self._weights_version()
 
@@ -473,6 +477,33 @@ class PoolEngine:
 
     def _weights_version(self) -> int:
         return sum(int(p._version) for p in self.policy.model.parameters())
+
+    def _graph_for(self, rows: int) -> "_Graph | None":
+        """The captured step of the smallest size holding slots 0..rows-1, captured on first use; None (the
+        eager step) where no size does or a capture failed, each said once."""
+        size = next((n for n in GRAPH_SIZES if n >= rows and n <= self.pool.slots), None)
+        if size is None:
+            self.say_once("graph-size", f"policy.engine=pool: {rows} rows exceed the largest captured decode step "
+                                        f"({min(GRAPH_SIZES[-1], self.pool.slots)} rows): they decode eagerly")
+            return None
+        key = (size, self.pool.slots, self.pool.length)  # a grown pool is a new tensor: capture again
+        if key not in self._graphs:
+            if self._failed:
+                return None
+            for old in [k for k in self._graphs if k[1:] != key[1:]]:
+                del self._graphs[old]  # captured over the pool before it grew
+            try:
+                self._graphs[key] = _Graph(self, size)
+                self.stats.captures += 1
+                if self.device.type == "cuda":
+                    self.log(f"policy.engine=pool: captured the decode step at {size} rows "
+                             f"({self.stats.captures} captures so far)")
+            except Exception as exc:  # noqa: BLE001 - any op the capture refuses: one line, then eager
+                self._failed = True
+                self.log(f"policy.engine=pool: capturing the decode step failed ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}); decoding eagerly")
+                return None
+        return self._graphs[key]
 
     def rebuild(self) -> None:
         """The model's modules changed (bf16 base kept, weights replaced): read them again, drop the pool's caches."""
@@ -545,7 +576,11 @@ class PoolEngine:
             self.say_once("wait", f"policy.engine=pool: {len(rows)} rows do not fit the KV pool's budget "
                                   f"({pool.max_bytes / 2**30:.1f} GiB): they decode in parts of at most {cap}, the "
                                   "others waiting")
-        pool.ensure(len(pool.owner) + len(part) - len([i for i in part if i in owned]), longest)
+        slots = len(pool.owner) + len(part) - len([i for i in part if i in owned])
+        if self.graphs:  # as many slots as the captured size that holds them, where the budget allows
+            size = next((n for n in GRAPH_SIZES if n >= slots), slots)
+            slots = size if pool.bytes_for(size, length) <= pool.max_bytes else slots
+        pool.ensure(slots, longest)
         return part
 
     def _generate_part(self, rows: list[int], prompt_ids: list, keys: list, sampling: SamplingParams,
@@ -725,7 +760,8 @@ class PoolEngine:
         policy, pool, w = self.policy, self.pool, self.weights
         device = self.device
         rows = len(slots)
-        low, high = min(slots), max(slots) + 1
+        graph = self._graph_for(max(slots) + 1) if self.graphs and not recording and not policy.stop_strings else None
+        low, high = (0, graph.rows) if graph is not None else (min(slots), max(slots) + 1)
         span = high - low
         row_index = torch.tensor([s - low for s in slots], dtype=torch.long, device=device)
         in_call = torch.zeros(span, dtype=torch.bool, device=device)
@@ -775,14 +811,19 @@ class PoolEngine:
                 node[row_index] = advance(node_rows, pick, token, tables)
             feed = torch.zeros(span, dtype=torch.long, device=device)
             feed[row_index] = token
-            hidden_span, captured = self._step(feed, position, keys_view, values_view, in_call, recording)
-            hidden = hidden_span[row_index]
-            if recording:
-                states.append(captured[row_index])
+            if graph is not None:
+                hidden = graph.run(feed, position)[row_index]
+            else:
+                hidden_span, captured = self._step(feed, position, keys_view, values_view, recording)
+                hidden = hidden_span[row_index]
+                if recording:
+                    states.append(captured[row_index])
+                self.stats.eager_steps += 1
             position = torch.where(in_call, position + 1, position)
-            self.stats.decode_steps += 1
             self.stats.decode_rows += span
-            self.stats.decode_context += int(position[row_index].sum()) + rows
+        fed = step - 1  # decode steps run (the last sampled token is never fed)
+        self.stats.decode_steps += fed
+        self.stats.decode_context += fed * sum(lengths) + rows * fed * (fed + 1) // 2
         self.stats.sampled_tokens += int(ended.sum())
         reply_states = torch.stack(states) if states else None
         return out_tokens[:step].cpu(), out_logprobs[:step].cpu(), out_nodes[:step].cpu(), ended.tolist(), \
@@ -795,14 +836,17 @@ class PoolEngine:
         hits = [any(s in decode(row) for s in self.policy.stop_strings) for row in tail]
         return torch.tensor(hits, dtype=torch.bool, device=device)
 
-    def _step(self, token: torch.Tensor, position: torch.Tensor, keys_view, values_view, in_call, recording: bool):
+    def _step(self, token: torch.Tensor, position: torch.Tensor, keys_view, values_view, recording: bool,
+              whole_pool: bool = False):
         """One decode step of the span's rows: each row's token at its position, its keys and values
-        written into its slot; returns the final hidden states [span, hidden] (and the frozen layer's input)."""
+        written into its slot; returns the final hidden states [span, hidden] (and the frozen layer's input).
+        Attention reads the keys up to the furthest row's position (read on the host), or, for a CUDA
+        graph (`whole_pool`: no host read), every position of the pool, the others masked."""
         w = self.weights
         hidden = w.embed(token)
         cos, sin = w.rotary(hidden[:, None], position[:, None])
         span = token.shape[0]
-        length = int(position[in_call].max()) + 1
+        length = keys_view.shape[-2] if whole_pool else int(position[position < self.pool.length].max()) + 1
         visible = torch.arange(length, device=token.device)[None, :] <= position[:, None]  # [span, length]
         rows = torch.arange(span, device=token.device)
         lowest = self.policy.frozen_states.layer if recording else -1
@@ -834,6 +878,40 @@ class PoolEngine:
         residual = hidden
         gate, up = layer.gate_up(layer.post_norm(hidden)).chunk(2, -1)
         return residual + layer.down(layer.act(gate) * up)
+
+
+class _Graph:
+    """The decode step of `rows` rows (slots 0..rows-1) over static inputs: captured as a CUDA graph on a
+    GPU; on a CPU (graphs=True, for tests) the same fixed-size step run eagerly."""
+
+    def __init__(self, engine: PoolEngine, rows: int):
+        pool, device = engine.pool, engine.device
+        self.rows = rows
+        self.token = torch.zeros(rows, dtype=torch.long, device=device)
+        self.position = torch.full((rows,), pool.length, dtype=torch.long, device=device)  # the scratch column
+        keys, values = pool.keys[:, :rows], pool.values[:, :rows]
+        self.step = lambda: engine._step(self.token, self.position, keys, values, False, whole_pool=True)[0]
+        self.graph = None
+        if device.type != "cuda":
+            self.step()  # what the capture's warm-up runs: an op that fails, fails here
+            return
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):  # warm-up (kernel selection, allocator) off the capture
+            for _ in range(2):
+                self.step()
+        torch.cuda.current_stream(device).wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.hidden = self.step()
+
+    def run(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        self.token.copy_(token)
+        self.position.copy_(position)
+        if self.graph is None:
+            return self.step()
+        self.graph.replay()
+        return self.hidden
 
 
 def pool_rollout_engine(trainer_policy, _model_path: str, settings) -> Any:

@@ -243,3 +243,39 @@ def test_sampling_resumes_exactly_from_the_policys_saved_state(model_dir):
     after = pooled.generate_ids(prompts, sampling)
     pooled.load_sampling_state(state)
     _same(pooled.generate_ids(prompts, sampling), after, tol=1e-12)
+
+
+def test_the_fixed_size_step_a_graph_captures_computes_the_same(model_dir):
+    """graphs=True on a CPU runs the step a CUDA graph captures (slots 0..n-1 padded to a fixed size,
+    attention over the whole pool) without capturing it: the same replies as the eager path."""
+    eager, pooled = _policies(model_dir)
+    pooled.use_pool_engine(graphs=True, log=lambda line: None)
+    prompts = _prompts(eager, 5)
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=10)
+    keys = [f"e{i}" for i in range(5)]
+    _same(pooled.generate_ids(prompts, sampling, cache_keys=keys), eager.generate_ids(prompts, sampling))
+    assert [k[0] for k in pooled.pool_engine._graphs] == [8]  # 5 rows padded to the size 8
+    pooled.forget(keys[1:4])  # a call of slots 0 and 4: rows between compute along, discarded
+    _same(pooled.generate_ids([prompts[0], prompts[4]], sampling, cache_keys=[keys[0], keys[4]]),
+          eager.generate_ids([prompts[0], prompts[4]], sampling))
+
+
+def test_a_capture_that_fails_says_so_in_one_line_and_decodes_eagerly(model_dir):
+    eager, pooled = _policies(model_dir)
+    lines: list[str] = []
+    pooled.use_pool_engine(graphs=True, log=lines.append)
+    engine = pooled.pool_engine
+    real_step = engine._step
+
+    def refusing_step(*args, whole_pool=False, **kwargs):  # an op the capture cannot take
+        if whole_pool:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return real_step(*args, **kwargs)
+
+    engine._step = refusing_step
+    prompts = _prompts(eager, 4)
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=6)
+    _same(pooled.generate_ids(prompts, sampling), eager.generate_ids(prompts, sampling))
+    _same(pooled.generate_ids(prompts, sampling), eager.generate_ids(prompts, sampling))
+    assert len(lines) == 1 and "capturing the decode step failed" in lines[0] and "eagerly" in lines[0]
+    assert engine.stats.eager_steps > 0 and engine.stats.captures == 0
