@@ -192,10 +192,14 @@ def require_rollout_logprobs(cfg: RolloutCorrectionConfig, trajectories, engine:
 
 
 def check_rollout_correction(cfg) -> None:
-    """The rules across sections (trainers/checks.py): staleness has its own correction."""
+    """The rules across sections (trainers/checks.py): staleness has its own correction, and
+    distillation's advantage would discard the weights."""
     rc = cfg.ppo.rollout_correction
     if not rc.active:
         return
+    if cfg.distill.enabled:  # distillation replaces the advantages the weights were applied to
+        raise ConfigError(f"ppo.rollout_correction.mode={rc.mode} and distill.teacher do not combine yet: the "
+                          "distillation advantage replaces the corrected one; set ppo.rollout_correction.mode=none")
     if cfg.rollout.max_staleness > 0 or cfg.ppo.decoupled or cfg.ppo.is_cap is not None:
         raise ConfigError(f"ppo.rollout_correction.mode={rc.mode} corrects a synchronous engine's mismatch; stale "
                           "batches have their own correction (ppo.is_cap, ppo.decoupled): use one, with "

@@ -88,6 +88,7 @@ def test_scaled_advantage_is_the_weighted_token_loss():
     (["ppo.rollout_correction.mode=tis", "ppo.rollout_correction.high=3"], "band of mis and icepop"),
     (["ppo.rollout_correction.mode=tas"], "choose one of none, tis, mis, icepop"),
     (["ppo.rollout_correction.mode=tis", "rollout.max_staleness=1"], "own correction"),
+    (["ppo.rollout_correction.mode=tis", "distill.teacher=x"], "do not combine yet"),
 ])
 def test_bad_settings_are_refused_in_one_line(toy_config, tmp_path, tiny_model_dir, overrides, says):
     with pytest.raises(ConfigError, match=says) as info:
