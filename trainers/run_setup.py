@@ -243,6 +243,8 @@ def build_heads(est_cfg: EstimatorConfig, policy) -> dict:
 
 
 RUN_OUTPUTS = (METRICS_FILE, "summary.json", "checkpoints", "final_model", "tensorboard", "trajectories", "evals")
+# everything a run writes in its run dir (and eval_<split>.jsonl): prepare_run_dir checks these hold no link
+RUN_WRITES = (*RUN_OUTPUTS, "config.yaml", "learning_curves.png", "tiny_model", "sft_model")
 
 
 def previous_run(run_dir: Path) -> list[str]:
@@ -256,8 +258,9 @@ def previous_run(run_dir: Path) -> list[str]:
 
 def prepare_run_dir(run_dir: Path) -> None:
     """Before a run writes anything: run_dir exists or is made, is a folder this process can write
-    in, and holds no link (a file or folder of it that is a link would take the run's writes outside
-    it: a final_model linked to another folder had its model files written there). One line otherwise."""
+    in, and nothing the run writes there (RUN_WRITES) is or holds a link (it would take the run's
+    writes outside: a final_model linked to another folder had its model files written there).
+    One line otherwise."""
     import errno
     import os
     import tempfile
@@ -283,9 +286,11 @@ def prepare_run_dir(run_dir: Path) -> None:
 
             raise disk_full_error(run_dir, exc) from None
         raise ConfigError(f"cannot write in run dir {run_dir} ({_why(exc)}): {fix}") from None
-    for folder, dirs, files in os.walk(run_dir):  # links are listed, never followed
-        for name in dirs + files:
-            path = Path(folder) / name
+    written = [run_dir / name for name in RUN_WRITES] + sorted(run_dir.glob("eval_*.jsonl"))
+    for top in written:
+        inside = [top] + ([Path(f) / n for f, dirs, files in os.walk(top) for n in dirs + files]  # links not followed
+                          if top.is_dir() and not top.is_symlink() else [])
+        for path in inside:
             if path.is_symlink():
                 raise ConfigError(f"{path} is a link (to {os.readlink(path)}): a run writes only inside its run dir "
                                   f"{run_dir}; remove the link (copy what it names in its place), or use another "

@@ -284,13 +284,13 @@ def _evaluate_now(evaluate: Callable[[], object], log_cfg: LogConfig, run_dir: P
 def _open_run_dir(run_dir: Path, settings: dict, resume: bool, overwrite: bool, dp, log) -> Path | None:
     """The checkpoint to resume from (checked against `settings`, the config as a dict), or None for
     a fresh start: refused when run_dir holds an earlier run, unless `overwrite` clears its outputs."""
+    prepare_run_dir(run_dir)  # a writable folder, and no link where the run reads and writes, or one line
     checkpoint = check_resume(run_dir, settings) if resume else None  # whole, and saved with these shape settings
     dp.check_checkpoint(checkpoint)
     if resume and checkpoint is None:
         log(f"no checkpoint in {run_dir}: starting from scratch")
     if checkpoint is None and not overwrite:
         refuse_to_replace(run_dir, previous_run(run_dir))
-    prepare_run_dir(run_dir)  # a writable folder with no link in it, or one line
     if checkpoint is None and (removed := dp.on_main(clear_previous_run, run_dir)):
         log(f"--overwrite: removed the previous run's {', '.join(removed)} from {run_dir}")
     return checkpoint

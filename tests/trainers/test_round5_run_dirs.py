@@ -96,6 +96,18 @@ def test_round5_resume_never_writes_through_a_link_out_of_the_run_dir(tmp_path, 
     assert "\n" not in message and str(run / "final_model") in message and "link" in message, message
     assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
 
+    # a link deeper in what the run writes (a weights file of a checkpoint) too; a link of the user's own
+    # beside the run's files is left alone
+    (run / "final_model").unlink()
+    weights = next((run / "checkpoints").rglob("*.safetensors"))
+    weights.unlink()
+    weights.symlink_to(outside / "keep.txt")
+    (run / "notes").symlink_to(outside)
+    with pytest.raises(ConfigError, match="is a link") as err:
+        train(toy_config(tmp_path, sft_model_dir, "iterations=2"), resume=True, log=lambda _: None)
+    assert str(weights) in str(err.value)
+    assert (outside / "keep.txt").read_text() == "mine"
+
 
 def test_round5_a_run_dir_that_cannot_be_written_is_one_line(tmp_path, toy_config, sft_model_dir, monkeypatch):
     """Round 5, item 22: a run dir under a regular file, a regular file as the run dir and a run dir
