@@ -167,45 +167,46 @@ def test_round5_a_real_configs_typos_are_still_named(tmp_path):
 
 
 # --- item 22: the disk filling up while a GGUF model is converted ------------------------------------
-CONVERT_ON_A_FULL_DISK = '''
-import sys
-sys.path.insert(0, ROOT)
-import safetensors, transformers
-import transformers.modeling_utils as modeling_utils
-from tests.models.test_model_catalog import CHATML, write_gguf
-
-net = transformers.LlamaForCausalLM(transformers.LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16,
-    num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
-class Tokenizer:
-    chat_template = CHATML
-transformers.AutoModelForCausalLM.from_pretrained = lambda *a, **k: net  # a tiny model stands in for the file's
-transformers.AutoTokenizer.from_pretrained = lambda *a, **k: Tokenizer()
-def full(*args, **kwargs):  # what safetensors raises when the disk fills up under it
-    raise safetensors.SafetensorError(FULL)
-modeling_utils.safe_save_file = full
-source = write_gguf(__import__("pathlib").Path(sys.argv[1]))
-sys.argv = ["agentgym", "eval", "agentgym/Household-v0", "--policy", f"hf:{source}", "--episodes", "1", "--limit", "1"]
-from agentgym.cli import main
-main()
-'''
+FULL_DISK = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
 
 
-def test_round5_a_full_disk_during_model_conversion_is_one_line(tmp_path):
+def test_round5_a_full_disk_during_model_conversion_is_one_line(tmp_path, monkeypatch, capsys):
     """Round 5, item 22: the disk filling up while a GGUF model was converted gave a traceback ending
-    in safetensors' SafetensorError; it is one line, and the cache keeps no partial folder."""
-    import os
-
+    in safetensors' SafetensorError; it is one line, and the cache keeps no partial folder. The model
+    is a tiny one standing in for the file's, and safetensors' writer raises what it raises when the
+    disk fills up under it."""
     import pytest
 
     pytest.importorskip("gguf", reason="pip install 'agentgym-credit[train]'")
-    script = tmp_path / "convert.py"
-    full = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
-    script.write_text(f"ROOT = {str(ROOT)!r}\nFULL = {full!r}\n" + CONVERT_ON_A_FULL_DISK)
+    import safetensors
+    import transformers
+    import transformers.modeling_utils as modeling_utils
+
+    from agentgym.cli import main
+    from tests.models.test_model_catalog import CHATML, write_gguf
+
+    net = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2))
+
+    class Tokenizer:
+        chat_template = CHATML
+
+    def full(*args, **kwargs):
+        raise safetensors.SafetensorError(FULL_DISK)
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: net)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: Tokenizer())
+    monkeypatch.setattr(modeling_utils, "safe_save_file", full)
     cache = tmp_path / "cache"
-    env = {**os.environ, "AGENTGYM_MODEL_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "m.gguf")], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=tmp_path)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert lines[-1].startswith("error: the disk is full") and "AGENTGYM_MODEL_CACHE" in lines[-1], lines
+    monkeypatch.setenv("AGENTGYM_MODEL_CACHE", str(cache))
+    source = write_gguf(tmp_path / "m.gguf")
+    monkeypatch.setattr(sys, "argv", ["agentgym", "eval", "agentgym/Household-v0", "--policy", f"hf:{source}",
+                                      "--episodes", "1", "--limit", "1"])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: the disk is full") and "AGENTGYM_MODEL_CACHE" in last, err
     assert not [p for p in cache.rglob("*") if p.is_dir()]  # neither the folder nor its temporary
