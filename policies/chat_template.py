@@ -7,8 +7,12 @@ surfaces as a traceback. `render_chat` renders as `tokenizer.apply_chat_template
 environment options, globals, filters and variables; tests/models compare the ids) and bounds each
 render:
 
-- time: at most `MAX_RENDER_SECONDS` of wall time, checked on every line of Python the render runs
-  (a trace function set only for the render, in its thread), so a loop that calls nothing stops too;
+- work: at most `MAX_RENDER_OPERATIONS` operations, counted at every item of every `{% for %}` loop
+  (each loop's iterable is wrapped when the template is compiled), every call, filter, operator and
+  attribute, so a loop that calls nothing stops too; one operation runs to its end, but its input is
+  bounded in size (below). A count, not a clock: a render is stopped by what it does, never by how
+  loaded the machine is (a wall-clock bound stopped real templates on a busy CPU), and the template is
+  compiled before the count starts;
 - size: every string, list or dict an operator, a call or a filter builds, and the output, at most
   `max_chars` (MAX_OUTPUT_CHARS plus four times the conversation's own characters); an operation whose
   result size is known beforehand (`*`, `**`, a width or count argument, a format width) is refused
@@ -17,7 +21,8 @@ render:
 
 Whatever stops a render (a bound, the sandbox, an include, the template's own raise_exception, memory,
 recursion, any other error in it) is a ConfigError of one line that names the model and what to do.
-A real template renders in about a millisecond; these bounds are orders of magnitude above that.
+A real template renders in about a millisecond and a few hundred operations; these bounds are orders of
+magnitude above that (a million operations take about half a second).
 """
 
 from __future__ import annotations
@@ -26,15 +31,13 @@ import functools
 import json
 import re
 import string
-import sys
 import threading
-import time
 from datetime import datetime
 from typing import Any
 
 from agentgym.errors import ConfigError
 
-MAX_RENDER_SECONDS = 2.0
+MAX_RENDER_OPERATIONS = 1_000_000
 MAX_TEMPLATE_CHARS = 1 << 20
 MAX_OUTPUT_CHARS = 4 << 20
 
@@ -50,8 +53,8 @@ class TemplateBound(Exception):
 class _Render(threading.local):
     """The bounds of the render under way in this thread (none outside a render, e.g. at compile time)."""
 
-    deadline: float | None = None
-    seconds: float = MAX_RENDER_SECONDS
+    operations_left: int | None = None
+    operations: int = MAX_RENDER_OPERATIONS
     limit: int = MAX_OUTPUT_CHARS
 
 
@@ -59,8 +62,13 @@ _render = _Render()
 
 
 def _check_time() -> None:
-    if _render.deadline is not None and time.monotonic() > _render.deadline:
-        raise TemplateBound(f"took more than {_render.seconds:g} s to render one prompt")
+    """Count one operation of the render under way; past its budget, stop it."""
+    if _render.operations_left is None:
+        return
+    _render.operations_left -= 1
+    if _render.operations_left < 0:
+        raise TemplateBound(f"ran more than {_render.operations} operations (loop items, calls, filters) to render "
+                            "one prompt")
 
 
 def _check_size(value: Any) -> Any:
@@ -184,6 +192,15 @@ def _environment():
         code_generator_class = BoundedCodeGenerator
         intercepted_binops = frozenset({"*", "**", "+", "%"})
 
+        def _parse(self, source, name, filename):
+            """Every `{% for %}` iterates through `_bounded_iter`, which counts each item as an operation:
+            a loop whose body calls nothing (nested range(100000) loops) stops too."""
+            tree = super()._parse(source, name, filename)
+            for loop in tree.find_all(jinja2.nodes.For):
+                loop.iter = jinja2.nodes.Call(jinja2.nodes.Name(_ITER, "load"), [loop.iter], [], None, None,
+                                              lineno=loop.lineno)
+            return tree
+
         def concat(self, items):
             _check_time()
             _check_expected(sum(len(i) if isinstance(i, str) else len(str(i)) for i in items), "would concatenate")
@@ -255,8 +272,18 @@ def _environment():
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
     env.globals["namespace"] = BoundedNamespace
+    env.globals[_ITER] = _bounded_iter
     env.globals.pop("lipsum", None)  # Python loops sized by its argument, and no chat template's business
     return env
+
+
+_ITER = "agentgym_bounded_iter"
+
+
+def _bounded_iter(iterable):
+    for item in iterable:
+        _check_time()
+        yield item
 
 
 def _bounded_filter(name: str, f):
@@ -299,7 +326,7 @@ def template_source(tokenizer: Any) -> str | None:
 
 
 def render_chat(tokenizer: Any, messages: list, add_generation_prompt: bool = True,
-                seconds: float = MAX_RENDER_SECONDS) -> str:
+                operations: int = MAX_RENDER_OPERATIONS) -> str:
     """The text `tokenizer.apply_chat_template(messages, add_generation_prompt=..., tokenize=False)`
     renders, within the module's bounds; one line (ConfigError) when the template cannot render it."""
     name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
@@ -311,13 +338,11 @@ def render_chat(tokenizer: Any, messages: list, add_generation_prompt: bool = Tr
         raise ConfigError(f"the chat template of {name!r} is {len(source)} characters long (at most "
                           f"{MAX_TEMPLATE_CHARS}): a chat template is a few KB; use the model's own template")
     conversation_chars = sum(len(str(m.get("content") or "")) for m in messages if isinstance(m, dict))
-    outer = (_render.deadline, _render.seconds, _render.limit)
-    _render.deadline, _render.seconds = time.monotonic() + seconds, seconds
-    _render.limit = MAX_OUTPUT_CHARS + 4 * conversation_chars
-    previous_trace = sys.gettrace()
-    sys.settrace(_trace)
+    outer = (_render.operations_left, _render.operations, _render.limit)
     try:
-        template = _compile(source)
+        template = _compile(source)  # before the count starts: compiling is not the template's work
+        _render.operations_left, _render.operations = operations, operations
+        _render.limit = MAX_OUTPUT_CHARS + 4 * conversation_chars
         pieces, size = [], 0
         for piece in template.generate(messages=messages, tools=None, documents=None,
                                        add_generation_prompt=add_generation_prompt,
@@ -330,14 +355,7 @@ def render_chat(tokenizer: Any, messages: list, add_generation_prompt: bool = Tr
     except Exception as exc:  # noqa: BLE001 - whatever the template does (MemoryError and RecursionError too)
         raise ConfigError(f"the chat template of {name!r} {_why(exc)}") from None
     finally:
-        sys.settrace(previous_trace)
-        _render.deadline, _render.seconds, _render.limit = outer
-
-
-def _trace(frame, event, arg):
-    """Every line of Python the render runs checks its deadline (template code and the filters it calls)."""
-    _check_time()
-    return _trace
+        _render.operations_left, _render.operations, _render.limit = outer
 
 
 def _why(exc: BaseException) -> str:

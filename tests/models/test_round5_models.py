@@ -140,7 +140,7 @@ def test_a_hostile_chat_template_is_one_line_within_the_render_bound(tokenizer, 
         encode_chat_prompt(tokenizer, MESSAGES, max_prompt_tokens=None)
     message = one_line(err)
     assert message.startswith("the chat template of") and len(message) < 400, message
-    assert time.perf_counter() - t0 < ct.MAX_RENDER_SECONDS + 3
+    assert time.perf_counter() - t0 < 60  # a million operations at most: about half a second on an idle core
 
 
 def test_bounded_rendering_gives_the_ids_apply_chat_template_gives(tokenizer):
@@ -180,7 +180,7 @@ def test_eval_of_a_model_whose_template_never_ends_stops_in_one_line(tiny_folder
                             env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert "took more than" in result.stderr and time.perf_counter() - t0 < 120
+    assert "operations" in result.stderr and time.perf_counter() - t0 < 120
 
 
 # ---- items 17-19: what sits at a model's cache name ----
