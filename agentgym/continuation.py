@@ -35,7 +35,7 @@ from typing import Any
 
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Completion, Messages, SamplingParams, TurnContext
-from agentgym.policies.chat_template import render_chat
+from agentgym.chat_template import render_chat
 
 ON_MISMATCH = ("error", "per-turn")
 _instances = itertools.count()

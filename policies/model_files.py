@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Messages
-from agentgym.policies.chat_template import render_chat
+from agentgym.chat_template import render_chat
 from agentgym.policies.model_catalog import check_named_model, closest_catalog_name, is_named_model, \
     resolve_named_model
 

@@ -148,7 +148,7 @@ class _CountingPolicy:
 
 
 def test_branches_continue_the_parent_s_exact_token_prefix_in_one_batched_call():
-    from agentgym.policies.chat_template import _compile
+    from agentgym.chat_template import _compile
 
     # compiled once here, outside the render's time bound: the first compile is traced line by line
     # inside it, and on a loaded machine it can take longer than the bound allows
