@@ -19,7 +19,12 @@ similarity as a predictor of success (the chance a passing patch outscores a fai
 
 --split all takes every bundled split (train, heldout, heldout_unseen); --out writes the summary and
 every episode's row as JSON; --budget-min stops starting new tasks after that many minutes (the
-tasks played are recorded).
+tasks played are recorded). A recorded run can be brought up to date without replaying it:
+--rescore recomputes every row's similarity with the current reward (the tests' verdicts do not
+depend on it), and --kinds K --merge FILE plays only kind K on the tasks and adds its rows to FILE:
+
+    python benchmarks/patch_similarity_vs_tests.py --rescore docs/patch_similarity.json
+    python benchmarks/patch_similarity_vs_tests.py --split all --kinds delete --merge docs/patch_similarity.json
 """
 
 from __future__ import annotations
@@ -96,7 +101,8 @@ def rescore(path: Path) -> None:
     made: dict[str, dict[str, list[str]]] = {}
     for row in record["rows"]:
         task = by_id[row["task_id"]]
-        made.setdefault(task.task_id, patches(task))
+        if task.task_id not in made:
+            made[task.task_id] = patches(task)
         row["similarity"] = similarity_on_host(task, made[task.task_id][row["kind"]])
     rows = [(r["kind"], r["similarity"], r["tests_score"], r["tests_success"]) for r in record["rows"]]
     record.update(summarize(rows), rescored_with="python " + " ".join(sys.argv))
@@ -107,6 +113,19 @@ def rescore(path: Path) -> None:
           f"AUC = {record['auc_similarity_for_success']:.3f}; without the -1 rows: "
           f"{record['without_no_patch']['pearson_similarity_tests_success']:.3f}, "
           f"{record['without_no_patch']['auc_similarity_for_success']:.3f}")
+
+
+def merge(path: Path, episodes: list[dict]) -> None:
+    """Add `episodes` to the recorded run at `path`, replacing its rows of the same task and kind,
+    and recompute its summary."""
+    record = json.loads(path.read_text())
+    new = {(e["task_id"], e["kind"]) for e in episodes}
+    record["rows"] = [r for r in record["rows"] if (r["task_id"], r["kind"]) not in new] + episodes
+    rows = [(r["kind"], r["similarity"], r["tests_score"], r["tests_success"]) for r in record["rows"]]
+    record.update(summarize(rows), episodes=len(rows))
+    record["merged_with"] = record.get("merged_with", []) + ["python " + " ".join(sys.argv)]
+    path.write_text(dump(record))
+    print(f"merged {len(episodes)} rows into {path} ({len(rows)} rows)")
 
 
 def play(env, task, actions) -> dict:
@@ -162,9 +181,15 @@ def main() -> None:
     ap.add_argument("--budget-min", type=float, default=None, help="start no new task after this many minutes")
     ap.add_argument("--rescore", type=Path, default=None,
                     help="recompute the similarity of a recorded run's rows (tests' verdicts kept) and exit")
+    ap.add_argument("--kinds", default=",".join(KINDS), help=f"the patches to play, of {', '.join(KINDS)}")
+    ap.add_argument("--merge", type=Path, default=None,
+                    help="add the rows played to this recorded run (replacing its rows of the same task and kind)")
     args = ap.parse_args()
     if args.rescore:
         return rescore(args.rescore)
+    kinds = args.kinds.split(",")
+    if not set(kinds) <= set(KINDS):
+        raise SystemExit(f"--kinds: unknown {', '.join(sorted(set(kinds) - set(KINDS)))}; choose from {', '.join(KINDS)}")
     space = SWETaskSpace()
     splits = ("train", "heldout", "heldout_unseen") if args.split == "all" else (args.split,)
     try:
@@ -180,6 +205,8 @@ def main() -> None:
             if args.budget_min is not None and time.perf_counter() - t0 > 60 * args.budget_min:
                 break
             for kind, actions in patches(task).items():
+                if kind not in kinds:
+                    continue
                 info = play(env, task, actions)
                 rows.append((kind, info["patch_similarity"], info["score"], info["success"]))
                 episodes.append({"split": split, "task_id": task.task_id, "kind": kind,
@@ -199,6 +226,8 @@ def main() -> None:
     wo = summary["without_no_patch"]
     print(f"without the -1 (no patch) rows: Pearson(similarity, success) = "
           f"{wo['pearson_similarity_tests_success']:.3f}, AUC = {wo['auc_similarity_for_success']:.3f}")
+    if args.merge:
+        merge(args.merge, episodes)
     if args.out:
         per_split = {name: len({e["task_id"] for e in episodes if e["split"] == name}) for name in splits}
         record = {"command": "python " + " ".join(sys.argv), "split": args.split, "tasks_available": available,
