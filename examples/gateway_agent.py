@@ -55,7 +55,7 @@ def play(gateway: str, layout: dict, task, seed: int, episode: dict, http: httpx
     """One episode: the env's observations as chat messages, the policy's replies as actions."""
     env = make_chat_env(layout["env_id"], layout["env_kwargs"], **layout["chat"])
     messages, info = env.reset(seed=seed, options={"task": task})
-    client = openai.OpenAI(base_url=episode["base_url"], api_key="unused", http_client=http, max_retries=0)
+    client = openai.OpenAI(base_url=episode["base_url"], api_key="unused", http_client=http)
     rewards, states, valid = [], [], []
     try:
         while True:
@@ -73,6 +73,13 @@ def play(gateway: str, layout: dict, task, seed: int, episode: dict, http: httpx
         "reward": float(info["score"]), "success": bool(info["success"]), "step_rewards": rewards,
         "states": states, "valid": valid}).raise_for_status()
     return float(info["score"]), sum(valid), len(valid)
+
+
+def gateway_gone(exc: Exception) -> bool:
+    """Whether a failed request means the gateway no longer serves (training is over), not a
+    connection dropped on the way (the episode it was in is abandoned; the others go on)."""
+    cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
+    return isinstance(cause, httpx.ConnectError)
 
 
 def main() -> None:
@@ -102,9 +109,13 @@ def main() -> None:
                         jobs.append((task, rng.randrange(2**31), episode.json()))
                 with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
                     played = list(pool.map(lambda job: play(gw, layout, *job, http), jobs))
-            except (httpx.TransportError, openai.APIConnectionError):
-                print("the gateway closed: training is over")
-                return
+            except (httpx.TransportError, openai.APIConnectionError) as exc:
+                if gateway_gone(exc):
+                    print("the gateway closed: training is over")
+                    return
+                print(f"round {n + 1}: an episode failed ({type(exc).__name__}: {exc}); playing on", flush=True)
+                n += 1
+                continue
             n += 1
             scores, valid, steps = zip(*played)
             print(f"round {n}: mean reward {sum(scores) / len(scores):.3f} over {len(scores)} episodes, "

@@ -69,7 +69,14 @@ def test_the_example_agent_trains_through_the_gateway(tiny_model_dir, tmp_path, 
 
     from agentgym.cli import app
 
-    result = CliRunner().invoke(app, ["eval", str(run)])  # the run's own settings and held-out tasks
+    # the run's own settings and held-out tasks: its final evaluation again, episode for episode
+    result = CliRunner().invoke(app, ["eval", str(run), "--out", str(tmp_path / "eval")])
     assert result.exit_code == 0, result.output
     figures = re.search(r"final held-out success \(summary.json\): ([\d.]+); this evaluation: ([\d.]+)", result.output)
     assert figures and figures[1] == figures[2] == f"{saved['heldout_success_after']:.3f}", result.output
+
+    def actions(path: Path) -> list:
+        return [[step["action"] for step in json.loads(line)["steps"]] for line in path.read_text().splitlines()]
+
+    final = actions(run / "evals" / "iter00001" / "trajectories.jsonl")
+    assert final and actions(tmp_path / "eval" / "trajectories.jsonl") == final

@@ -251,6 +251,10 @@ def train_through_gateway(cfg, gateway_cfg: GatewayConfig, episodes_per_iter: in
     started = time.perf_counter()
 
     def evaluate():  # held-out success, played and decoded as `agentgym train` evaluates
+        if callable(reseed := getattr(engine, "reseed", None)):
+            # sampled as by a fresh process (`agentgym eval RUN_DIR`): the clients' calls leave the
+            # sampler mid-stream, and a request with the seed it last set does not reseed it
+            reseed(cfg.seed)
         return heldout_result(cfg.eval, cfg.env, engine, eval_path, cfg.seed, cfg.rollout, session)
 
     try:
