@@ -43,6 +43,28 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from real_model_speed import linear_shapes, matmul_rate, model_sizes  # noqa: E402  (the same floor's method)
 
 
+# model shapes measured with random weights (decode speed does not depend on the values): a config's fields
+SHAPES = {"qwen2.5-1.5b": dict(model_type="qwen2", hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                               num_attention_heads=12, num_key_value_heads=2, max_position_embeddings=32768,
+                               vocab_size=151936, tie_word_embeddings=True, rope_theta=1000000.0)}
+
+
+def shape_folder(shape: str, tokenizer_from: str, out: Path) -> str:
+    """An HF folder of `shape` with random weights and the tokenizer of `tokenizer_from` (its ids are
+    within the shape's vocabulary)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from agentgym.policies.model_files import resolve_model
+
+    fields = dict(SHAPES[shape])
+    config = AutoConfig.for_model(fields.pop("model_type"), **fields)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(resolve_model(tokenizer_from)).save_pretrained(out)
+    return str(out)
+
+
 def load_policy(model: str, device: str, dtype: str, lora: bool):
     from agentgym.policies.hf import HFPolicy
 
@@ -237,6 +259,8 @@ def run_iteration(args) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="smollm2-135m-instruct")
+    ap.add_argument("--shape", choices=sorted(SHAPES), help="measure this model shape with random weights (the "
+                                                               "tokenizer: --model's) instead of --model")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", default=None, choices=["fp32", "bf16", "bf16-base"],
                     help="the model's dtype (default: fp32 on a CPU, bf16 on CUDA); bf16-base: LoRA on a bf16 base")
@@ -256,7 +280,12 @@ def main() -> None:
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     device = torch.device(args.device)
     dtype_name = args.dtype or ("bf16" if device.type == "cuda" else "fp32")
-    policy = load_policy(args.model, args.device, dtype_name, lora=False)
+    model = args.model
+    if args.shape:
+        import tempfile
+
+        model = shape_folder(args.shape, args.model, Path(tempfile.mkdtemp(prefix="engine_shape_")))
+    policy = load_policy(model, args.device, dtype_name, lora=False)
     pooled = pooled_copy(policy)
     sizes = model_sizes(policy.model)
     sizes["head_fp32"] = dtype_name == "bf16-base"
@@ -296,7 +325,7 @@ def main() -> None:
     entry = {
         "command": "OMP_NUM_THREADS=1 python benchmarks/engine_speed.py " + " ".join(sys.argv[1:]),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
-        "model": args.model, "dtype": dtype_name, "torch_threads": torch.get_num_threads(),
+        "model": f"{args.shape} shape, random weights" if args.shape else args.model, "dtype": dtype_name, "torch_threads": torch.get_num_threads(),
         "load_average_at_start": load, "clock": clock,
         "decode_tokens_per_s_by_rows": {str(r["rows"]): r[f"tokens_per_s_{clock}"] for r in pool},
         "decode_ms_per_step_by_rows": {str(r["rows"]): r[f"ms_per_step_{clock}"] for r in pool},
@@ -310,6 +339,8 @@ def main() -> None:
     }
     if args.iteration:
         del policy, pooled
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
         iteration = run_iteration(args)
         entry["iteration"] = iteration
         entry["iteration_ratio_to_bf16_floor"] = iteration["iteration_ratio_to_bf16_floor"]

@@ -76,16 +76,16 @@ class _Linears:
 
     modules: list
     parts: list[tuple[torch.Tensor, torch.Tensor | None]]
-    lora: tuple[torch.Tensor, torch.Tensor] | None = None
+    lora: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         xin = x.to(self.parts[0][0].dtype)
         # a bias beside a bf16 weight (bf16_base keeps it fp32) is cast as that base's own forward casts it
         outs = [F.linear(xin, w, b if b is None or b.dtype == w.dtype else b.to(w.dtype)) for w, b in self.parts]
         out = outs[0] if len(outs) == 1 else torch.cat(outs, -1)
-        if self.lora is not None:
-            a, b = self.lora
-            out = out + F.linear(F.linear(x.to(a.dtype), a), b).to(out.dtype)
+        if self.lora is not None:  # peft's order: B(A(x)) * scaling, each in the factors' dtype
+            a, b, scaling = self.lora
+            out = out + (F.linear(F.linear(x.to(a.dtype), a), b) * scaling).to(out.dtype)
         return out
 
 
@@ -124,22 +124,24 @@ def _group(modules: list, lora_dtype: torch.dtype | None) -> _Linears:
     return group
 
 
-def _lora_copy(plains: list, adapters: list, dtype: torch.dtype | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _lora_copy(plains: list, adapters: list, dtype: torch.dtype | None) -> tuple[torch.Tensor, ...]:
     ranks = [0 if a is None else a[0].shape[0] for a in adapters]
     outs = [p.out_features for p in plains]
     first = next(a for a in adapters if a is not None)[0]
     dtype = dtype or first.dtype
     a_cat = first.new_zeros((sum(ranks), plains[0].in_features), dtype=dtype)
     b_diag = first.new_zeros((sum(outs), sum(ranks)), dtype=dtype)
+    scaling = first.new_zeros(sum(outs), dtype=dtype)
     r0 = o0 = 0
     with torch.no_grad():
         for adapter, r, o in zip(adapters, ranks, outs):
             if adapter is not None:
-                a, b, scaling = adapter
+                a, b, scale = adapter
                 a_cat[r0:r0 + r] = a.detach().to(dtype)
-                b_diag[o0:o0 + o, r0:r0 + r] = (b.detach() * scaling).to(dtype)
+                b_diag[o0:o0 + o, r0:r0 + r] = b.detach().to(dtype)
+                scaling[o0:o0 + o] = scale
             r0, o0 = r0 + r, o0 + o
-    return a_cat, b_diag
+    return a_cat, b_diag, scaling
 
 
 @dataclass

@@ -52,13 +52,14 @@ def _policies(model_dir, **kwargs):
 
     torch.manual_seed(1)
     eager = HFPolicy(model_dir, **kwargs)
+    torch.manual_seed(2)  # the adapters' values below: the same on every device
     if kwargs.get("lora") is not None:  # adapters away from peft's zero init, so the step must run them
         with torch.no_grad():
             for name, p in eager.model.named_parameters():
                 if "lora_B" in name:
                     p.normal_(0, 0.05)
     pooled = copy.copy(eager)
-    pooled._prefixes, pooled._generator = {}, torch.Generator().manual_seed(0)
+    pooled._prefixes, pooled._generator = {}, torch.Generator(device=eager.device).manual_seed(0)
     pooled.use_pool_engine(log=lambda line: None)
     return eager, pooled
 
@@ -142,18 +143,26 @@ def test_lora_runs_inside_the_step_and_follows_the_trainers_updates(model_dir):
     assert max(pooled.last_prefill_tokens) == max(len(p) for p in prompts)  # nothing computed before the step reused
 
 
-def test_the_bf16_base_agrees_within_bf16s_rounding(model_dir):
+def test_the_bf16_base_gives_the_updates_logprobs_within_bf16s_rounding(model_dir):
+    """Against what the update computes (token_logprobs under the policy's bf16 autocast): the pooled step's
+    logprobs within 2e-2 on average and 0.1 at worst, as the eager path's are (bf16 rounds a decode step and
+    one whole-sequence pass apart whichever engine samples)."""
+    from agentgym.trainers.ppo import token_logprobs
+
     eager, pooled = _policies(model_dir, lora={"r": 4})
     eager.keep_base_in_bf16()
     pooled.pool_engine.rebuild()  # the copy shares the model, whose frozen linears are new bf16 tensors now
     pooled.matmul_context = eager.matmul_context
     prompts = _prompts(eager, 8)
     sampling = SamplingParams(temperature=0.0, max_new_tokens=8)
-    a, b = pooled.generate_ids(prompts, sampling), eager.generate_ids(prompts, sampling)
-    for x, y in zip(a, b):  # compared where the replies agree (bf16 may turn a near tie)
-        same = next((i for i, (p, q) in enumerate(zip(x.response_ids, y.response_ids)) if p != q), len(x.response_ids))
-        assert max((abs(p - q) for p, q in zip(x.response_logprobs[:same + 1], y.response_logprobs[:same + 1])),
-                   default=0) < 2e-2
+    for engine in (pooled, eager):
+        gaps = []
+        for c in engine.generate_ids(prompts, sampling):
+            ids = torch.tensor([c.prompt_ids + c.response_ids])
+            with torch.no_grad(), eager.matmul_context():
+                update, _ = token_logprobs(eager.model, ids, torch.ones_like(ids))
+            gaps += [abs(a - b) for a, b in zip(update[0, len(c.prompt_ids) - 1:].tolist(), c.response_logprobs)]
+        assert sum(gaps) / len(gaps) < 2e-2 and max(gaps) < 0.1, (engine is pooled, sum(gaps) / len(gaps), max(gaps))
 
 
 def test_first_ppo_ratio_is_one(model_dir):
