@@ -216,7 +216,8 @@ def check(extra: str, resolution: str, project: dict, workdir: Path, python: str
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         code = _run([str(py), "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT), "-q",
                      "-p", "no:cacheprovider", "-o", "addopts=-ra --import-mode=importlib", f"--junitxml={junit}",
-                     *[str(ROOT / t) for t in spec.tests], *[f"--deselect={ROOT / t}" for t in spec.deselect]],
+                     *[str(ROOT / t) for t in spec.tests],
+                     *[f"--deselect={t}" for t in spec.deselect]],  # node ids are relative to the rootdir
                     log, cwd=venv, env=env)
         row.test_s = round(time.monotonic() - started, 1)
         row.tests = _junit_counts(junit)
