@@ -9,8 +9,10 @@ render:
 
 - work: at most `MAX_RENDER_OPERATIONS` operations, counted at every item of every `{% for %}` loop
   (each loop's iterable is wrapped when the template is compiled), every call, filter, operator and
-  attribute, so a loop that calls nothing stops too; one operation runs to its end, but its input is
-  bounded in size (below). A count, not a clock: a render is stopped by what it does, never by how
+  attribute, so a loop that calls nothing stops too; a filter given a large input or an iterator has
+  every line of its own Python counted (a trace function, in its thread, for that call only), so
+  `('x ' * 2000000)|wordwrap(1)` stops too; a single C operation runs to its end, but its size is
+  bounded (below). A count, not a clock: a render is stopped by what it does, never by how
   loaded the machine is (a wall-clock bound stopped real templates on a busy CPU), and the template is
   compiled before the count starts;
 - size: every string, list or dict an operator, a call or a filter builds, and the output, at most
@@ -31,6 +33,7 @@ import functools
 import json
 import re
 import string
+import sys
 import threading
 from datetime import datetime
 from typing import Any
@@ -40,6 +43,8 @@ from agentgym.errors import ConfigError
 MAX_RENDER_OPERATIONS = 1_000_000
 MAX_TEMPLATE_CHARS = 1 << 20
 MAX_OUTPUT_CHARS = 4 << 20
+MAX_WRAPPED_CHARS = 100_000  # the wordwrap filter's input (about a second at worst, one long word at width 1)
+COUNTED_ABOVE = 10_000  # items: a filter given more, or an iterator, has each line of its Python counted
 
 _SIZED = (str, bytes, list, tuple, dict)
 # widths in printf-style format strings ("%1000000000s"); str.format's are read by string.Formatter
@@ -153,6 +158,8 @@ def _check_filter(name: str, args: tuple, kwargs: dict) -> None:
         prefix = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
         _check_expected(len(value) + (value.count("\n") + 1) * prefix, "would indent to")
     elif name == "wordwrap" and value is not None:
+        if len(value) > MAX_WRAPPED_CHARS:  # textwrap cuts a long word by slicing it again and again: quadratic
+            raise TemplateBound(f"wraps a text of {len(value)} characters (at most {MAX_WRAPPED_CHARS})")
         wrap = kwargs.get("wrapstring") or next((a for a in args[3:] if isinstance(a, str)), "\n")
         width = kwargs.get("width", args[1] if len(args) > 1 else 79)
         if isinstance(width, int):
@@ -299,9 +306,29 @@ def _bounded_filter(name: str, f):
                             * len(items), "would join")
         else:
             _check_filter(name, args, kwargs)
-        return _check_size(f(*args, **kwargs))
+        if not any(_large(a) for a in (*args, *kwargs.values())):
+            return _check_size(f(*args, **kwargs))
+        previous = sys.gettrace()  # the filter's own Python over a large input: each line it runs is counted
+        sys.settrace(_count_lines)
+        try:
+            return _check_size(f(*args, **kwargs))
+        finally:
+            sys.settrace(previous)
 
     return bounded
+
+
+def _large(value: Any) -> bool:
+    """An input a filter may loop over for long: sized past COUNTED_ABOVE, or an iterator of unknown size."""
+    if isinstance(value, _SIZED):
+        return len(value) > COUNTED_ABOVE
+    return hasattr(value, "__next__")
+
+
+def _count_lines(frame, event, arg):
+    """A trace function (this thread, one filter call): every line of Python is one operation."""
+    _check_time()
+    return _count_lines
 
 
 @functools.lru_cache(maxsize=1)

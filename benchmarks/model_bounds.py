@@ -30,7 +30,9 @@ HOSTILE = {"nested range(100000) loops": "{% for i in range(100000) %}{% for j i
                                          "{% endfor %}",
            "1 GB string": "{{ 'x' * 1000000000 }}",
            "string doubled in a loop": "{% set ns = namespace(s='x') %}{% for i in range(40) %}"
-                                       "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}"}
+                                       "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+           "4 MB text word-wrapped": "{{ ('x ' * 2000000)|wordwrap(1) }}",
+           "filter over 4 million items": "{{ ('ab' * 2000000)|list|unique|list|length }}"}
 
 
 def timed(fn, repeat: int = 1) -> float:
@@ -67,7 +69,7 @@ def main() -> None:
     name = "smollm2-135m-instruct"
     source = mc.catalog_file(mc.CATALOG[name])
     report: dict = {"command": "python benchmarks/model_bounds.py --out " + str(args.out), "model": name,
-                    "cpu_threads": 1}
+                    "cpu_threads": 1, "load_average_1min": round(os.getloadavg()[0], 1)}
     report["header_seconds"] = {"bounded_reader": round(timed(lambda: read_raw_header(source)), 3),
                                 "gguf_GGUFReader": round(timed(lambda: gguf.GGUFReader(str(source))), 3)}
 

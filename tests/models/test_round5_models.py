@@ -125,6 +125,8 @@ HOSTILE_TEMPLATES = {
                                   "{% endfor %}{{ ns.s }}",
     "a padded string": "{{ 'x'.ljust(1000000000) }}",
     "a 10**10**8 number": "{{ 10 ** 100000000 }}",
+    "a 4 MB text word-wrapped": "{{ ('x ' * 2000000)|wordwrap(1) }}",
+    "a filter over 4 million items": "{{ ('ab' * 2000000)|list|unique|list|length }}",
 }
 
 
