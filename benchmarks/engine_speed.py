@@ -315,8 +315,8 @@ def main() -> None:
         row["ratio_to_floor"] = row[f"ms_per_step_{clock}"] / 1e3 / row["floor_s"]
         print(json.dumps(row), flush=True)
         decode.append(row)
-    prefill = time_prefill(pooled, args.prefill_rows, args.context, seed=0)
-    if device.type == "cpu":
+    prefill = time_prefill(pooled, args.prefill_rows, args.context, seed=0) if args.prefill_rows else {}
+    if prefill and device.type == "cpu":
         prefill["floor_s"] = prefill_floor(sizes, shapes, prefill["tokens"], args.context, args.prefill_rows,
                                            matmul_dtype)
         prefill["ratio_to_floor"] = prefill["cpu_s"] / prefill["floor_s"]
@@ -331,7 +331,7 @@ def main() -> None:
         "decode_ms_per_step_by_rows": {str(r["rows"]): r[f"ms_per_step_{clock}"] for r in pool},
         "decode_ratio_to_floor": {str(r["rows"]): r["ratio_to_floor"] for r in pool},
         "eager_decode_ratio_to_floor": {str(r["rows"]): r["ratio_to_floor"] for r in decode if r["engine"] == "hf"},
-        "prefill_tokens_per_s": prefill[f"tokens_per_s_{clock}"],
+        "prefill_tokens_per_s": prefill.get(f"tokens_per_s_{clock}"),
         "prefill_ratio_to_floor": prefill.get("ratio_to_floor"),
         "decode": decode, "prefill": prefill,
         "pool": {"slots": pooled.pool_engine.pool.slots, "length": pooled.pool_engine.pool.length,
@@ -347,7 +347,10 @@ def main() -> None:
     entry["run_s"] = time.perf_counter() - started
     key = args.key or ("gpu" if device.type == "cuda" else "cpu")
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
-    args.out.write_text(json.dumps({**previous, key: entry}, indent=1) + "\n")
+    if not args.rows:  # an iteration alone: the entry's speed figures stay as an earlier run wrote them
+        entry = {k: v for k, v in entry.items() if k in ("iteration", "iteration_ratio_to_bf16_floor")}
+        entry["iteration_command"] = "OMP_NUM_THREADS=1 python benchmarks/engine_speed.py " + " ".join(sys.argv[1:])
+    args.out.write_text(json.dumps({**previous, key: {**previous.get(key, {}), **entry}}, indent=1) + "\n")
     print(f"wrote {args.out} [{key}]")
 
 

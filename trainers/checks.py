@@ -175,6 +175,9 @@ def check_scaling(cfg: TrainConfig) -> None:
     if cfg.data_parallel == "fsdp" and not generates_with_trainer_model(cfg.policy.engine):
         raise ConfigError(f"data_parallel=fsdp shards the trainer's own model, but policy.engine={cfg.policy.engine} "
                           "generates with another copy: use policy.engine=hf, or data_parallel=ddp")
+    if cfg.data_parallel == "fsdp" and cfg.policy.engine == "pool":
+        raise ConfigError("policy.engine=pool reads the trainer's weights whole, which data_parallel=fsdp shards: use "
+                          "policy.engine=hf with fsdp, or data_parallel=ddp")
     if type(cfg.rollout.admissible_only) is not bool:  # a config built in code skips the loader's type check
         raise ConfigError(f"rollout.admissible_only must be true or false, got {cfg.rollout.admissible_only!r}")
     if cfg.rollout.admissible_only and not generates_with_trainer_model(cfg.policy.engine):

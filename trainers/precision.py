@@ -58,7 +58,7 @@ def update_autocast(matmul_dtype: str, device: str | torch.device, cpuinfo: str 
 
 
 def bf16_rollout(matmul_dtype: str, policy, engine: str, data_parallel: bool = False) -> str | None:
-    """ppo.matmul_dtype=bf16 with a LoRA policy that plays its own rollouts (policy.engine=hf, one
+    """ppo.matmul_dtype=bf16 with a LoRA policy that plays its own rollouts (policy.engine=hf or pool, one
     process): its frozen base is stored in bf16 and the rollout runs in bf16 too
     (HFPolicy.keep_base_in_bf16), so the update recomputes the sampled tokens' logprobs with the
     weights that sampled them. Elsewhere the rollout stays in the model's dtype. Returns the one
@@ -70,8 +70,10 @@ def bf16_rollout(matmul_dtype: str, policy, engine: str, data_parallel: bool = F
                 "by bf16's rounding (about 1.03 on a 30-layer model)")
     if not getattr(policy, "is_lora", False):
         return f"ppo.matmul_dtype=bf16 with full fine-tuning: {fallback}; policy.lora={{}} runs the rollout in bf16 too"
-    if engine != "hf" or data_parallel:
-        where = f"policy.engine={engine}" if engine != "hf" else "data-parallel ranks"
+    from agentgym.policies.engines import generates_with_trainer_model
+
+    if not generates_with_trainer_model(engine) or data_parallel:  # hf, pool: the trainer's own model samples
+        where = f"policy.engine={engine}" if not generates_with_trainer_model(engine) else "data-parallel ranks"
         return f"ppo.matmul_dtype=bf16 with {where}: {fallback}"
     cast = policy.keep_base_in_bf16()
     return f"ppo.matmul_dtype=bf16: LoRA's frozen base ({cast / 1e6:.1f}M parameters) kept in bf16, rollout and update alike"
