@@ -113,7 +113,7 @@ def main() -> None:
             render_chat(tok, MESSAGES)
             stops[label] = "rendered"
         except ConfigError as exc:
-            stops[label] = {"seconds": round(time.perf_counter() - t0, 3), "message": str(exc)[:160]}
+            stops[label] = {"seconds": round(time.perf_counter() - t0, 3), "message": str(exc).replace(str(folder), f"MODEL_CACHE/{folder.name}")[:200]}
     report["hostile_template_stops"] = stops
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report, indent=1))
