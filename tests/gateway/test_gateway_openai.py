@@ -259,7 +259,7 @@ def test_concurrent_episodes_are_sampled_one_turn_per_engine_call(policy):
     import time
 
     recorder = Recorder(policy, model_names=("tiny",), default_max_tokens=4)
-    with RunningGateway(recorder, GatewayConfig(port=0, gather_s=30.0, idle_s=0.5, max_wait_s=30.0)) as gateway, \
+    with RunningGateway(recorder, GatewayConfig(port=0, gather_s=30.0, idle_s=2.0, max_wait_s=30.0)) as gateway, \
             httpx.Client(timeout=60) as http:
         open_episode(gateway, "abandoned")
         urls = [open_episode(gateway)["base_url"] + "/chat/completions" for _ in range(6)]  # (a batch waits
