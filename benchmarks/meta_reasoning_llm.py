@@ -152,9 +152,9 @@ def report(args, table: rr.DoneTable) -> dict:
     differences = {}
     if seeds:
         meta, outcome = [runs["meta"][s] for s in seeds], [runs["outcome"][s] for s in seeds]
-        differences["success: meta - outcome"] = rr.paired_diff(
+        differences["success (meta - outcome)"] = rr.paired_diff(
             [r["heldout"]["per_task_success"] for r in meta], [r["heldout"]["per_task_success"] for r in outcome])
-        differences["redundant_step_rate: meta - outcome"] = rr.paired_diff(
+        differences["redundant_step_rate (meta - outcome)"] = rr.paired_diff(
             [r["episodes_final"]["per_task_redundant"] for r in meta],
             [r["episodes_final"]["per_task_redundant"] for r in outcome])
     any_run = next((r for by_seed in runs.values() for r in by_seed.values()), None)
