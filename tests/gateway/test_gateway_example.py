@@ -28,8 +28,8 @@ def test_a_gateway_run_has_a_run_dir_of_its_own():
     from agentgym.trainers.run_setup import run_dir_for
 
     cfg = load_config("household-tiny", [])
-    assert gateway_run_dir(cfg) == Path("runs/household-tiny-gateway") != run_dir_for(cfg)
-    assert gateway_run_dir(load_config("household-tiny", ["run_dir=elsewhere"])) == Path("elsewhere")
+    assert gateway_run_dir(cfg.run_dir, cfg.name) == Path("runs/household-tiny-gateway") != run_dir_for(cfg)
+    assert gateway_run_dir("elsewhere", cfg.name) == Path("elsewhere")
 
 
 def test_the_example_agent_trains_through_the_gateway(tiny_model_dir, tmp_path, monkeypatch, capsys):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from agentgym.errors import ConfigError
 from agentgym.integrations.gateway.app import GatewayConfig, RunningGateway
 from agentgym.integrations.gateway.recorder import Recorder
 from agentgym.trainers.batches import RolloutBatch, staleness_metrics
+
+if TYPE_CHECKING:
+    from agentgym.trainers.config import EnvConfig, RolloutConfig
 
 
 class ReportedEpisodes:
@@ -167,24 +170,24 @@ class GatewayBatches(TrajectoryBatches):
             self.recorder.lock.release()
 
 
-def gateway_run_dir(cfg) -> Path:
+def gateway_run_dir(run_dir: str | None, name: str) -> Path:
     """run_dir, or runs/<name>-gateway: never the folder `agentgym train <name>` writes by default."""
-    return Path(cfg.run_dir) if cfg.run_dir else Path("runs") / f"{cfg.name}-gateway"
+    return Path(run_dir) if run_dir else Path("runs") / f"{name}-gateway"
 
 
-def chat_layout(cfg, model_name: str) -> dict:
+def chat_layout(env_cfg: EnvConfig, rollout_cfg: RolloutConfig, model_name: str) -> dict:
     """What the policy is trained to read and write (GET /layout): the env and its ChatEnv
     options, the reply budget and temperature of the preset's rollouts, the training tasks' filter.
     A program that builds its prompts with these (examples/gateway_agent.py) gives the policy the
     prompts it was warm-started on."""
     from agentgym.chat import ChatConfig
 
-    chat = ChatConfig.of(cfg.env.chat).kwargs()
-    return {"model": model_name, "env_id": cfg.env.id, "env_kwargs": dict(cfg.env.env_kwargs),
+    chat = ChatConfig.of(env_cfg.chat).kwargs()
+    return {"model": model_name, "env_id": env_cfg.id, "env_kwargs": dict(env_cfg.env_kwargs),
             "chat": {k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v) for k, v in chat.items()},
-            "max_tokens": cfg.rollout.max_new_tokens, "temperature": cfg.rollout.temperature,
-            "group_size": cfg.rollout.group_size,
-            "split": cfg.env.split, "categories": list(cfg.env.categories), "task_filter": dict(cfg.env.task_filter)}
+            "max_tokens": rollout_cfg.max_new_tokens, "temperature": rollout_cfg.temperature,
+            "group_size": rollout_cfg.group_size,
+            "split": env_cfg.split, "categories": list(env_cfg.categories), "task_filter": dict(env_cfg.task_filter)}
 
 
 def train_through_gateway(cfg, gateway_cfg: GatewayConfig, episodes_per_iter: int, model_name: str = "agentgym",
@@ -222,7 +225,7 @@ def train_through_gateway(cfg, gateway_cfg: GatewayConfig, episodes_per_iter: in
     cfg.env.id = check_env_id(cfg.env.id)
     cfg.env.env_kwargs = {**cfg.env.env_kwargs, **env_reward_kwargs(cfg.env.reward)}  # as `agentgym train` evaluates
     torch.manual_seed(cfg.seed)
-    run_dir = gateway_run_dir(cfg)
+    run_dir = gateway_run_dir(cfg.run_dir, cfg.name)
     refuse_to_replace(run_dir, previous_run(run_dir),  # e.g. an earlier gateway run: never deleted
                       "give the override run_dir=DIR to train in another folder")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -241,7 +244,7 @@ def train_through_gateway(cfg, gateway_cfg: GatewayConfig, episodes_per_iter: in
     context = getattr(getattr(policy.model, "config", None), "max_position_embeddings", None)
     recorder = Recorder(served, model_names=(model_name,), context_len=context,
                         default_max_tokens=cfg.rollout.max_new_tokens, heldout_tasks=frozenset(heldout_keys(space)),
-                        layout=chat_layout(cfg, model_name))
+                        layout=chat_layout(cfg.env, cfg.rollout, model_name))
     dp = DataParallel()
     min_group = 2 if estimator_spec(cfg.estimator.name).group_relative else 1
     batches = GatewayBatches(recorder, episodes_per_iter, cfg.seed, copy=copy, dp=dp, session=session,
