@@ -8,12 +8,16 @@ A handful of plain functions, in the order they run (CleanRL style):
                                     a task file or fresh tasks
       make_policy / make_engine     the policy the trainer updates, and what generates with it
                                     (policy.engine: agentgym.policies.engines)
+      load_teacher                  (distill.py) distill.teacher's frozen scorer, when set
       run_iteration                 one RL iteration:
         BatchProducer.get           (batches.py) tasks x group_size episodes, inline or made ahead
         tokenize_trajectories       (samples.py) the token sequences the policy generated
         score_heads                 (learner.py, heads.py) one no-grad pass: values, progress, logprobs
+        correct                     (rollout_correction.py) trainer vs engine logprobs: the mismatch
+                                    metrics and ppo.rollout_correction's weights
         compute_advantages          trainers.estimators
         make_samples                (samples.py) sequences + advantages -> what the update trains on
+        distill_samples             (distill.py) the teacher's per-token reverse KL as the advantage
         ppo_update                  (learner.py) minibatches x epochs of the clipped loss
       evaluate_policy               held-out success (agentgym.evaluation)
       save_checkpoint               exact resume
