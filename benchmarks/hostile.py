@@ -21,6 +21,9 @@ Three parts, each with the goal 0:
    benchmarks/hostile_round4_graders.py) and hostile files, servers, admissible-only decoding,
    config values and a full disk (items 6-16, benchmarks/hostile_round4_files.py), one row per
    suite with its attacks tried and held. `--round4-only` runs just this part.
+6. What the fifth hostile run found (issue 67): every test in tests/**/test_round5_*.py whose
+   docstring opens "Round 5, item N: ...", one row per item with its cases and how many held.
+   `--round5` runs just this part (`--out docs/hostile_round5.json`).
 
     python benchmarks/hostile.py --quick          # a couple of minutes
     python benchmarks/hostile.py                  # the issue's counts (long on a shared 2-core box)
@@ -33,6 +36,7 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -219,6 +223,48 @@ def round4_table() -> list[dict]:
     return out
 
 
+# --- 6. issues 67 and 69: the fifth hostile run's and the newcomer's cases -----------------------
+ROUND5_ITEM = re.compile(r"Round 5, item (\d+)[^:]*:\s*(.*)")
+
+
+def round5_attacks() -> dict[str, tuple[int, str]]:
+    """{test node name: (item, attack)} of every test in tests/**/test_round5_*.py whose docstring's
+    first line reads "Round 5, item N: what is attacked"."""
+    import ast
+
+    out = {}
+    for path in sorted((ROOT / "tests").glob("**/test_round5_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                first = (ast.get_docstring(node) or "").strip().splitlines()[:1]
+                if first and (match := ROUND5_ITEM.match(first[0])):
+                    out[f"{path.relative_to(ROOT)}::{node.name}"] = (int(match.group(1)), match.group(2).strip())
+    return out
+
+
+def round5_table() -> list[dict]:
+    """One row per item of the fifth hostile run (issue 67): its attack, the cases tried (one test
+    each, parametrized cases counted apiece) and how many held (passed)."""
+    attacks = round5_attacks()
+    files = sorted({key.split("::")[0] for key in attacks})
+    rows: dict[int, dict] = {}
+    for r in pytest_rows(*files) if files else []:
+        module = r["classname"].replace(".", "/")
+        name = r["case"].split("[")[0]
+        key = next((k for k in attacks if k.endswith(f"::{name}") and module.endswith(Path(k.split("::")[0]).stem)),
+                   None)
+        if key is None:
+            continue
+        item, attack = attacks[key]
+        row = rows.setdefault(item, {"item": item, "attack": attack, "cases": 0, "held": 0, "not_held": []})
+        row["cases"] += 1
+        if r["result"] == "contained":
+            row["held"] += 1
+        else:
+            row["not_held"].append(f"{key}: {r['result']}")
+    return [rows[i] for i in sorted(rows)]
+
+
 # --- 3. held-out contamination ------------------------------------------------------------------
 def _retyped(params: dict) -> dict:
     out = {}
@@ -325,13 +371,24 @@ def main() -> None:
     ap.add_argument("--skip-attacks", action="store_true")
     ap.add_argument("--issue38-only", action="store_true", help="only part 4 (the third hostile run's cases)")
     ap.add_argument("--round4-only", action="store_true", help="only part 5 (the fourth hostile run's cases)")
+    ap.add_argument("--round5", action="store_true", help="only part 6 (the fifth hostile run's cases, issue 67)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if args.quick:
         args.cheap_steps, args.swe_steps, args.browser_steps, args.tasks = 2000, 300, 100, 2000
 
     report = {"args": vars(args) | {"out": str(args.out)}, "hostile_steps": [], "attacks": [], "contamination": [],
-              "issue38": [], "round4": []}
+              "issue38": [], "round4": [], "round5": []}
+    if args.round5:
+        report["round5"] = round5_table()
+        print(f"{'item':>4}  {'cases':>5}  {'held':>4}  attack")
+        for row in report["round5"]:
+            print(f"{row['item']:>4}  {row['cases']:>5}  {row['held']:>4}  {row['attack']}")
+            for case in row["not_held"]:
+                print(f"{'':>17}NOT HELD {case}")
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=1))
+        return
     report["round4"] = round4_table()
     for part in report["round4"]:
         if part.get("missing"):
