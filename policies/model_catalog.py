@@ -400,7 +400,10 @@ def convert_gguf(source: Path, folder: Path, catalog_name: str | None = None,
         (tmp / RECORD).write_text(json.dumps(record, indent=1) + "\n")
         aside = folder.parent / f".{folder.name}.stale-{os.getpid()}"
         if stale_reason(folder) is not None:  # a stale real folder: renamed aside, the conversion renamed in
-            os.rename(folder, aside)
+            try:
+                os.rename(folder, aside)
+            except FileNotFoundError:  # another process's conversion moved it first
+                pass
         try:
             os.rename(tmp, folder)
         except OSError:
