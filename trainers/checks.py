@@ -54,7 +54,7 @@ def validate_config(cfg: TrainConfig) -> None:
     check_update(cfg)
     check_scaling(cfg)
     check_async(cfg)
-    check_rollout_correction(cfg)
+    check_rollout_correction(cfg.ppo, cfg.rollout, cfg.distill.enabled)
 
 
 def check_tasks(cfg: TrainConfig) -> None:

@@ -191,16 +191,16 @@ def require_rollout_logprobs(cfg: RolloutCorrectionConfig, trajectories, engine:
                                   "ppo.rollout_correction.mode=none")
 
 
-def check_rollout_correction(cfg) -> None:
+def check_rollout_correction(ppo_cfg, rollout_cfg, distilling: bool) -> None:
     """The rules across sections (trainers/checks.py): staleness has its own correction, and
     distillation's advantage would discard the weights."""
-    rc = cfg.ppo.rollout_correction
+    rc = ppo_cfg.rollout_correction
     if not rc.active:
         return
-    if cfg.distill.enabled:  # distillation replaces the advantages the weights were applied to
+    if distilling:  # distillation replaces the advantages the weights were applied to
         raise ConfigError(f"ppo.rollout_correction.mode={rc.mode} and distill.teacher do not combine yet: the "
                           "distillation advantage replaces the corrected one; set ppo.rollout_correction.mode=none")
-    if cfg.rollout.max_staleness > 0 or cfg.ppo.decoupled or cfg.ppo.is_cap is not None:
+    if rollout_cfg.max_staleness > 0 or ppo_cfg.decoupled or ppo_cfg.is_cap is not None:
         raise ConfigError(f"ppo.rollout_correction.mode={rc.mode} corrects a synchronous engine's mismatch; stale "
                           "batches have their own correction (ppo.is_cap, ppo.decoupled): use one, with "
                           "rollout.max_staleness=0 for this one")
