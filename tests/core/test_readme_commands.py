@@ -53,6 +53,10 @@ NOT_RUN = {
     "agentgym view runs/household-tiny": "a server that runs until stopped (tests/viewer)",
     "agentgym gateway --train household-tiny":
         "a server that trains on the episodes a user's program reports (tests/gateway/test_gateway_training.py)",
+    "python examples/gateway_agent.py":
+        "an agent program for the gateway above (tests/gateway/test_gateway_example.py runs it against a real one)",
+    "agentgym eval agentgym/Household-v0 --policy hf:smollm2-135m-instruct --preset household-smol --limit 5":
+        "minutes of a real model on CPU (tests/models/test_round5_models.py: eval by catalog name with --preset)",
     "agentgym eval agentgym/Household-v0 --policy hf:runs/household-tiny/final_model --split heldout_unseen -o runs/eval/trained":
         "a trained run (tests/evaluation/test_eval_cli.py: hf: end to end on a tiny model)",
     "agentgym eval agentgym/Household-v0 --policy openai:http://localhost:8000/v1:Qwen/Qwen2.5-1.5B-Instruct":
