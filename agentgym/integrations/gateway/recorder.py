@@ -23,7 +23,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgym.chat_template import render_chat
 from agentgym.continuation import TokenContinuation
+from agentgym.errors import ConfigError
 from agentgym.integrations.gateway.chat_format import (Reply, RequestError, check_tools, parse_reply,
                                                        template_messages)
 from agentgym.policies.base import SamplingParams, TurnContext
@@ -310,7 +312,10 @@ class Recorder:
                                param="max_tokens", code="context_length_exceeded")
         # tokens, counted: a character can be several (an emoji is 4 byte-level tokens)
         with self._count_lock:
-            text = self._count_tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            try:  # the model's template, bounded in work and size as every render is (agentgym/chat_template.py)
+                text = render_chat(self._count_tokenizer, messages)
+            except ConfigError as exc:  # the template refused these messages: this client's request, not the run
+                raise RequestError(str(exc), param="messages", code="invalid_messages") from None
             n = len(self._count_tokenizer(text, add_special_tokens=False)["input_ids"])
         if n + max_tokens > self.context_len:
             raise RequestError(f"this model's maximum context length is {self.context_len} tokens; the messages have "
