@@ -213,6 +213,84 @@ def prefill_floor(sizes: dict, shapes, tokens: int, context: int, rows: int, dty
     return (2 * sizes["body_linear_params"] * tokens + attn) / rate
 
 
+# --- two design choices, each on/off (--ab) ---------------------------------------------------------------
+
+def best_ms(fn, rounds: int = 5, reps: int = 10) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.process_time()
+        for _ in range(reps):
+            fn()
+        best = min(best, (time.process_time() - start) / reps)
+    return 1e3 * best
+
+
+def sampling_ab(vocab: int = 49152) -> dict:
+    """The step's draw at temperature 1: torch.multinomial (one exponential draw per id, HFPolicy's) against
+    the pool engine's inverse CDF (one uniform per row), CPU ms, best of five."""
+    from agentgym.policies.base import SamplingParams
+    from agentgym.policies.pool_engine import pick_tokens
+
+    generator = torch.Generator().manual_seed(0)
+    out = {}
+    for rows in (16, 64):
+        logits = torch.randn(rows, vocab, generator=generator) * 3
+        multinomial = best_ms(lambda: torch.multinomial(torch.softmax(logits, -1), 1, generator=generator))
+        inverse = best_ms(lambda: pick_tokens(logits, SamplingParams(temperature=1.0), generator))
+        out[str(rows)] = {"multinomial_ms": multinomial, "inverse_cdf_ms": inverse}
+    return out
+
+
+def compile_ab(rows: int = 16, keys: int = 256) -> dict:
+    """One SmolLM2-shaped decoder layer's decode step (fused q/k/v and gate/up, RMSNorm, RoPE, attention
+    over `keys` positions as two matmuls, SwiGLU) eager against torch.compile (inductor, static shapes),
+    CPU ms, best of five; its four matmuls alone for scale; the compile's seconds and graph count."""
+    import torch.nn.functional as F
+    from torch._dynamo.utils import counters
+
+    hidden, heads, kv_heads, dim, inter = 576, 9, 3, 64, 1536
+    g = torch.Generator().manual_seed(0)
+    w = [torch.rand(hidden, generator=g), torch.rand(hidden, generator=g),
+         torch.randn(heads * dim + 2 * kv_heads * dim, hidden, generator=g) * 0.02,
+         torch.randn(hidden, heads * dim, generator=g) * 0.02, torch.randn(2 * inter, hidden, generator=g) * 0.02,
+         torch.randn(hidden, inter, generator=g) * 0.02]
+    cache = [torch.randn(rows, kv_heads, keys, dim, generator=g) for _ in range(2)]
+
+    def norm(x, weight):
+        return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5))
+
+    def rotate(x):
+        return torch.cat((-x[..., dim // 2:], x[..., :dim // 2]), -1)
+
+    def layer(h, cos, sin, k_cache, v_cache, position, visible, n1, n2, qkv, o, gate_up, down):
+        q, k, v = F.linear(norm(h, n1), qkv).split((heads * dim, kv_heads * dim, kv_heads * dim), -1)
+        q, k = q.view(rows, heads, dim), k.view(rows, kv_heads, dim)
+        q, k = q * cos[:, None] + rotate(q) * sin[:, None], k * cos[:, None] + rotate(k) * sin[:, None]
+        index = torch.arange(rows)
+        k_cache[index, :, position] = k
+        v_cache[index, :, position] = v.view(rows, kv_heads, dim)
+        scores = torch.matmul(q.reshape(rows, kv_heads, heads // kv_heads, dim), k_cache.transpose(-1, -2)) * dim ** -0.5
+        scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
+        h = h + F.linear(torch.matmul(torch.softmax(scores, -1), v_cache).reshape(rows, heads * dim), o)
+        a, b = F.linear(norm(h, n2), gate_up).chunk(2, -1)
+        return h + F.linear(F.silu(a) * b, down)
+
+    position = torch.full((rows,), keys - 2)
+    args = (torch.randn(rows, hidden), torch.randn(rows, dim), torch.randn(rows, dim), *cache, position,
+            torch.arange(keys)[None] <= position[:, None], *w)
+    matmuls = best_ms(lambda: [F.linear(args[0], w[2]), F.linear(args[0], w[3][:, :hidden]),
+                               F.linear(args[0], w[4]), F.linear(torch.empty(rows, inter), w[5])])
+    eager = best_ms(lambda: layer(*args))
+    counters.clear()
+    start = time.perf_counter()
+    compiled = torch.compile(layer, dynamic=False)
+    compiled(*args)
+    compile_s = time.perf_counter() - start
+    return {"rows": rows, "keys": keys, "eager_ms": eager, "compiled_ms": best_ms(lambda: compiled(*args)),
+            "matmuls_alone_ms": matmuls, "compile_s": compile_s, "graphs": dict(counters["stats"])}
+
+
 # --- the household-smol iteration ---------------------------------------------------------------------
 
 def run_iteration(args) -> dict:
@@ -274,10 +352,20 @@ def main() -> None:
     ap.add_argument("--preset", default="household-smol")
     ap.add_argument("--iterations", type=int, default=1)
     ap.add_argument("--set", nargs="*", default=[], help="trainer overrides for --iteration (key=value)")
+    ap.add_argument("--ab", action="store_true", help="only the two design choices on/off: the draw, torch.compile")
     ap.add_argument("--key", default=None, help="the entry of --out to write (default: cpu or gpu by device)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "engine_speed.json")
     args = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    if args.ab:
+        result = {"command": "OMP_NUM_THREADS=1 python benchmarks/engine_speed.py " + " ".join(sys.argv[1:]),
+                  "load_average_at_start": os.getloadavg()[0], "sampling": sampling_ab()}
+        print(json.dumps(result), flush=True)
+        result["torch_compile_one_layer"] = compile_ab()
+        print(json.dumps(result["torch_compile_one_layer"]), flush=True)
+        previous = json.loads(args.out.read_text()) if args.out.exists() else {}
+        args.out.write_text(json.dumps({**previous, args.key or "cpu_design_ab": result}, indent=1) + "\n")
+        return
     device = torch.device(args.device)
     dtype_name = args.dtype or ("bf16" if device.type == "cuda" else "fp32")
     model = args.model

@@ -464,6 +464,8 @@ class PoolEngine:
         self.graphs = self.device.type == "cuda" if graphs is None else graphs
         self._graphs: dict[tuple, _Graph] = {}  # (rows, pool slots, pool length) -> the captured step
         self._failed = False  # a capture failed: eager from then on
+        # prefill's attention (many queries a row) in bf16 over a bf16 base, as the update's autocast runs it
+        self.prefill_attention_dtype = self._lora_dtype() if self._lora_dtype() == torch.bfloat16 else None
         self._said: set[str] = set()
         self._version = self._weights_version()
 
@@ -510,6 +512,7 @@ class PoolEngine:
     def rebuild(self) -> None:
         """The model's modules changed (bf16 base kept, weights replaced): read them again, drop the pool's caches."""
         self.weights = StepWeights(self.policy.model, self._lora_dtype())
+        self.prefill_attention_dtype = self._lora_dtype() if self._lora_dtype() == torch.bfloat16 else None
         self._graphs.clear()
         self.forget()
 
@@ -738,15 +741,16 @@ class PoolEngine:
         pool.keys[index, token_slots, :, positions] = k.to(pool.dtype)
         pool.values[index, token_slots, :, positions] = v.to(pool.dtype)
         rows = slot_ids.shape[0]
-        padded = q.new_zeros((rows, width_q, w.heads, w.head_dim))
-        padded[row_of, query_index] = q
-        keys = pool.keys[index, slot_ids, :, :width_k].to(q.dtype)
-        values = pool.values[index, slot_ids, :, :width_k].to(q.dtype)
+        dtype = self.prefill_attention_dtype or q.dtype
+        padded = q.new_zeros((rows, width_q, w.heads, w.head_dim), dtype=dtype)
+        padded[row_of, query_index] = q.to(dtype)
+        keys = pool.keys[index, slot_ids, :, :width_k].to(dtype)
+        values = pool.values[index, slot_ids, :, :width_k].to(dtype)
         groups = w.heads // w.kv_heads
         if groups > 1:
             keys, values = keys.repeat_interleave(groups, 1), values.repeat_interleave(groups, 1)
         out = F.scaled_dot_product_attention(padded.transpose(1, 2), keys, values, attn_mask=mask, scale=w.scaling)
-        out = out.transpose(1, 2)[row_of, query_index].reshape(tokens, w.heads * w.head_dim)
+        out = out.transpose(1, 2)[row_of, query_index].reshape(tokens, w.heads * w.head_dim).to(q.dtype)
         hidden = residual + layer.o(out)
         residual = hidden
         gate, up = layer.gate_up(layer.post_norm(hidden)).chunk(2, -1)
