@@ -7,7 +7,8 @@
 #
 #   bash scripts/gpu_engine.sh stash          # call 1, carry .gpu_smol_a: keeps the first half
 #   bash scripts/gpu_engine.sh run [SECS]     # call 2, carry .gpu_smol_b: joins, installs, measures (SECS: 470)
-#   DEVICE=cpu SMOKE=1 INSTALL=0 MODEL=smollm2-135m-instruct bash scripts/gpu_engine.sh run   # the CPU check
+#   DEVICE=cpu SMOKE=1 INSTALL=0 MODEL=smollm2-135m-instruct PART_SECS=600 PYTHON=.venv/bin/python \
+#       bash scripts/gpu_engine.sh run 1800                                  # the check of this script on a CPU
 #
 # MODEL skips the halves (a model name or folder this machine has). SMOKE=1 shrinks every part (a few rows
 # and steps, a seed of one iteration on a few tasks). Results in $OUT (default out/): engine_speed.json
@@ -32,6 +33,8 @@ esac
 budget=${2:-470}
 t0=$(date +%s)
 left() { echo $(( budget - ($(date +%s) - t0) )); }
+# a part's seconds: its own limit (SECS, or PART_SECS for all: a shared CPU's check needs more), at most what is left
+cap() { local limit=${PART_SECS:-$1}; local rest; rest=$(left); echo $(( rest < limit ? rest : limit )); }
 
 if [ -n "${MODEL:-}" ]; then
     model=$MODEL
@@ -72,14 +75,14 @@ status=0
 
 # 1. the engine's tests on this device (CUDA graphs against the eager path); AGENTGYM_GPU_TEST_DEVICE=cpu off a card
 export AGENTGYM_GPU_TEST_DEVICE=$device
-timeout --signal=INT --kill-after=10 "$(( $(left) < 150 ? $(left) : 150 ))" "$python" -m pytest -q -p no:cacheprovider \
+timeout --signal=INT --kill-after=10 "$(cap 150)" "$python" -m pytest -q -p no:cacheprovider \
     tests/models/test_engine_cuda.py 2>&1 | tail -15 | tee "$out/engine_tests.log" || { status=$?; echo "gpu_engine: the tests stopped (exit $status)"; }
 
 # 2. decode and prefill speed: SmolLM2, then the Qwen2.5-1.5B shape
-timeout --signal=INT --kill-after=10 "$(( $(left) < 120 ? $(left) : 120 ))" "$python" benchmarks/engine_speed.py \
+timeout --signal=INT --kill-after=10 "$(cap 120)" "$python" benchmarks/engine_speed.py \
     --model "$model" --device "$device" "${speed[@]}" --key "$key" --out "$out/engine_speed.json" 2>&1 \
     | grep -v "Loading weights" | tail -12 || { status=$?; echo "gpu_engine: SmolLM2's speed stopped (exit $status)"; }
-timeout --signal=INT --kill-after=10 "$(( $(left) < 120 ? $(left) : 120 ))" "$python" benchmarks/engine_speed.py \
+timeout --signal=INT --kill-after=10 "$(cap 120)" "$python" benchmarks/engine_speed.py \
     --model "$model" --shape qwen2.5-1.5b --device "$device" "${speed[@]}" --eager-rows --key "${key}_qwen2.5-1.5b_shape" \
     --out "$out/engine_speed.json" 2>&1 | grep -v "Loading weights" | tail -12 \
     || { status=$?; echo "gpu_engine: the Qwen2.5-1.5B shape's speed stopped (exit $status)"; }
@@ -97,7 +100,7 @@ from pathlib import Path
 run, seconds, status, out = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 metrics = run / "metrics.jsonl"
 rows = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
-iteration_s = [r["time"]["iteration_s"] for r in rows if "time" in r and "iteration_s" in r.get("time", {})]
+iteration_s = [r["time"]["iteration_s"] for r in rows if isinstance(r.get("time"), dict) and "iteration_s" in r["time"]]
 json.dump({"seed_seconds": seconds, "exit_status": status, "iterations_done": len(iteration_s),
            "iteration_s": iteration_s, "finished": status == 0}, out.open("w"), indent=1)
 print(f"gpu_engine: the seed ran {seconds}s, {len(iteration_s)} iterations, exit {status}")
