@@ -288,3 +288,18 @@ def test_a_capture_that_fails_says_so_in_one_line_and_decodes_eagerly(model_dir)
     _same(pooled.generate_ids(prompts, sampling), eager.generate_ids(prompts, sampling))
     assert len(lines) == 1 and "capturing the decode step failed" in lines[0] and "eagerly" in lines[0]
     assert engine.stats.eager_steps > 0 and engine.stats.captures == 0
+
+
+def test_a_rollout_copy_decodes_on_its_own_pool_and_follows_published_weights(model_dir):
+    eager, pooled = _policies(model_dir, lora={"r": 4})
+    clone = pooled.rollout_copy(version=0)
+    assert clone.pool_engine is not None and clone.pool_engine is not pooled.pool_engine
+    assert clone.pool_engine.policy is clone and clone.pool_engine.weights.model is clone.model
+    prompts = _prompts(eager, 4)
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=8)
+    with torch.no_grad():
+        for p in pooled.trainable_parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    clone.publish(1)
+    clone.sync()  # loads the snapshot through .data: the pool's copies of the factors must follow
+    _same(clone.generate_ids(prompts, sampling), eager.generate_ids(prompts, sampling))
