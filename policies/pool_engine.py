@@ -33,7 +33,6 @@ more rows than the largest captured size decode eagerly. Each says so once in th
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections import OrderedDict
@@ -226,9 +225,9 @@ class KVPool:
     slots handed out per cache key and kept in least-recently-used order."""
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device,
-                 max_bytes: int, log: Callable[[str], None]):
+                 max_bytes: int):
         self.shape = (layers, kv_heads, head_dim)
-        self.dtype, self.device, self.max_bytes, self.log = dtype, device, max_bytes, log
+        self.dtype, self.device, self.max_bytes = dtype, device, max_bytes
         self.keys = self.values = None
         self.slots, self.length = 0, 0
         self.owner: dict[str, int] = {}  # cache key -> slot
@@ -459,7 +458,7 @@ class PoolEngine:
         layers = len(self.weights.layers)
         kv_dtype = self.weights.embed.weight.dtype
         self.pool = KVPool(layers, self.weights.kv_heads, self.weights.head_dim, kv_dtype, self.device,
-                           int(max_pool_gib * 2**30), self.log)
+                           int(max_pool_gib * 2**30))
         self.stats = EngineStats()
         self.graphs = self.device.type == "cuda" if graphs is None else graphs
         self._graphs: dict[tuple, _Graph] = {}  # (rows, pool slots, pool length) -> the captured step
@@ -694,14 +693,12 @@ class PoolEngine:
         captured = None
         hidden = w.embed(token_ids)
         cos, sin = w.rotary(hidden[None], positions[None])
-        layers = len(w.layers)
         lowest = policy.frozen_states.layer if recording else -1
         for index, layer in enumerate(w.layers):
             if index == lowest:
                 captured = hidden
             hidden = self._prefill_layer(index, layer, hidden, cos, sin, token_slots, positions, slot_ids, row_of,
                                          query_index, width_q, width_k, mask)
-        del layers
         last = torch.tensor([sum(len(n) for n in new[:r + 1]) - 1 for r in range(len(new))], device=device)
         final = w.norm(hidden[last])
         # rows that copy an identical prompt's prefill
