@@ -539,6 +539,8 @@ class PoolEngine:
     @torch.inference_mode()
     def generate_ids(self, prompt_ids: list[list[int]], sampling: SamplingParams,
                      cache_keys: list[str] | None = None, tries: list[dict | None] | None = None) -> list[Completion]:
+        if not prompt_ids:
+            return []
         self.sync()
         longest = max(len(p) for p in prompt_ids) + sampling.max_new_tokens
         if longest > self.weights.max_positions:
