@@ -387,7 +387,13 @@ def main() -> None:
             for case in row["not_held"]:
                 print(f"{'':>17}NOT HELD {case}")
         if args.out:
-            args.out.write_text(json.dumps(report, indent=1))
+            rows = report["round5"]
+            version = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                     text=True).stdout.strip()
+            args.out.write_text(json.dumps({"command": f"python benchmarks/hostile.py --round5 --out {args.out}",
+                                            "code_version": version, "items": len(rows),
+                                            "cases": sum(r["cases"] for r in rows),
+                                            "held": sum(r["held"] for r in rows), "round5": rows}, indent=1) + "\n")
         return
     report["round4"] = round4_table()
     for part in report["round4"]:
