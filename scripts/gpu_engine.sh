@@ -100,7 +100,7 @@ from pathlib import Path
 run, seconds, status, out = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 metrics = run / "metrics.jsonl"
 rows = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
-iteration_s = [r["time"]["iteration_s"] for r in rows if isinstance(r.get("time"), dict) and "iteration_s" in r["time"]]
+iteration_s = [r["time/iteration_s"] for r in rows if "time/iteration_s" in r]  # metrics.jsonl's flattened keys
 json.dump({"seed_seconds": seconds, "exit_status": status, "iterations_done": len(iteration_s),
            "iteration_s": iteration_s, "finished": status == 0}, out.open("w"), indent=1)
 print(f"gpu_engine: the seed ran {seconds}s, {len(iteration_s)} iterations, exit {status}")
