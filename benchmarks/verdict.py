@@ -124,7 +124,12 @@ def chosen_lr(table: rr.DoneTable, args, arm: str) -> float:
 
 
 def run_job(args, key: str) -> dict:
-    """One job, in this process; returns what the done-table records of it."""
+    """One job, in this process; returns what the done-table records of it, with the code version
+    that ran it (a table resumed on a later commit says which jobs ran on which)."""
+    return {**run_one(args, key), "code_version": code_version()}
+
+
+def run_one(args, key: str) -> dict:
     table = rr.DoneTable(Path(args.runs) / "done.json")  # read only: the scheduler writes it
     folder = rr.job_dir(Path(args.runs), key)
     log = print
@@ -248,7 +253,8 @@ def report(args, table: rr.DoneTable) -> dict:
                    + (f" -- {' '.join(args.overrides)}" if args.overrides else ""),
         "rerun_one_job": f"python benchmarks/verdict.py --setting {args.setting} --runs RUNS --job KEY "
                          "(its dependencies done in RUNS, or restored from this file's jobs)",
-        "code_version": code_version(),
+        "code_version": ", ".join(sorted({r.get("code_version") or read_code_version(Path(args.runs))
+                                          for r in table.done.values()} or {code_version()})),
         "preset": args.preset, "overrides": COMMON + args.overrides, "seeds": list(args.seeds),
         "heldout_tasks": n_tasks, "episodes_per_task": episodes,
         "demonstrator_ceiling": table["ceiling"] if "ceiling" in table else None,
@@ -265,13 +271,34 @@ def report(args, table: rr.DoneTable) -> dict:
                                  or len(grid(args, arm)) == 1}},
         "runs_done": f"{sum(j.key in table for j in all_jobs)} of {len(all_jobs)}",
         # every finished job's record, per-task outcomes included: the done-table of a new --runs folder
-        "jobs": {j.key: table[j.key] for j in all_jobs if j.key in table},
+        # (paths inside the runs folder written as RUNS/..., so no machine's folder is committed)
+        "jobs": {j.key: portable({"code_version": read_code_version(Path(args.runs)), **table[j.key]}, Path(args.runs))
+                 for j in all_jobs if j.key in table},
     }
+
+
+def portable(record: dict, run_root: Path) -> dict:
+    """`record` with the runs folder's path written as RUNS (local() reverses it)."""
+    text = json.dumps(record)
+    for root in sorted({str(run_root.resolve()), str(run_root)}, key=len, reverse=True):
+        text = text.replace(json.dumps(root)[1:-1], "RUNS")
+    return json.loads(text)
+
+
+def local(record: dict, run_root: Path) -> dict:
+    """A committed record's RUNS/... paths in this machine's runs folder."""
+    return json.loads(json.dumps(record).replace('"RUNS/', json.dumps(str(run_root.resolve()) + "/")[:-1]))
 
 
 def compute_of(record: dict) -> dict:
     c = record["compute"]
     return {k: c.get(k) for k in ("optimizer_steps", "tokens", "samples", "rollout_episodes") if k in c}
+
+
+def read_code_version(run_root: Path) -> str:
+    """The code version the scheduler of `run_root` started with (jobs that did not record their own)."""
+    path = run_root / "code_version"
+    return path.read_text().strip() if path.is_file() else "unknown"
 
 
 def code_version() -> str:
@@ -295,6 +322,7 @@ def restore(args, run_root: Path) -> None:
     for key, result in recorded.items():
         if key in table:
             continue
+        result = local(result, run_root)
         if key.startswith("warm/") and key in pending_needs_warm and not Path(result["model"]).exists():
             continue
         table.mark(key, result)
@@ -369,6 +397,8 @@ def main() -> None:
         return
     rr.check_settings(run_root, {"setting": args.setting, "overrides": COMMON + args.overrides,
                                  "tune_seed": args.tune_seed, "grids": args.grids, "val_tasks": args.val_tasks})
+    if not (run_root / "code_version").is_file():
+        (run_root / "code_version").write_text(code_version() + "\n")
     restore(args, run_root)
     out, failed = rr.schedule(args, jobs(args), report, __file__, run_root,
                               write=lambda path, data: rr.write_json_key(path, args.setting, data))
