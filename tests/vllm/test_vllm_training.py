@@ -75,7 +75,7 @@ def test_policy_engine_setting_is_checked(tmp_path):
 
     cfg = _config(tmp_path, "policy.engine=vllm", "policy.vllm.max_model_len=256")
     assert cfg.policy.engine == "vllm" and cfg.policy.vllm.policy_kwargs() == {"max_model_len": 256}
-    with pytest.raises(ConfigError, match="policy.engine=.sglang. is unknown; choose one of hf, ray, vllm"):
+    with pytest.raises(ConfigError, match="policy.engine=.sglang. is unknown; choose one of hf, pool, ray, vllm"):
         _config(tmp_path, "policy.engine=sglang")
 
 
