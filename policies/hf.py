@@ -37,6 +37,7 @@ from agentgym.policies.base import Completion, Messages, SamplingParams, TurnCon
 from agentgym.policies.decode_attention import use_single_query_decode
 from agentgym.policies.frozen_states import FrozenStates, decoder_stack, lowest_adapted_layer
 from agentgym.policies.model_files import DTYPES, encode_chat_prompt, eos_ids, resolve_model
+from agentgym.policies.sampling import sampling_probs
 
 DEFAULT_LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
 
@@ -636,17 +637,7 @@ class HFPolicy:
     def _pick(self, logits: torch.Tensor, sampling: SamplingParams) -> torch.Tensor:
         if sampling.temperature <= 0:
             return logits.argmax(-1)
-        scaled = logits / sampling.temperature
-        if sampling.top_k and sampling.top_k > 0:
-            kth = torch.topk(scaled, min(sampling.top_k, scaled.shape[-1]), dim=-1).values[:, -1:]
-            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-        probs = torch.softmax(scaled, dim=-1)
-        if sampling.top_p < 1.0:
-            sorted_p, order = probs.sort(dim=-1, descending=True)
-            # keep the smallest prefix whose mass reaches top_p (always at least the top token)
-            drop = sorted_p.cumsum(-1) - sorted_p >= sampling.top_p
-            sorted_p = sorted_p.masked_fill(drop, 0.0)
-            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+        probs = sampling_probs(logits, sampling)
         gen = self._generator if probs.device.type == self._generator.device.type else None
         return torch.multinomial(probs, 1, generator=gen)[:, 0]
 

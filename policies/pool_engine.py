@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Completion, SamplingParams
 from agentgym.policies.frozen_states import decoder_stack
+from agentgym.policies.sampling import sampling_probs
 
 SUPPORTED = ("llama", "qwen2", "mistral")  # decoder layers the step is written for (RMSNorm, RoPE, GQA, SwiGLU)
 GRAPH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -400,16 +401,7 @@ def pick_tokens(logits: torch.Tensor, sampling: SamplingParams, generator: torch
     sampled (not greedy) replies differ from the eager path's for the same seed."""
     if sampling.temperature <= 0:
         return logits.argmax(-1)
-    scaled = logits / sampling.temperature
-    if sampling.top_k and sampling.top_k > 0:
-        kth = torch.topk(scaled, min(sampling.top_k, scaled.shape[-1]), dim=-1).values[:, -1:]
-        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    probs = torch.softmax(scaled, dim=-1)
-    if sampling.top_p < 1.0:
-        sorted_p, order = probs.sort(dim=-1, descending=True)
-        drop = sorted_p.cumsum(-1) - sorted_p >= sampling.top_p
-        sorted_p = sorted_p.masked_fill(drop, 0.0)
-        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+    probs = sampling_probs(logits, sampling)
     cdf = probs.cumsum(-1)
     u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cdf.dtype) * cdf[:, -1:]
     # the first id whose cumulative mass exceeds u: an id of zero mass never is (its cdf equals the one before)
