@@ -171,11 +171,14 @@ def _value_loss(value_head, hidden, micro: list[Sample], n_values: int):
 
 def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samples: list[Sample],
                rng: np.random.Generator, iteration: int, value_head=None, is_cap: float | None = None,
-               dp=None, estimator=None, session=progress.CURRENT) -> dict:
+               dp=None, estimator=None, session=progress.CURRENT, mismatch=None) -> dict:
     """pc: the run's PPOConfig; clip: (lo, hi) of the ratio (trainers.ppo.clip_range); is_cap: the
     off-policy truncation (None: plain PPO-clip); dp: the data-parallel context (None: one process);
     estimator: the run's EstimatorConfig, whose declared policy loss, aggregation, clip range and
-    dynamic sampling the update uses (trainers/policy_losses.py; None: PPO-clip as configured)."""
+    dynamic sampling the update uses (trainers/policy_losses.py; None: PPO-clip as configured);
+    mismatch: a RolloutCorrectionConfig to measure the rollout-trainer mismatch with, on the first
+    optimizer step's tokens, whose logprobs are the trainer's before any weight moves, against the
+    samples' old_logprobs (the engine's); out["mismatch"] holds its metrics (rollout_correction.correct)."""
     if dp is None:
         from agentgym.trainers.distributed import DataParallel
 
@@ -227,6 +230,7 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     steps = [(minibatch, cut(dp.local(minibatch))) for minibatch in minibatches]
     micro_total = None if dp.enabled else sum(len(micros) for _, micros in steps)  # ranks see ghosts: counts vary
     prefix_tokens = [0, 0]  # tokens computed by the shared-prefix passes, and what a plain pass computes
+    measured: list[tuple[np.ndarray, np.ndarray]] = []  # first step's loss tokens: (trainer, engine) logprobs per row
     with progress.bar("update", total=micro_total, unit="micro-batches", every=15.0, session=session) as bar:
         for minibatch, micros in steps:  # the minibatch with other ranks' ghosts: one process's denominators
             step_ratio_max = 0.0
@@ -272,6 +276,10 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
                                             spec_loss.how, max(denom, 1.0), ref_logp, pc.kl_coef, entropy, pc.entropy_coef,
                                             prox_logp=batch.get("prox_logprobs"), **off_policy)
                     weights.add(st)
+                    if mismatch is not None and n_updates == 0:  # no step taken yet: logp is pi_old
+                        on = where.cpu()
+                        trainer, engine = logp.detach().float().cpu(), batch["old_logprobs"].float().cpu()
+                        measured += [(trainer[b][on[b]].numpy(), engine[b][on[b]].numpy()) for b in range(len(micro))]
                     if value_head is not None and n_values:
                         v_loss = _value_loss(value_head, hidden, micro, n_values)
                         if v_loss is not None:
@@ -305,6 +313,11 @@ def ppo_update(pc, clip: tuple[float, float], policy, optimizer, scheduler, samp
     # one scalar per optimizer step (metrics.jsonl keeps numbers: train/ratio_max_per_minibatch/0, /1, ...)
     out["ratio_max_per_minibatch"] = {str(i): r for i, r in enumerate(minibatch_ratio_max)}
     out["optimizer_steps"] = n_updates
+    if measured:
+        from agentgym.trainers.rollout_correction import correct
+
+        out["mismatch"] = correct(mismatch, [np.ones(len(t)) for t, _ in measured], [t for t, _ in measured],
+                                  [e for _, e in measured]).metrics
     if prefix_tokens[1]:
         out["shared_prefix_token_ratio"] = prefix_tokens[0] / prefix_tokens[1]
     if frozen is not None:

@@ -28,8 +28,15 @@ multiplying the token's policy-gradient term by w~, as verl's rollout correction
 off-policy correction do. A masked token (w~ = 0) has no policy-gradient term; it still counts in
 the token-mean denominator and in the KL and entropy terms. w~ carries no gradient.
 
-Every iteration that has the trainer's logprobs (a correction on, ppo.recompute_old_logprobs, or
-ppo.rollout_correction.measure=true) logs the mismatch under `mismatch/` (`mismatch_metrics`):
+Every iteration logs the mismatch under `mismatch/` (ppo.rollout_correction.measure, on by default),
+at no extra forward pass:
+- with a correction on (or ppo.recompute_old_logprobs), from the trainer's logprobs of every sampled
+  token, which that pass computes anyway;
+- otherwise from the update's first optimizer step: its minibatch's tokens, whose logprobs the loss
+  computes before any weight moves, so they are pi_old exactly (a uniformly drawn 1/m of the batch's
+  samples with m minibatches per epoch: the means are unbiased, kl_max is over those tokens).
+An engine that records no logprobs has no mismatch to log: the run says so once and goes on.
+The metrics, over the tokens measured:
 
     kl_mean, kl_max   the k3 estimate of KL(mu || pi_old) per sampled token, w - 1 - log w >= 0
                       (unbiased under tokens drawn from mu), mean and max over the batch's tokens
@@ -63,8 +70,8 @@ class RolloutCorrectionConfig:
     cap: float = 2.0  # tis: C, the largest weight, >= 1
     low: float | None = None  # mis / icepop: the band [low, high] a weight must lie in (None: the mode's default)
     high: float | None = None
-    # mode none: still recompute the trainer's logprobs (one no-grad pass per iteration) to log the mismatch
-    measure: bool = False
+    # log the mismatch (mismatch/*) every iteration, from logprobs the iteration computes anyway; false: not at all
+    measure: bool = True
 
     def __post_init__(self) -> None:
         self.validate()
@@ -104,9 +111,6 @@ class RolloutCorrectionConfig:
     def active(self) -> bool:
         return self.mode != "none"
 
-    @property
-    def wants_trainer_logprobs(self) -> bool:
-        return self.active or self.measure
 
 
 def token_weights(cfg: RolloutCorrectionConfig, mask: np.ndarray, trainer_logp: np.ndarray,
@@ -177,18 +181,25 @@ def effective_sample_size(log_w: np.ndarray) -> float:
     return float(s1 * s1 / (len(log_w) * s2))
 
 
+def rollout_logprobs_missing(trajectories) -> bool:
+    """True when a sampled reply of the batch has no engine logprobs (`Step.response_logprobs` None)."""
+    return any(step.response_ids and step.response_logprobs is None
+               for traj in trajectories if not traj.infra_error for step in traj.steps)
+
+
 def require_rollout_logprobs(cfg: RolloutCorrectionConfig, trajectories, engine: str) -> None:
-    """A correction (or the measurement) reads each sampled token's engine logprob: one line when the
-    engine recorded none, before anything trains on the batch."""
-    for traj in trajectories:
-        if traj.infra_error:
-            continue
-        for step in traj.steps:
-            if step.response_ids and step.response_logprobs is None:
-                what = f"ppo.rollout_correction.mode={cfg.mode}" if cfg.active else "ppo.rollout_correction.measure"
-                raise ConfigError(f"{what} needs the engine's logprob of each sampled token, and policy.engine="
-                                  f"{engine} recorded none: use an engine that records them (hf, vllm) or set "
-                                  "ppo.rollout_correction.mode=none")
+    """A correction reads each sampled token's engine logprob: one line when the engine recorded none,
+    before anything trains on the batch."""
+    if cfg.active and rollout_logprobs_missing(trajectories):
+        raise ConfigError(f"ppo.rollout_correction.mode={cfg.mode} needs the engine's logprob of each sampled token, "
+                          f"and policy.engine={engine} recorded none: use an engine that records them (hf, vllm) or "
+                          "set ppo.rollout_correction.mode=none")
+
+
+def unmeasured_note(engine: str) -> str:
+    """The run's one line when measuring finds no engine logprobs (said once, not an error)."""
+    return (f"mismatch/* not logged: policy.engine={engine} records no logprob of the tokens it samples, so the "
+            "trainer's cannot be compared with them (ppo.rollout_correction.measure=false silences this)")
 
 
 def check_rollout_correction(ppo_cfg, rollout_cfg, distilling: bool) -> None:
@@ -207,4 +218,5 @@ def check_rollout_correction(ppo_cfg, rollout_cfg, distilling: bool) -> None:
 
 
 __all__ = ["Correction", "LEVELS", "MODES", "RolloutCorrectionConfig", "check_rollout_correction", "correct",
-           "effective_sample_size", "require_rollout_logprobs", "token_weights"]
+           "effective_sample_size", "require_rollout_logprobs", "rollout_logprobs_missing", "token_weights",
+           "unmeasured_note"]

@@ -66,7 +66,8 @@ from agentgym.trainers.logging_utils import MetricsLogger, plot_learning_curves
 from agentgym.trainers.ppo import clip_range
 from agentgym.trainers.records import save_evaluation, save_iteration
 from agentgym.trainers.distill import check_teacher, distill_samples, load_teacher
-from agentgym.trainers.rollout_correction import correct, require_rollout_logprobs
+from agentgym.trainers.rollout_correction import (correct, require_rollout_logprobs, rollout_logprobs_missing,
+                                                  unmeasured_note)
 from agentgym.trainers.run_setup import (build_heads, clear_previous_run, finished_line, finished_run, load_judge,
                                          make_engine, make_optimizer, make_policy, prepare_run_dir,
                                          prepare_start_model, previous_run, quiet_transformers, refuse_to_replace,
@@ -82,12 +83,12 @@ def score_heads(ppo_cfg: PPOConfig, est_cfg: EstimatorConfig, policy, heads: dic
     """What the estimator needs from the policy's hidden states, from one no-grad pass when any
     is asked for: per-step values (value head), progress (SPA's head), recomputed logprobs."""
     value_head, progress_head = heads.get("value"), heads.get("progress")
-    want_logprobs = ppo_cfg.recompute_old_logprobs or ppo_cfg.rollout_correction.wants_trainer_logprobs
+    want_logprobs = ppo_cfg.recompute_old_logprobs or ppo_cfg.rollout_correction.active
     if value_head is None and progress_head is None and not want_logprobs:
         return None, None, None
     # the trainer's logprobs of a rollout correction are the update's: under its matmul precision (ppo.matmul_dtype)
     precision = update_autocast(ppo_cfg.matmul_dtype, policy.device) \
-        if ppo_cfg.rollout_correction.wants_trainer_logprobs else contextlib.nullcontext()
+        if ppo_cfg.rollout_correction.active else contextlib.nullcontext()
     with dp.full_weights(policy), precision:
         scored = score_sequences(policy, sequences, ppo_cfg.micro_batch_size,
                                  want_hidden=value_head is not None or progress_head is not None)
@@ -149,14 +150,14 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
 
     # tokens first; the heads read them; the advantages come next; samples are made from both, once
     correcting = cfg.ppo.rollout_correction
-    if correcting.wants_trainer_logprobs:
-        require_rollout_logprobs(correcting, trajectories, cfg.policy.engine)
+    require_rollout_logprobs(correcting, trajectories, cfg.policy.engine)  # a correction without them: refused
+    missing = rollout_logprobs_missing(trajectories)  # no engine logprobs: no mismatch to measure
     sequences = tokenize_trajectories(trajectories, cfg.ppo.sample_mode)
     values, progress_scores, recomputed = score_heads(cfg.ppo, cfg.estimator, policy, heads, sequences, trajectories,
                                                cfg.seed + iteration, dp)
     # the trainer's logprobs against the engine's: the mismatch, and the correction's weights when on
     correction = correct(correcting, [s.loss_mask for s in sequences], recomputed,
-                         [s.old_logprobs for s in sequences]) if recomputed is not None else None
+                         [s.old_logprobs for s in sequences]) if recomputed is not None and not missing else None
     try:
         advantages = compute_advantages(trajectories, cfg.estimator, values=values, progress=progress_scores)
     except ValueError as exc:
@@ -180,8 +181,11 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     t1, c1 = time.perf_counter(), time.process_time()
     clip = update_clip(cfg.ppo, cfg.estimator.name)
     update = ppo_update(cfg.ppo, clip, policy, optimizer, scheduler, samples, rng, iteration, heads.get("value"),
-                        importance_cap(cfg.ppo, cfg.rollout), dp, estimator=cfg.estimator,
-                        session=producer.session) if samples else {}
+                        importance_cap(cfg.ppo, cfg.rollout), dp, estimator=cfg.estimator, session=producer.session,
+                        # without a pass of the trainer's logprobs above, the update's first step measures the mismatch
+                        mismatch=correcting if correcting.measure and recomputed is None and not missing else None,
+                        ) if samples else {}
+    measured = update.pop("mismatch", None)
     t_update, c_update = time.perf_counter() - t1, time.process_time() - c1
     if frozen is not None:
         frozen.clear()  # the update has read them; the evaluation's rollouts keep none
@@ -199,8 +203,10 @@ def run_iteration(cfg: TrainConfig, iteration: int, policy, optimizer, scheduler
     }
     if reward_metrics is not None:
         metrics["reward"] = reward_metrics
-    if correction is not None and correction.metrics:
-        metrics["mismatch"] = correction.metrics
+    if mismatch := correction.metrics if correction is not None else measured:
+        metrics["mismatch"] = mismatch
+    elif missing and correcting.measure:
+        metrics["unmeasured"] = unmeasured_note(cfg.policy.engine)  # train() says it once, and drops it
     if distilled is not None:
         metrics["distill"] = distilled
     if callable(hit_rate := getattr(producer.rollout_policy, "prefix_cache_hit_rate", None)):
@@ -390,6 +396,7 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
         elif (why := frozen_states_unused(cfg.ppo, cfg.policy.engine, policy, producer, heads)) is not None:
             log(f"ppo.reuse_frozen_states: not used ({why}); the update runs the frozen layers itself")
         deadline = session_started + cfg.time_budget_s if cfg.time_budget_s else None
+        said_unmeasured = False
         while state["iteration"] < cfg.iterations:
             if deadline is not None and dp.agree(time.perf_counter() > deadline):
                 state["stopped_early"] = (f"safety time budget time_budget_s={cfg.time_budget_s:.0f} reached after "
@@ -398,6 +405,9 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                 break
             metrics = run_iteration(cfg, state["iteration"], policy, optimizer, scheduler, producer, heads, dp, reward,
                                     teacher)
+            if (note := metrics.pop("unmeasured", None)) is not None and not said_unmeasured:
+                log(note)  # once a run: the engine records no logprobs, every iteration alike
+                said_unmeasured = True
             state["rl_seconds"] = state.get("rl_seconds", 0.0) + metrics["time"]["iteration_s"]
             state["task_source"] = producer.source.state_dict()
             state["iteration"] += 1

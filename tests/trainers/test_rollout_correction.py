@@ -121,3 +121,101 @@ def test_an_iteration_logs_the_mismatch_and_trains_against_the_trainer(toy_confi
                 "mismatch/clipped_frac"} <= set(m)
         assert 0 <= m["mismatch/kl_max"] < 1e-4 and m["mismatch/ess"] > 0.999
         assert m["train/ratio_max_first_minibatch"] == pytest.approx(1.0, abs=1e-3)
+
+
+def _iterations(run_dir):
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [m for m in lines if "rollout/success_rate" in m]
+
+
+MISMATCH_KEYS = {"mismatch/kl_mean", "mismatch/kl_max", "mismatch/ess", "mismatch/tokens"}
+
+
+def test_every_iteration_logs_the_mismatch_by_default(toy_config, tmp_path, sft_model_dir):
+    """No correction asked: the update's first optimizer step measures the mismatch (its logprobs are
+    the trainer's before any weight moves). The HF engine is the trainer: they agree up to numerics.
+    ppo.rollout_correction.measure=false turns it off."""
+    from agentgym.trainers.training import train
+
+    train(toy_config(tmp_path, sft_model_dir, "iterations=2", "checkpoint_every=0", "ppo.minibatch_size=4"),
+          log=lambda _: None)
+    iterations = _iterations(tmp_path / "run")
+    assert len(iterations) == 2
+    for m in iterations:
+        assert MISMATCH_KEYS <= set(m) and m["train/optimizer_steps"] > 1
+        assert 0 <= m["mismatch/kl_max"] < 1e-4 and m["mismatch/ess"] > 0.999
+        assert 0 < m["mismatch/tokens"] < m["rollout/response_tokens"]  # the first of several minibatches
+    train(toy_config(tmp_path, sft_model_dir, "iterations=1", "checkpoint_every=0",
+                     "ppo.rollout_correction.measure=false"), overwrite=True, log=lambda _: None)
+    assert not any(k.startswith("mismatch/") for k in _iterations(tmp_path / "run")[0])
+
+
+def test_the_measured_mismatch_is_the_engines_against_the_trainers(toy_config, tmp_path, sft_model_dir):
+    """An engine whose recorded logprobs are off by log 2 on every token (it reports probabilities
+    twice the trainer's): the first step measures w = 1/2 on each, k3 = 1/2 - 1 + log 2."""
+    from agentgym.policies import engines
+    from agentgym.trainers.training import train
+
+    class Shifted:
+        def __init__(self, trainer):
+            self.trainer = trainer
+
+        def __getattr__(self, name):
+            return getattr(self.trainer, name)
+
+        def generate(self, prompts, sampling=None, contexts=None):
+            return self.generate_ids([self.trainer.encode_prompt(m) for m in prompts], sampling)
+
+        def generate_ids(self, prompt_ids, sampling=None, **kwargs):
+            out = self.trainer.generate_ids(prompt_ids, sampling, **kwargs)
+            for c in out:
+                c.response_logprobs = [lp + math.log(2) for lp in c.response_logprobs]
+            return out
+
+    engines.register_engine("shifted", lambda trainer, _path, _settings: Shifted(trainer))
+    try:
+        train(toy_config(tmp_path, sft_model_dir, "iterations=1", "checkpoint_every=0", "policy.engine=shifted"),
+              log=lambda _: None)
+    finally:
+        engines._ENGINES.pop("shifted", None)
+    m = _iterations(tmp_path / "run")[0]
+    assert m["mismatch/kl_mean"] == pytest.approx(0.5 - 1 + math.log(2), abs=1e-4)
+    assert m["mismatch/kl_max"] == pytest.approx(0.5 - 1 + math.log(2), abs=1e-4)
+
+
+def test_an_engine_without_logprobs_leaves_the_metrics_out_and_says_so_once(toy_config, tmp_path, sft_model_dir):
+    from agentgym.policies import engines
+    from agentgym.trainers.training import train
+
+    class NoLogprobs:
+        def __init__(self, trainer):
+            self.trainer = trainer
+
+        def __getattr__(self, name):
+            return getattr(self.trainer, name)
+
+        def generate(self, prompts, sampling=None, contexts=None):
+            return self.generate_ids([self.trainer.encode_prompt(m) for m in prompts], sampling)
+
+        def generate_ids(self, prompt_ids, sampling=None, **kwargs):
+            out = self.trainer.generate_ids(prompt_ids, sampling, **kwargs)
+            for c in out:
+                c.response_logprobs = None
+            return out
+
+    engines.register_engine("no-logprobs", lambda trainer, _path, _settings: NoLogprobs(trainer))
+    lines: list[str] = []
+    try:
+        train(toy_config(tmp_path, sft_model_dir, "iterations=2", "checkpoint_every=0", "policy.engine=no-logprobs"),
+              log=lines.append)
+        iterations = _iterations(tmp_path / "run")
+        assert len(iterations) == 2 and not any(k.startswith("mismatch/") for m in iterations for k in m)
+        said = [x for x in lines if "mismatch/* not logged" in x]
+        assert len(said) == 1 and "policy.engine=no-logprobs" in said[0]
+        with pytest.raises(ConfigError, match="policy.engine=no-logprobs recorded none"):
+            train(toy_config(tmp_path, sft_model_dir, "iterations=1", "checkpoint_every=0",
+                             "policy.engine=no-logprobs", "ppo.rollout_correction.mode=tis"),
+                  overwrite=True, log=lambda _: None)
+    finally:
+        engines._ENGINES.pop("no-logprobs", None)
+
