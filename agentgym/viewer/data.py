@@ -3,6 +3,10 @@
 A source is one PATH given to `agentgym view`: a run dir (`agentgym train`), the --out folder of
 `agentgym eval`, or a single trajectory JSONL. Files are re-listed on every request (a running
 training adds some) and parsed once per (size, mtime).
+
+Tree rollouts (agentgym.rollout's `branch=`) write episodes whose metadata["tree"] names their
+parent episode and branch step: a file's episodes are then a tree, each branch listed under its
+parent and shown hanging off the parent's step where it starts, its steps numbered from there.
 """
 
 from __future__ import annotations
@@ -192,6 +196,7 @@ class EpisodeFile:
                 else:
                     self.bad_lines += 1  # JSON, but not an episode this viewer can show: counted, skipped
         _fill_categories(self.episodes)
+        self.branch_of, self.branches = _tree_links(self.episodes)
         self.groups: dict[str, list[int]] = {}
         for i, ep in enumerate(self.episodes):
             self.groups.setdefault(str(ep.get("group_id", "")), []).append(i)
@@ -232,15 +237,56 @@ class EpisodeFile:
             "return": float(sum(rewards)),
             "mean_adv": (sum(adv) / len(adv)) if adv else None,
             "category": meta.get("category") or "",
+            **self._tree_summary(i),
         }
+
+    def _offset(self, i: int) -> int:
+        """The number, in its tree, of episode i's first step: a branch starts at its branch step."""
+        return self.branch_of[i][1] if i in self.branch_of else 0
+
+    def _tree_summary(self, i: int) -> dict:
+        """Where episode i sits in its tree: parent (its file index; None for a root, or when the
+        parent is not in this file), the branch step, and the offset of its steps (a branch's first
+        step is its parent's step `branch_step`)."""
+        parent, step = self.branch_of.get(i, (None, None))
+        return {"parent": parent, "branch_step": step, "offset": self._offset(i),
+                "branch_count": len(self.branches.get(i, ()))}
+
+    def _branch_points(self, i: int) -> list[dict]:
+        """The branches hanging off episode i's steps: per branch step, each branch's summary and its
+        steps (action, reward, advantage), with the mean return of the branches and of episode i
+        from that step on (what the tree estimator compares)."""
+        ep_steps = self.episodes[i].get("steps") or []
+        offset = self._offset(i)
+        points: dict[int, list[int]] = {}
+        for j in self.branches.get(i, ()):
+            points.setdefault(self.branch_of[j][1], []).append(j)
+        out = []
+        for step in sorted(points):
+            t = step - offset  # the parent's own index of that step
+            here = [s.get("reward") for s in ep_steps[t:]] if 0 <= t < len(ep_steps) else []
+            branches = []
+            for j in points[step]:
+                adv = (self._meta(j).get("advantage") or {}).get("total")
+                steps = [{"t": u, "turn": step + u, "action": s.get("action"), "action_valid": bool(s.get("action_valid")),
+                          "reward": s.get("reward"),
+                          "advantage": adv[u] if isinstance(adv, list) and u < len(adv) else None}
+                         for u, s in enumerate(self.episodes[j].get("steps") or [])]
+                branches.append({**self.episode_summary(j), "steps": steps})
+            returns = [b["return"] for b in branches]
+            out.append({"step": step, "t": t if 0 <= t < len(ep_steps) else None,
+                        "return_from_here": float(sum(r for r in here if isinstance(r, (int, float)))) if here else None,
+                        "mean_return": sum(returns) / len(returns), "branches": branches})
+        return out
 
     def overview(self) -> dict:
         groups = []
         for gid, indices in self.groups.items():
             first = self.episodes[indices[0]]
+            order = _tree_order(indices, self.branches, self.branch_of)
             groups.append({"group_id": gid, "task_id": first.get("task_id"), "instruction": first.get("instruction", ""),
                            "category": self._meta(indices[0]).get("category") or "",
-                           "episodes": [self.episode_summary(i) for i in indices]})
+                           "episodes": [{**self.episode_summary(i), "depth": depth} for i, depth in order]})
         meta0 = self._meta(0) if self.episodes else {}
         return clean({"groups": groups, "episodes": len(self.episodes), "bad_lines": self.bad_lines,
                       "estimator": meta0.get("estimator"), "iteration": meta0.get("iteration"),
@@ -260,10 +306,11 @@ class EpisodeFile:
             members = self.members[group] if group is not None else []
             steps.append({
                 "t": t,
+                "turn": self._offset(i) + t,
                 "observation": s.get("observation", ""),
                 "anchor": s.get("anchor", ""),
                 "anchor_group": group,
-                "anchor_members": [list(m) for m in members],
+                "anchor_members": [[e, u, self._offset(e) + u] for e, u in members],
                 "text": s.get("text", ""),
                 "action": s.get("action"),
                 "action_valid": bool(s.get("action_valid")),
@@ -287,7 +334,65 @@ class EpisodeFile:
             "task": ep.get("task"), "estimator": meta.get("estimator"), "iteration": meta.get("iteration"),
             "drop_abs_adv_below": meta.get("drop_abs_adv_below"),
             "group_episodes": self.groups.get(gid, [i]), "steps": steps,
+            "branch_points": self._branch_points(i),
         })
+
+
+def _tree_links(episodes: list[dict]) -> tuple[dict[int, tuple[int | None, int]], dict[int, list[int]]]:
+    """(branch -> (parent's index or None, branch step), parent -> its branches in file order) from
+    the episodes' metadata["tree"] ({"id", "parent", "step"}, agentgym.rollout). A tree record of
+    another shape, or a parent id not in the file, leaves the episode a root or an orphan branch."""
+    ids: dict[str, int] = {}
+    for i, ep in enumerate(episodes):
+        tree = _tree_record(ep)
+        if tree is not None and isinstance(tree.get("id"), str):
+            ids.setdefault(tree["id"], i)
+    branch_of: dict[int, tuple[int | None, int]] = {}
+    branches: dict[int, list[int]] = {}
+    for i, ep in enumerate(episodes):
+        tree = _tree_record(ep)
+        if tree is None or tree.get("parent") is None:
+            continue
+        step = tree.get("step")
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            continue
+        parent = ids.get(tree["parent"]) if isinstance(tree["parent"], str) else None
+        parent = None if parent == i else parent
+        branch_of[i] = (parent, step)
+        if parent is not None:
+            branches.setdefault(parent, []).append(i)
+    for kids in branches.values():
+        kids.sort(key=lambda j: (branch_of[j][1], j))
+    return branch_of, branches
+
+
+def _tree_record(ep: dict) -> dict | None:
+    meta = ep.get("metadata")
+    tree = meta.get("tree") if isinstance(meta, dict) else None
+    return tree if isinstance(tree, dict) else None
+
+
+def _tree_order(indices: list[int], branches: dict[int, list[int]],
+                branch_of: dict[int, tuple[int | None, int]]) -> list[tuple[int, int]]:
+    """(episode, depth) of a group's episodes: each root followed by its branches (depth-first, by
+    branch step), branches whose parent is elsewhere where they are; a hand-made cycle is listed flat."""
+    members = set(indices)
+    out: list[tuple[int, int]] = []
+    seen: set[int] = set()
+    for top in indices:
+        parent = branch_of.get(top, (None, 0))[0]
+        if parent is not None and parent in members:
+            continue  # listed under its parent
+        stack = [(top, 0)]
+        while stack:
+            i, depth = stack.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            out.append((i, depth))
+            stack.extend((j, depth + 1) for j in reversed(branches.get(i, ())) if j in members)
+    out += [(i, 0) for i in indices if i not in seen]
+    return out
 
 
 _META_OPEN = re.compile(r"<(planning|explore|reflection|monitor)>", re.I)

@@ -345,8 +345,16 @@ async function filePage(si, fi, q) {
     const box = h("input", { type: "checkbox", "aria-label": `select episode ${ep.index}` });
     box.checked = chosen.has(ep.index);
     box.addEventListener("change", () => { box.checked ? chosen.add(ep.index) : chosen.delete(ep.index); updateCmp(); });
-    return h("tr", { "data-episode": ep.index, "data-testid": "episode-row" }, h("td", {}, box),
-      h("td", {}, h("a", { href: `#/s/${si}/f/${fi}/e/${ep.index}` }, `episode ${ep.index}`)), g ? h("td", { class: "mono muted" }, g.task_id || "") : null,
+    // a branch of a tree rollout: under its parent (depth), named by the step it starts from
+    const name = h("td", {},
+      ep.branch_step !== null && ep.branch_step !== undefined ? h("span", { class: "muted", "data-testid": "branch-of" },
+        `↳ t=${ep.branch_step} `) : null,
+      h("a", { href: `#/s/${si}/f/${fi}/e/${ep.index}` }, `episode ${ep.index}`),
+      ep.branch_count ? h("span", { class: "muted" }, ` · ${ep.branch_count} branches`) : null);
+    if (ep.depth && !g) name.style.paddingLeft = `${0.6 + 1.6 * ep.depth}em`; // CSSOM: the CSP allows no inline styles
+    return h("tr", { "data-episode": ep.index, "data-testid": "episode-row", "data-depth": ep.depth || 0,
+      "data-parent": ep.parent ?? "" }, h("td", {}, box),
+      name, g ? h("td", { class: "mono muted" }, g.task_id || "") : null,
       h("td", {}, outcomePill(ep)),
       h("td", { class: "num" }, num(ep.score, 2)), h("td", { class: "num" }, ep.steps), h("td", { class: "num" + (ep.invalid ? " bad" : "") }, ep.invalid),
       h("td", { class: "num", "data-testid": "return" }, num(ep.return, 2)), h("td", { class: "num adv " + sign(ep.mean_adv), "data-testid": "mean-adv" }, signed(ep.mean_adv)),
@@ -357,12 +365,16 @@ async function filePage(si, fi, q) {
     for (const ep of g.episodes) groupOf.set(ep.index, g.group_id);
     if (!eps.length) continue;
     shown += eps.length;
-    const wins = g.episodes.filter((e) => e.success && !e.infra_error).length;
+    // a tree rollout's branches are not more tries of the task: "solved" counts the root episodes
+    const roots = g.episodes.filter((e) => e.branch_step === null || e.branch_step === undefined);
+    const wins = roots.filter((e) => e.success && !e.infra_error).length;
+    const branches = g.episodes.length - roots.length;
     for (const ep of eps) flat.push([ep, g]);
     const rows = eps.map((ep) => row(ep));
     groups.push(h("div", { class: "group", "data-group": g.group_id },
       h("div", { class: "group-head" }, h("strong", {}, `group ${g.group_id.split(":")[0]}`), h("span", { class: "mono muted" }, g.task_id || ""),
-        g.category ? pill(g.category) : null, h("span", {}, `${wins}/${g.episodes.length} solved`)),
+        g.category ? pill(g.category) : null, h("span", {}, `${wins}/${roots.length} solved`),
+        branches ? h("span", { class: "muted" }, `+ ${branches} branches`) : null),
       h("div", {}, g.instruction),
       h("table", {}, h("tr", {}, ["", "episode", "outcome", "score", "steps", "invalid", "return", "mean adv", ""].map((c) => h("th", {}, c))), rows)));
   }
@@ -517,14 +529,14 @@ function stepCard(ep, step, links) {
   if (step.anchor_members.length > 1) card.style.setProperty("--hl", anchorColor(step.anchor_group));
   const others = step.anchor_members.filter(([e, t]) => !(e === ep.index && t === step.t));
   card.append(...[
-    h("div", { class: "step-head" }, h("span", { class: "t" }, `t=${step.t}`), anchorBadge(step, ep.index),
+    h("div", { class: "step-head" }, h("span", { class: "t" }, `t=${step.turn ?? step.t}`), anchorBadge(step, ep.index),
       h("span", { class: "mono" }, step.action === null ? "(no action parsed)" : step.action),
       step.action_valid ? pill("valid", "ok") : pill("invalid", "bad"), metaTag(step),
       h("span", {}, "reward ", h("span", { class: "mono", "data-testid": "reward" }, num(step.reward, 3))),
       step.progress !== null && step.progress !== undefined ? h("span", { class: "muted" }, `progress ${num(step.progress, 2)}`) : null,
       advantageView(step)),
     links && others.length ? h("div", { class: "muted" }, "same state: ",
-      others.slice(0, 12).map(([e, t], k) => [k ? ", " : "", e === ep.index ? `t=${t}` : h("a", { href: links(e) }, `episode ${e} t=${t}`)]),
+      others.slice(0, 12).map(([e, t, turn], k) => [k ? ", " : "", e === ep.index ? `t=${turn ?? t}` : h("a", { href: links(e) }, `episode ${e} t=${turn ?? t}`)]),
       others.length > 12 ? ` and ${others.length - 12} more` : "") : null,
     h("h3", {}, "observation"), longText(step.observation),
     h("h3", {}, "reply ", h("span", { class: "muted" }, step.logprobs.length ? "(hover a token for its logprob)" : "")), tokensView(step),
@@ -547,12 +559,41 @@ function wireAnchors(root) {
   });
 }
 
-function episodeHeader(ep) {
+// where a tree rollout's episode sits: the parent it branched from, or how many branches it has
+function treeLine(ep, link) {
+  if (ep.branch_step !== null && ep.branch_step !== undefined) {
+    return h("p", { "data-testid": "branch-of" }, `branch from t=${ep.branch_step} of `,
+      ep.parent !== null && link ? h("a", { href: link(ep.parent) }, `episode ${ep.parent}`) : ep.parent !== null ? `episode ${ep.parent}` : "an episode not in this file",
+      ": its steps are numbered from there");
+  }
+  return ep.branch_count ? h("p", { class: "muted" }, `${ep.branch_count} branches start from its steps: each is shown under the step it starts from`) : null;
+}
+
+// the branches that start from one step of the episode: each with its outcome, return and steps
+function branchPoint(point, link) {
+  const from = typeof point.return_from_here === "number" ? ` (this episode from here: ${num(point.return_from_here, 3)})` : "";
+  return h("div", { class: "branches", "data-testid": "branch-point", "data-step": point.step },
+    h("div", { class: "muted" }, `${point.branches.length} branches from t=${point.step}: mean return `,
+      h("span", { class: "mono", "data-testid": "branch-mean" }, num(point.mean_return, 3)), from),
+    point.branches.map((b) => h("div", { class: "branch", "data-testid": "branch", "data-episode": b.index },
+      h("div", { class: "step-head" }, h("a", { href: link(b.index) }, `episode ${b.index}`), outcomePill(b),
+        h("span", {}, "return ", h("span", { class: "mono", "data-testid": "return" }, num(b.return, 3))),
+        h("span", {}, `${b.steps.length} steps`), h("span", { class: b.invalid ? "bad" : "" }, `${b.invalid} invalid`),
+        b.mean_adv !== null ? h("span", {}, "mean A ", h("span", { class: "adv " + sign(b.mean_adv) }, signed(b.mean_adv))) : null),
+      h("table", { class: "branch-steps" }, h("tr", {}, ["t", "action", "", "reward", "A"].map((c) => h("th", {}, c))),
+        b.steps.map((st) => h("tr", { "data-testid": "branch-step", "data-turn": st.turn },
+          h("td", { class: "num" }, `t=${st.turn}`), h("td", { class: "mono" }, st.action === null ? "(no action parsed)" : st.action),
+          h("td", {}, st.action_valid ? pill("valid", "ok") : pill("invalid", "bad")),
+          h("td", { class: "num mono" }, num(st.reward, 3)), h("td", { class: "num adv " + sign(st.advantage) }, signed(st.advantage))))))));
+}
+
+function episodeHeader(ep, link) {
   return h("div", { class: "card" },
     h("div", { class: "step-head" }, outcomePill(ep), h("span", {}, `score ${num(ep.score, 3)}`), h("span", {}, `${ep.num_steps} steps`),
       h("span", { class: ep.invalid ? "bad" : "" }, `${ep.invalid} invalid`), h("span", {}, `return ${num(ep.return, 3)}`),
       ep.truncated ? pill("truncated", "warn") : null, ep.category ? pill(ep.category) : null),
     h("p", {}, h("strong", {}, "instruction: "), ep.instruction),
+    treeLine(ep, link),
     h("div", { class: "kv" }, h("span", {}, "task"), h("span", { class: "mono" }, ep.task_id || ""), h("span", {}, "group"), h("span", { class: "mono" }, ep.group_id),
       h("span", {}, "env / seed"), h("span", {}, `${ep.env_id || "?"} / ${ep.seed ?? "?"}`),
       h("span", {}, "advantages"), h("span", {}, ep.estimator ? `${ep.estimator} (iteration ${ep.iteration})` + (ep.drop_abs_adv_below ? `, |A| < ${ep.drop_abs_adv_below} left the loss` : "") : "none (evaluation or plain rollout)")),
@@ -568,10 +609,17 @@ async function episodePage(si, fi, ei, q) {
   toggle.checked = onlyInvalid;
   toggle.addEventListener("change", () => { toggle.checked ? q.set("invalid", "1") : q.delete("invalid"); setQuery(q); });
   const siblings = ep.group_episodes.filter((e) => e !== ei);
+  const link = (e) => `#/s/${si}/f/${fi}/e/${e}`;
+  // a tree: each step's card, then the branches that start from that step
+  const at = new Map(ep.branch_points.filter((p) => p.t !== null).map((p) => [p.t, p]));
+  const beyond = ep.branch_points.filter((p) => p.t === null);
   const steps = h("div", { class: "steps", "data-testid": "steps" },
-    ep.steps.filter((st) => !onlyInvalid || !st.action_valid).map((st) => stepCard(ep, st, (e) => `#/s/${si}/f/${fi}/e/${e}`)));
+    ep.steps.filter((st) => !onlyInvalid || !st.action_valid).map((st) => [stepCard(ep, st, link),
+      at.has(st.t) ? branchPoint(at.get(st.t), link) : null]),
+    beyond.length ? h("h3", {}, "branches from steps this episode does not have") : null,
+    beyond.map((p) => branchPoint(p, link)));
   wireAnchors(steps);
-  show(h("h1", {}, `Episode ${ei}`), episodeHeader(ep),
+  show(h("h1", {}, `Episode ${ei}`), episodeHeader(ep, link),
     h("p", { class: "filters" }, "other episodes of the group: ", siblings.length ? siblings.map((e) => h("span", {},
       h("a", { href: `#/s/${si}/f/${fi}/e/${e}` }, `episode ${e}`), " (", h("a", { href: `#/s/${si}/f/${fi}/cmp/${ei}/${e}`, "data-testid": "side-by-side" }, "side by side"), ")")) : "none",
     h("label", {}, toggle, " invalid steps only")),
