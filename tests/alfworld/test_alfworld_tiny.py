@@ -120,8 +120,8 @@ def test_the_table_counts_per_task_type_with_wilson_intervals():
     from pathlib import Path
     from types import SimpleNamespace
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from alfworld_table import markdown, per_type, task_type
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+    from benchmarks.learning.alfworld_table import markdown, per_type, task_type
 
     generated = {"params": {"task_type": "pick_heat_then_place_in_recep", "floorplan": 3, "object": "Apple",
                             "target": "CounterTop"}}
@@ -144,8 +144,8 @@ def test_the_table_keeps_the_games_of_the_asked_types_alone(tmp_path):
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from alfworld_table import COLUMNS, games_of_types, task_type
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+    from benchmarks.learning.alfworld_table import COLUMNS, games_of_types, task_type
 
     from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace
 
@@ -161,8 +161,8 @@ def test_compare_pairs_two_evaluations_game_by_game(tmp_path, capsys):
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from alfworld_table import main
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+    from benchmarks.learning.alfworld_table import main
 
     from agentgym.trajectory import Trajectory, save_trajectories
 

@@ -104,8 +104,8 @@ def test_key_paths_and_several_files():
 
 
 def test_the_recorded_headline_is_a_bound_block(tmp_path):
-    """benchmarks/record_run.py prints the block the docs quote: it passes the check as printed."""
-    spec = importlib.util.spec_from_file_location("record_run", ROOT / "benchmarks" / "record_run.py")
+    """benchmarks/harness/record_run.py prints the block the docs quote: it passes the check as printed."""
+    spec = importlib.util.spec_from_file_location("record_run", ROOT / "benchmarks" / "harness" / "record_run.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     results = {**OLD_RESULTS, "machine": "2-core CPU machine (no GPU)", "mean_load_1min": 9.4, "wall_seconds": 3012}

@@ -1,6 +1,6 @@
 """The household-smol preset (the real model, LoRA, GiGPO, admissible-only decoding) loads and passes
 every check `agentgym train` makes before building anything. Not a training run: the runs are
-benchmarks/real_llm_rl.py's (docs/real_llm.md)."""
+benchmarks/learning/real_llm_rl.py's (docs/real_llm.md)."""
 
 from __future__ import annotations
 

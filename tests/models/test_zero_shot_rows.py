@@ -5,9 +5,9 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
 
-import zero_shot  # noqa: E402
+from benchmarks.learning import zero_shot  # noqa: E402
 
 from agentgym.policies import RandomPolicy  # noqa: E402
 from agentgym.registration import get_task_space  # noqa: E402

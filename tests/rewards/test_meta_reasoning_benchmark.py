@@ -1,4 +1,4 @@
-"""benchmarks/meta_reasoning_household.py is resumable by (arm, seed): a re-run with other meta-reward
+"""benchmarks/learning/meta_reasoning_household.py is resumable by (arm, seed): a re-run with other meta-reward
 coefficients in the same --runs folder must not report the old coefficients' runs as its own (the
 README's second command, --explore 0.02 ..., did exactly that with the default folder)."""
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-mrh = pytest.importorskip("meta_reasoning_household")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+mrh = pytest.importorskip("benchmarks.learning.meta_reasoning_household")
 
 
 def _run(monkeypatch, tmp_path, argv):

@@ -1,4 +1,4 @@
-"""The credit-assignment benchmark's fast controlled learner (benchmarks/action_scorer.py): its
+"""The credit-assignment benchmark's fast controlled learner (benchmarks/learning/action_scorer.py): its
 policy is a proper log-softmax over the admissible actions, and one step of the trainer's PPO
 loss with a positive advantage makes the chosen action more likely."""
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from action_scorer import ActionScorer, ScorerPolicy, chosen_logprobs, decide, make_batch  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.learning.action_scorer import ActionScorer, ScorerPolicy, chosen_logprobs, decide, make_batch  # noqa: E402
 
 from agentgym.policies.base import TurnContext  # noqa: E402
 from agentgym.tasks.spec import TaskSpec  # noqa: E402

@@ -1,5 +1,5 @@
-"""The machinery of issue 35's long benchmarks (benchmarks/resumable_runs.py and the RFT arm of
-benchmarks/rl_vs_baselines.py): the done-table skips finished runs and starts unfinished ones
+"""The machinery of issue 35's long benchmarks (benchmarks/harness/jobs.py and the RFT arm of
+benchmarks/learning/rl_vs_baselines.py): the done-table skips finished runs and starts unfinished ones
 again, SFT interrupted after a checkpoint resumes to the same weights, and RFT with no
 successful rollout in its budget says so in one line."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import resumable_runs as rr  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness import jobs as rr  # noqa: E402
 
 # A worker as the benchmarks' are: counts its starts, fails on its first start when asked (an
 # interrupted run), otherwise writes its result. The dependency's result must exist before it runs.
@@ -138,7 +138,7 @@ def test_sft_interrupted_after_a_checkpoint_resumes_to_the_same_weights(tmp_path
 def test_rft_with_no_successful_rollout_is_one_line(tmp_path, tiny_policy_factory, toy_config, tiny_model_dir):
     from agentgym.registration import get_task_space
 
-    import rl_vs_baselines as rvb
+    from benchmarks.learning import rl_vs_baselines as rvb
 
     # one turn per episode: the key is never in the first room, so no episode can succeed
     cfg = toy_config(tmp_path, tiny_model_dir, "env.max_turns=1")
@@ -155,7 +155,7 @@ def test_rft_trains_on_its_successes_and_resumes_to_the_same_weights(tmp_path, s
     from agentgym.policies.hf import HFPolicy
     from agentgym.registration import get_task_space
 
-    import rl_vs_baselines as rvb
+    from benchmarks.learning import rl_vs_baselines as rvb
 
     cfg = toy_config(tmp_path, sft_model_dir)
     tasks = get_task_space(cfg.env.id).split("train")
@@ -183,7 +183,7 @@ def test_rft_trains_on_its_successes_and_resumes_to_the_same_weights(tmp_path, s
 def test_rl_vs_baselines_jobs_wait_for_what_they_match_and_tune_on_another_seed(tmp_path):
     import argparse
 
-    import rl_vs_baselines as rvb
+    from benchmarks.learning import rl_vs_baselines as rvb
 
     args = argparse.Namespace(seeds=[0, 1], arms=list(rvb.ARMS), tune_seed=100, lrs_rl=[1e-4, 3e-4],
                               lrs_sft=[1e-3], overrides=[])
@@ -207,7 +207,7 @@ def test_grpo_runs_only_as_the_check_of_its_identity_with_gigpo_omega0(tmp_path)
     seeds are gigpo_omega0's exactly when the checked seeds agree (otherwise only its own runs count)."""
     import argparse
 
-    import estimators_llm as el
+    from benchmarks.learning import estimators_llm as el
 
     args = argparse.Namespace(seeds=[0, 1, 2, 3], estimators=list(el.ESTIMATORS), overrides=[], threads=None,
                               runs=str(tmp_path))
@@ -272,7 +272,7 @@ def test_a_second_worker_of_the_same_job_stops_with_one_line(tmp_path):
 SCHEDULER = r"""
 import sys
 sys.path.insert(0, sys.argv[2])
-import resumable_runs as rr
+from benchmarks.harness import jobs as rr
 from pathlib import Path
 root = Path(sys.argv[1])
 worker = "import os, time; open(os.path.join(%r, 'worker.pid'), 'w').write(str(os.getpid())); time.sleep(120)" % str(root)
@@ -287,7 +287,7 @@ def test_killing_the_scheduler_ends_its_workers(tmp_path):
     import subprocess
     import time
 
-    bench = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    bench = str(Path(__file__).resolve().parents[2])  # the repository root
     scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(tmp_path), bench])
     pid_file = tmp_path / "worker.pid"
     for _ in range(200):
@@ -302,7 +302,7 @@ def test_killing_the_scheduler_ends_its_workers(tmp_path):
 
 
 def test_credit_by_phase_averages_each_phase_over_seeds_and_iterations():
-    import estimators_llm as el
+    from benchmarks.learning import estimators_llm as el
 
     seed_a = [{"iteration": 1, "idle_frac": 0.6, "adv_step/idle": -0.02}, {"iteration": 12, "idle_frac": 0.2}]
     seed_b = [{"iteration": 2, "idle_frac": 0.4, "adv_step/idle": None}]  # no idle step in that batch: no value
@@ -316,9 +316,9 @@ def test_arm_and_seed_reads_a_job_key():
 
 
 def test_real_llm_rl_runs_rl_then_its_rft_seed_by_seed_and_resumes_the_unfinished_one(tmp_path):
-    """benchmarks/real_llm_rl.py's jobs, one at a time: rl/seed0, rft/seed0 (which matches rl/seed0),
+    """benchmarks/learning/real_llm_rl.py's jobs, one at a time: rl/seed0, rft/seed0 (which matches rl/seed0),
     rl/seed1, ...; an interrupted rft/seed0 starts again on the next run, the finished ones do not."""
-    import real_llm_rl as rlr
+    from benchmarks.learning import real_llm_rl as rlr
 
     jobs = rlr.jobs([0, 1])
     assert [(j.key, j.after) for j in jobs] == [("rl/seed0", ()), ("rft/seed0", ("rl/seed0",)),
@@ -345,7 +345,7 @@ def test_real_llm_rl_gives_rft_the_steps_of_each_rl_iteration_and_pairs_both_wit
     the RL run's before-evaluation; the table lands under its key beside the file's other keys."""
     import argparse
 
-    import real_llm_rl as rlr
+    from benchmarks.learning import real_llm_rl as rlr
 
     def config(args, seed, folder, *extra):
         return toy_config(folder, sft_model_dir, "iterations=3", f"seed={seed}", f"run_dir={folder}", *extra)
@@ -382,8 +382,8 @@ def test_real_llm_rl_gives_rft_the_steps_of_each_rl_iteration_and_pairs_both_wit
 
 
 def test_real_llm_rl_refuses_rft_when_its_rl_run_made_no_step():
-    import real_llm_rl as rlr
-    import rl_vs_baselines as rvb
+    from benchmarks.learning import real_llm_rl as rlr
+    from benchmarks.learning import rl_vs_baselines as rvb
 
     with pytest.raises(rvb.NoSuccessfulRollouts, match="RL run of seed 2 made no optimizer steps"):
         rlr.rft_budget({"seed": 2, "compute": {"optimizer_steps": 0, "samples": 0, "steps_per_iteration": [0, 0]}})

@@ -9,9 +9,9 @@ tasks_per_iter x group_size), 5 seeds, each seed's arms from one shared warm sta
 Final evaluations only (the runs' last held-out evaluation, heldout_unseen, plus heldout):
 differences to uniform paired per task within a seed and pooled, and the t-interval over seeds.
 
-    python benchmarks/alfworld_curriculum.py --seeds 0 1 2 3 4 --parallel 2      # resumable: rerun to go on
-    python benchmarks/alfworld_curriculum.py --report-only
-    python benchmarks/alfworld_curriculum.py --seeds 0 --runs /tmp/c --out /tmp/c.json -- iterations=1 \
+    python benchmarks/learning/alfworld_curriculum.py --seeds 0 1 2 3 4 --parallel 2      # resumable: rerun to go on
+    python benchmarks/learning/alfworld_curriculum.py --report-only
+    python benchmarks/learning/alfworld_curriculum.py --seeds 0 --runs /tmp/c --out /tmp/c.json -- iterations=1 \
         sft.num_tasks=8 tiny.num_tasks=4 eval.num_tasks=6                          # smoke
 
 Writes --out (docs/alfworld_curriculum.json) after every finished run: per arm the seeds, final
@@ -24,10 +24,10 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import resumable_runs as rr  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness import jobs as rr  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PRESET = "alfworld-tiny"
 ARMS = {
     "uniform": ["tasks.source=split", "tasks.curriculum=uniform"],

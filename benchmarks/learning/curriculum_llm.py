@@ -18,9 +18,9 @@ the 18 categories). Printed per method (mean +- std over seeds): held-out succes
 its gain over the warm start as a ratio to uniform's gain, the fraction of zero-variance groups
 and the training success during training. Writes results.json into the output folder.
 
-    python benchmarks/curriculum_llm.py                       # 3 seeds x 5 methods (~45 min on 2 cores + 6 min warm start)
-    python benchmarks/curriculum_llm.py --quick               # 1 seed, 3 iterations: the code path only
-    python benchmarks/curriculum_llm.py --warm-start DIR      # reuse a warm start built before
+    python benchmarks/learning/curriculum_llm.py                       # 3 seeds x 5 methods (~45 min on 2 cores + 6 min warm start)
+    python benchmarks/learning/curriculum_llm.py --quick               # 1 seed, 3 iterations: the code path only
+    python benchmarks/learning/curriculum_llm.py --warm-start DIR      # reuse a warm start built before
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
-from curriculum import METHODS, mean_std  # the stand-in benchmark's methods, beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.learning.curriculum import METHODS, mean_std  # noqa: E402  (the stand-in benchmark's methods)
 
 # The warm start: easy tasks of every type (medium and hard ones stay out of its reach), cloned
 # from the slipping oracle as when the README's figures were measured (the preset now uses the

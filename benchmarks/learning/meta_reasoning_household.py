@@ -16,14 +16,14 @@ Reported per seed: final held-out success and the redundant-step rate (share of 
 back to a state already visited in the episode) of the held-out episodes; paired differences
 (meta - outcome) over seeds with a t interval.
 
-    python benchmarks/meta_reasoning_household.py                      # 3 seeds, ~10-20 min on 2 shared cores
-    python benchmarks/meta_reasoning_household.py --quick --runs /tmp/m # smoke run
+    python benchmarks/learning/meta_reasoning_household.py                      # 3 seeds, ~10-20 min on 2 shared cores
+    python benchmarks/learning/meta_reasoning_household.py --quick --runs /tmp/m # smoke run
 
 Any credit_assignment.py option works too (--iterations, --eval-tasks, ...). Resumable: finished
 (arm, seed) runs are kept in --runs/runs.json and skipped on a re-run; the coefficients are kept in
 --runs/settings.json, and other coefficients in the same folder are refused (use another --runs):
 
-    python benchmarks/meta_reasoning_household.py --explore 0.02 --planning 0.02 --reflection 0.02 \
+    python benchmarks/learning/meta_reasoning_household.py --explore 0.02 --planning 0.02 --reflection 0.02 \
         --runs runs/meta_reasoning_small
 """
 
@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
 
-import credit_assignment as ca  # noqa: E402
+from benchmarks.learning import credit_assignment as ca  # noqa: E402
 
 from agentgym.rewards.meta_reasoning import MetaReasoningConfig, apply_meta_rewards, redundant_step_rate  # noqa: E402
 
@@ -74,7 +74,7 @@ EVAL_LOG: list[dict] = []
 
 def evaluate_with_redundancy(scorer, tasks, args, seed: int, episodes: int | None = None) -> float:
     """credit_assignment.evaluate, also recording the held-out episodes' redundant-step rate."""
-    from action_scorer import ScorerPolicy
+    from benchmarks.learning.action_scorer import ScorerPolicy
     from agentgym.rollout import collect
 
     policy = ScorerPolicy(scorer, seed=seed, record=False)
@@ -144,7 +144,7 @@ def start(args, log):
     import torch
 
     torch.set_num_threads(1)
-    from action_scorer import ActionScorer
+    from benchmarks.learning.action_scorer import ActionScorer
     from agentgym.registration import get_task_space
 
     out = Path(args.runs)
@@ -166,7 +166,7 @@ def main() -> None:
     log = lambda s: print(s, flush=True)  # noqa: E731
     # runs are resumed by (arm, seed): other coefficients need another --runs folder, or their table
     # would be the old coefficients' runs
-    import resumable_runs as rr
+    from benchmarks.harness import jobs as rr
 
     rr.check_settings(Path(args.runs), {"planning": args.planning, "explore": args.explore,
                                         "reflection": args.reflection})

@@ -13,7 +13,7 @@ One warm start (the household-tiny preset's tiny model and SFT), then one short 
 it, one seed, one process, one thread; the per-iteration mismatch metrics and the held-out success
 before and after go to --out:
 
-    python benchmarks/rollout_correction.py --out docs/rollout_correction.json
+    python benchmarks/learning/rollout_correction.py --out docs/rollout_correction.json
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def main() -> None:
     warm_dir.mkdir(parents=True, exist_ok=True)
     start_model, _ = prepare_start_model(warm_cfg, warm_dir, print)
     warm_s = time.perf_counter() - started
-    record = {"command": "python benchmarks/rollout_correction.py " + " ".join(sys.argv[1:]),
+    record = {"command": "python benchmarks/learning/rollout_correction.py " + " ".join(sys.argv[1:]),
               "setup": {"preset": "household-tiny", "warm_start": "the preset's tiny model and SFT (seed "
                         f"{args.seed})", "engine": "hf-tempered (logprobs at the sampling temperature)",
                         "rollout_temperature": args.temperature, "trainer_temperature": 1.0,

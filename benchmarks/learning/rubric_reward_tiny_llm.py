@@ -7,8 +7,8 @@ the main job's demonstrator does badly. Training rollouts get `apply_reward(...,
 before the advantages (the trainer does not read `env.reward` yet, so this script wraps the
 trainer's rollout call); evaluation is untouched (held-out success is the env's).
 
-    python benchmarks/rubric_reward_tiny_llm.py                  # 3 seeds x 2 arms, 20 iterations each
-    python benchmarks/rubric_reward_tiny_llm.py --iterations 5 --eval-tasks 20 --seeds 1   # smoke
+    python benchmarks/learning/rubric_reward_tiny_llm.py                  # 3 seeds x 2 arms, 20 iterations each
+    python benchmarks/learning/rubric_reward_tiny_llm.py --iterations 5 --eval-tasks 20 --seeds 1   # smoke
 
 Resumable: the warm start and every finished (arm, seed) run are kept under --runs; a re-run skips
 them (an interrupted run resumes from its last checkpoint).

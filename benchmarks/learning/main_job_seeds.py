@@ -14,9 +14,9 @@ pooled interval resamples seeds and tasks together (a two-level bootstrap), so i
 seed-to-seed spread of training as well as the evaluation noise. Successes are fractions; the
 evaluation is the final one of each run, never the best one seen.
 
-    python benchmarks/main_job_seeds.py                        # seeds 0 1 2, one after another
-    python benchmarks/main_job_seeds.py --parallel 2           # two seeds at a time, one thread each
-    python benchmarks/main_job_seeds.py --seeds 0 --out /tmp/x.json iterations=4   # any config override
+    python benchmarks/learning/main_job_seeds.py                        # seeds 0 1 2, one after another
+    python benchmarks/learning/main_job_seeds.py --parallel 2           # two seeds at a time, one thread each
+    python benchmarks/learning/main_job_seeds.py --seeds 0 --out /tmp/x.json iterations=4   # any config override
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_seed(seed: int, run_root: Path, overrides: list[str], threads: int | None) -> dict:
@@ -175,7 +175,7 @@ def main() -> None:
 
     records = [json.loads((run_root / f"seed{s}.json").read_text()) for s in args.seeds]
     out = {
-        "command": "python benchmarks/main_job_seeds.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/learning/main_job_seeds.py " + " ".join(sys.argv[1:]),
         "heldout_tasks": records[0]["heldout_tasks"],
         "episodes_per_task": json.loads((run_root / f"seed{args.seeds[0]}" / "summary.json").read_text())["episodes_per_task"],
         "seeds": [{k: v for k, v in r.items() if k != "per_task"} for r in records],

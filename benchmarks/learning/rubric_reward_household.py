@@ -4,11 +4,11 @@ Same learner, warm start and rollouts as meta_reasoning_household.py (credit_ass
 controlled learner on household medium, GiGPO). The episode outcome GiGPO trains on is a rubric's
 score (agentgym.rewards.apply_reward, combine=replace): solved (weight 3, the env's verdict),
 at most 15 steps (1), no idle look / inventory / examine (1). Every criterion is checked by code:
-no judge model runs here (an untrained tiny judge gives no verdicts; see benchmarks/judge_throughput.py).
+no judge model runs here (an untrained tiny judge gives no verdicts; see benchmarks/speed/judge_throughput.py).
 Each iteration logs the rubric ("judged") mean, the env's own score ("verifiable") mean and their
 correlation (agentgym.rewards.divergence), the numbers a judged run watches for hacking.
 
-    python benchmarks/rubric_reward_household.py                  # 3 seeds
+    python benchmarks/learning/rubric_reward_household.py                  # 3 seeds
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
 
-import credit_assignment as ca  # noqa: E402
-import meta_reasoning_household as mr  # noqa: E402
+from benchmarks.learning import credit_assignment as ca  # noqa: E402
+from benchmarks.learning import meta_reasoning_household as mr  # noqa: E402
 
 from agentgym.rewards import Criterion, Rubric, apply_reward  # noqa: E402
 

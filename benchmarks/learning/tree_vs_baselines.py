@@ -7,9 +7,9 @@ iteration counts are set from a pilot's steps per iteration (seed 100, never rep
 held-out evaluation of each run; per arm the mean over seeds with a t interval over seeds, and the
 paired differences tree - gigpo and tree - grpo with their t intervals over seeds.
 
-    python benchmarks/tree_vs_baselines.py --pilot              # steps per iteration of each arm -> --out
-    python benchmarks/tree_vs_baselines.py                      # the five seeds, one run at a time
-    python benchmarks/tree_vs_baselines.py --seeds 0 --arms tree iterations=2   # any config override
+    python benchmarks/learning/tree_vs_baselines.py --pilot              # steps per iteration of each arm -> --out
+    python benchmarks/learning/tree_vs_baselines.py                      # the five seeds, one run at a time
+    python benchmarks/learning/tree_vs_baselines.py --seeds 0 --arms tree iterations=2   # any config override
 
 Writes --out (default docs/tree_vs_baselines.json): the pilot, then per arm and seed the final
 held-out success (and per task), env steps, trained tokens, iterations and wall time, and the summary.
@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARMS = {  # overrides of the household-tiny preset per arm
     "gigpo": [],
     "grpo": ["estimator.name=grpo"],
@@ -112,7 +112,7 @@ def main() -> None:
             pilot[arm] = {"steps_per_iteration": r["env_steps"] / r["iterations"],
                           "tokens_per_iteration": r["trained_tokens"] / r["iterations"]}
         data["pilot"] = {"seed": PILOT_SEED, "iterations": PILOT_ITERATIONS, "arms": pilot}
-        data["pilot_command"] = " ".join(["python benchmarks/tree_vs_baselines.py", *sys.argv[1:]])
+        data["pilot_command"] = " ".join(["python benchmarks/learning/tree_vs_baselines.py", *sys.argv[1:]])
         out_path.write_text(json.dumps(data, indent=2) + "\n")
         return
     if "pilot" not in data:
@@ -130,7 +130,7 @@ def main() -> None:
             records.append(train_arm(arm, seed, runs, [f"iterations={iterations}", *args.overrides]))
             data["records"] = records
             data["summary"] = summarize(records)
-            data["command"] = " ".join(["python benchmarks/tree_vs_baselines.py", *sys.argv[1:]])
+            data["command"] = " ".join(["python benchmarks/learning/tree_vs_baselines.py", *sys.argv[1:]])
             out_path.write_text(json.dumps(data, indent=2) + "\n")
 
 

@@ -1,5 +1,5 @@
-"""Long experiments as a table of resumable runs (issue 35): what rl_vs_baselines.py and
-estimators_llm.py share.
+"""Long experiments as a table of resumable runs (issue 35): what the learning benchmarks share
+(benchmarks/learning: rl_vs_baselines.py, verdict.py, estimators_llm.py, real_llm_rl.py, ...).
 
 A benchmark lists its runs as `Job`s: a key such as "rl/seed3" (also its folder under the run
 root) and the keys it waits for. `run_jobs` starts each pending job as a process of its own
@@ -13,7 +13,9 @@ stops its workers; each worker holds a lock on its folder, so a job never runs t
 
 Also here, because every arm needs them: the SFT update that checkpoints and resumes bit for bit
 (`sft_steps`), the validation tasks (fresh tasks that are neither train nor held-out), evaluation
-of a policy on a named split, and the compute of a finished RL run (optimizer steps, tokens).
+of a policy on a named split, the compute of a finished RL run (optimizer steps, tokens), and the
+jobs of an equal-compute comparison (`ArmJob`: which run an imitation arm matches, what a job is
+evaluated on, its final model's evaluation).
 """
 
 from __future__ import annotations
@@ -325,6 +327,70 @@ def evaluate_on(cfg, policy, tasks_file: Path) -> dict:
                          rollout=cfg.rollout)
     keep = ("success_rate", "invalid_action_rate", "mean_steps", "per_task_success", "episodes", "num_tasks")
     return {k: ev[k] for k in keep if k in ev}
+
+
+# --- the jobs of an equal-compute comparison --------------------------------------------------------
+@dataclass(frozen=True)
+class ArmJob:
+    """A job of one arm: a tuning run ("tune/ARM/lrX", on the tuning seed, scored on validation
+    tasks) or a final run ("ARM/seedN", at the arm's chosen rate, scored on the held-out sets). An
+    imitation arm's job matches the compute of an RL run, `matched_to`."""
+    key: str
+    arm: str
+    seed: int
+    lr: float
+    tuning: bool
+    matched_to: str | None  # the RL job whose compute it matches; None for an RL arm
+
+
+def arm_job(key: str, tune_seed: int, chosen_lr: Callable[[str], float], rl_arm: str,
+            rl_arms: Sequence[str]) -> ArmJob:
+    """What job `key` runs. An imitation arm's tuning run matches `rl_arm`'s tuning run at its chosen
+    rate, its final run `rl_arm`'s run of the same seed; `chosen_lr(arm)` is the arm's rate."""
+    kind, rest = key.split("/", 1)
+    if kind == "tune":
+        arm, lr_part = rest.split("/")
+        matched = None if arm in rl_arms else tune_key(rl_arm, chosen_lr(rl_arm))
+        return ArmJob(key, arm, tune_seed, float(lr_part[len("lr"):]), True, matched)
+    arm, seed = arm_and_seed(key)
+    return ArmJob(key, arm, seed, chosen_lr(arm), False, None if arm in rl_arms else f"{rl_arm}/seed{seed}")
+
+
+def tune_key(arm: str, lr: float) -> str:
+    """The key of an arm's tuning run at rate `lr`."""
+    return f"tune/{arm}/lr{lr:g}"
+
+
+def arm_evals(cfg, job: ArmJob, folder: Path, validation_file: Callable[[], Path]) -> dict[str, Path]:
+    """The tasks files a job is evaluated on besides the run's own held-out set: a tuning run looks at
+    validation tasks only (the trainer's own held-out evaluations are cut to one episode of one
+    task, unread), a final run also at heldout_unseen."""
+    if job.tuning:
+        cfg.eval.num_tasks, cfg.eval.episodes_per_task = 1, 1
+        return {"validation": validation_file()}
+    return {"heldout_unseen": split_file(cfg, "heldout_unseen", folder)}
+
+
+def matched_budget(table: DoneTable, job: ArmJob, rl_name: str = "RL") -> dict:
+    """The compute (rl_compute) of the RL run an imitation job matches; one line when it made no step."""
+    budget = table[job.matched_to]["compute"]
+    if not budget["optimizer_steps"]:
+        raise SystemExit(f"{job.key}: the {rl_name} run it matches ({job.matched_to}) made no optimizer steps: "
+                         "nothing to match")
+    return budget
+
+
+def evaluate_trained(cfg, folder: Path, job: ArmJob, evals: dict[str, Path]) -> dict:
+    """An imitation job's trained model (its latest checkpoint) on each tasks file of `evals`, a
+    final run's on the run's own held-out set first (the RL run's tasks and episode seeds: paired
+    per task)."""
+    from agentgym.trainers.checkpoint import latest_checkpoint
+    from agentgym.trainers.run_setup import make_policy
+
+    policy = make_policy(cfg.policy, latest_checkpoint(folder) / "model")
+    if not job.tuning:
+        evals = {cfg.eval.split: split_file(cfg, cfg.eval.split, folder), **evals}
+    return {name: evaluate_on(cfg, policy, path) for name, path in evals.items()}
 
 
 # --- the runs every experiment has: a warm start and an RL run -------------------------------------

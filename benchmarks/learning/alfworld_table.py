@@ -3,17 +3,17 @@ Pick2, All) on ALFWorld-v0's `heldout` and `heldout_unseen` games at 50 steps, w
 intervals, for any policies side by side (random, the oracle, the searching demonstrator, a warm start, a
 trained model).
 
-    python benchmarks/alfworld_table.py --policy random --policy oracle --policy searching --out docs/alfworld_table.json
-    python benchmarks/alfworld_table.py --policy hf:runs/alfworld-tiny/sft_model \
+    python benchmarks/learning/alfworld_table.py --policy random --policy oracle --policy searching --out docs/alfworld_table.json
+    python benchmarks/learning/alfworld_table.py --policy hf:runs/alfworld-tiny/sft_model \
         --policy hf:runs/alfworld-tiny/final_model --out docs/alfworld_table.json
     # the same table on the official games (`alfworld-download`; valid_seen / valid_unseen):
-    python benchmarks/alfworld_table.py --data-path $ALFWORLD_DATA/json_2.1.1 --policy random \
+    python benchmarks/learning/alfworld_table.py --data-path $ALFWORLD_DATA/json_2.1.1 --policy random \
         --out runs/alfworld_table_official.json
     # a model trained on household's two easy categories, on the ALFWorld types it learned:
-    python benchmarks/alfworld_table.py --policy hf:runs/household-smol/final_model --types Pick Look
+    python benchmarks/learning/alfworld_table.py --policy hf:runs/household-smol/final_model --types Pick Look
     # a run's held-out evaluations played already (RUN/evals/iterNNNNN/trajectories.jsonl): per-type rows,
     # and each file's paired gain per game over the first
-    python benchmarks/alfworld_table.py --compare BEFORE.jsonl AFTER.jsonl
+    python benchmarks/learning/alfworld_table.py --compare BEFORE.jsonl AFTER.jsonl
 
 An hf: model is played with the chat layout, token budget and decoding (admissible-only or free)
 of the run that trained it (its config.yaml, as `agentgym eval` does). Each (policy, split) lands

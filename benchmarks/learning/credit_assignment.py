@@ -1,6 +1,6 @@
 """Credit assignment on household (medium, six task types): GRPO, RLOO, LOOP, PPO, GiGPO and SPA.
 
-Default learner: a FAST CONTROLLED LEARNER, not an LLM (benchmarks/action_scorer.py): a small
+Default learner: a FAST CONTROLLED LEARNER, not an LLM (benchmarks/learning/action_scorer.py): a small
 neural scorer over the admissible actions that reads the instruction, the ChatEnv memory of
 its own past actions and the current observation; policy = softmax over the admissible
 actions. It is trained through the library's own pieces: rollouts by `agentgym.collect` on
@@ -11,9 +11,9 @@ ProgressHead/fit_progress (spa). One warm start (behaviour cloning on the search
 built once and shared by every run; every (estimator, seed) pair sees the same training tasks
 for the same seed. The FINAL held-out evaluation of every run is reported (never the best seen).
 
-    python benchmarks/credit_assignment.py --quick          # smoke run, ~1-2 minutes
-    python benchmarks/credit_assignment.py                  # the committed docs/credit_assignment.json/.png
-    python benchmarks/credit_assignment.py --llm --quick    # the old tiny-LLM mode (household-tiny preset)
+    python benchmarks/learning/credit_assignment.py --quick          # smoke run, ~1-2 minutes
+    python benchmarks/learning/credit_assignment.py                  # the committed docs/credit_assignment.json/.png
+    python benchmarks/learning/credit_assignment.py --llm --quick    # the old tiny-LLM mode (household-tiny preset)
 
 Writes docs/credit_assignment.json and docs/credit_assignment.png (full run; --out for others)
 and prints a markdown table.
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
 
 ESTIMATORS = ("grpo", "rloo", "loop", "ppo", "gigpo", "spa", "gigpo_omega0", "gigpo_std")
 TASK_TYPES = ("pick_and_place", "pick_clean_then_place", "pick_heat_then_place", "pick_cool_then_place",
@@ -107,7 +107,7 @@ class RecordingExpert:
         self.data = []
 
     def generate(self, prompts, sampling=None, contexts=None):
-        from action_scorer import action_features, state_features, state_view, Decision
+        from benchmarks.learning.action_scorer import action_features, state_features, state_view, Decision
 
         out = self.expert.generate(prompts, sampling, contexts)
         for prompt, ctx, comp in zip(prompts, contexts, out):
@@ -128,7 +128,7 @@ def behaviour_clone(scorer, space, args, log) -> dict:
     collect(ENV_ID, train_tasks(space, rng, args.bc_tasks), expert, 1, seed=777,
             env_kwargs={"max_episode_steps": args.max_steps}, chat=chat_options(args.memory), record_messages=False)
     data = expert.data
-    from action_scorer import chosen_logprobs
+    from benchmarks.learning.action_scorer import chosen_logprobs
 
     opt = torch.optim.Adam(scorer.parameters(), lr=args.bc_lr)
     losses = []
@@ -147,7 +147,7 @@ def behaviour_clone(scorer, space, args, log) -> dict:
 
 def evaluate(scorer, tasks, args, seed: int, episodes: int | None = None) -> float:
     from agentgym.rollout import collect
-    from action_scorer import ScorerPolicy
+    from benchmarks.learning.action_scorer import ScorerPolicy
 
     policy = ScorerPolicy(scorer, seed=seed, record=False)
     trajs = collect(ENV_ID, tasks, policy, episodes or args.eval_episodes, seed=seed, env_kwargs={"max_episode_steps": args.max_steps},
@@ -162,7 +162,7 @@ def rl_run(estimator: str, seed: int, warm: dict, space, eval_set, args, log, wa
     from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
     from agentgym.trainers.ppo import ValueHead, clip_range, ppo_clip_loss
     from agentgym.trainers.spa_progress import ProgressHead, fit_progress, predict_progress
-    from action_scorer import ActionScorer, ScorerPolicy, chosen_logprobs
+    from benchmarks.learning.action_scorer import ActionScorer, ScorerPolicy, chosen_logprobs
 
     per = SCORER_PER_ESTIMATOR.get(estimator, {})
     torch.manual_seed(seed)
@@ -329,7 +329,7 @@ def scorer_main(args) -> None:
 
     torch.set_num_threads(1)
     from agentgym.registration import get_task_space
-    from action_scorer import ActionScorer
+    from benchmarks.learning.action_scorer import ActionScorer
 
     log = lambda s: print(s, flush=True)  # noqa: E731
     space = get_task_space(ENV_ID)
@@ -357,7 +357,7 @@ def scorer_main(args) -> None:
                 f"final evaluation of every run (never the best); mid-run curve points with {args.curve_episodes} "
                 f"episode(s) per task every {args.eval_every} iterations",
         "per_estimator": SCORER_PER_ESTIMATOR,
-        "command": "python benchmarks/credit_assignment.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/learning/credit_assignment.py " + " ".join(sys.argv[1:]),
     }
     results: dict[str, list] = {}
     out = Path(args.out)

@@ -40,9 +40,9 @@ others. docs/rl_vs_baselines.json is written from whatever has finished:
     sft_unfiltered_minus_warm_start {diff, ci, ...}             (is more imitation flat?)
     rl_minus_ceiling, lr_choice, power, runs_done
 
-    python benchmarks/rl_vs_baselines.py --seeds 0 1 2 3 4 --parallel 2        # the experiment
-    python benchmarks/rl_vs_baselines.py --seeds 0 1 2 3 4 --report-only        # JSON from what is done
-    python benchmarks/rl_vs_baselines.py --seeds 0 --tune-seed 9 --runs /tmp/x --out /tmp/x.json \\
+    python benchmarks/learning/rl_vs_baselines.py --seeds 0 1 2 3 4 --parallel 2        # the experiment
+    python benchmarks/learning/rl_vs_baselines.py --seeds 0 1 2 3 4 --report-only        # JSON from what is done
+    python benchmarks/learning/rl_vs_baselines.py --seeds 0 --tune-seed 9 --runs /tmp/x --out /tmp/x.json \\
         --lrs-rl 1e-4 3e-4 --lrs-sft 1e-3 -- iterations=1 sft.num_tasks=8 ...   # a smoke test
 
 docs/rl_vs_baselines.json is the experiment with every policy decoding within the admissible
@@ -60,10 +60,10 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import resumable_runs as rr  # noqa: E402  (benchmarks/resumable_runs.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness import jobs as rr  # noqa: E402
+from benchmarks.harness.provenance import ROOT, command  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 PRESET = "household-tiny"
 # The setting of issue 35 on top of the preset; checkpoints every 5 iterations; no safety stop
 # (a resumed run restarts the clock, and a run is defined by its iterations).
@@ -90,10 +90,6 @@ def lr_grid(args, arm: str) -> list[float]:
     return args.lrs_rl if arm == "rl" else args.lrs_sft
 
 
-def tune_key(arm: str, lr: float) -> str:
-    return f"tune/{arm}/lr{lr:g}"
-
-
 def tuned(args, arm: str) -> bool:
     return len(lr_grid(args, arm)) > 1
 
@@ -105,14 +101,14 @@ def jobs(args) -> list[rr.Job]:
     out += [rr.Job(f"warm/seed{s}") for s in sorted({*args.seeds, *([args.tune_seed] if any_tuned else [])})]
     warm_tune = (f"warm/seed{args.tune_seed}",)
     # RL on the tuning seed whenever any rate is tuned: the baselines' tuning runs match its compute
-    rl_tunes = tuple(tune_key("rl", lr) for lr in args.lrs_rl) if any_tuned else ()
+    rl_tunes = tuple(rr.tune_key("rl", lr) for lr in args.lrs_rl) if any_tuned else ()
     out += [rr.Job(key, warm_tune) for key in rl_tunes]
     for arm in BASELINES:
         if arm in args.arms and tuned(args, arm):
-            out += [rr.Job(tune_key(arm, lr), warm_tune + rl_tunes) for lr in lr_grid(args, arm)]
+            out += [rr.Job(rr.tune_key(arm, lr), warm_tune + rl_tunes) for lr in lr_grid(args, arm)]
     for seed in args.seeds:
         for arm in args.arms:
-            after = (f"warm/seed{seed}",) + tuple(tune_key(arm, lr) for lr in lr_grid(args, arm) if tuned(args, arm))
+            after = (f"warm/seed{seed}",) + tuple(rr.tune_key(arm, lr) for lr in lr_grid(args, arm) if tuned(args, arm))
             if arm != "rl":
                 after += (f"rl/seed{seed}",)
             out.append(rr.Job(f"{arm}/seed{seed}", after))
@@ -124,7 +120,7 @@ def chosen_lr(table: rr.DoneTable, args, arm: str) -> float:
     grid = lr_grid(args, arm)
     if len(grid) == 1:
         return grid[0]
-    scores = [table[tune_key(arm, lr)]["validation"]["success_rate"] for lr in grid]
+    scores = [table[rr.tune_key(arm, lr)]["validation"]["success_rate"] for lr in grid]
     return grid[max(range(len(grid)), key=lambda i: scores[i])]  # the first of equal bests
 
 
@@ -134,43 +130,24 @@ def run_job(args, key: str) -> dict:
     log = print
     if key == "ceiling":
         return demonstrator_ceiling(config(args, args.seeds[0], folder), folder)
-    kind, *rest = key.split("/")
-    if kind == "warm":
-        return rr.run_warm(config(args, int(rest[0][len("seed"):]), folder), folder, log)
-    if kind == "tune":
-        arm, lr, seed = rest[0], float(rest[1][len("lr"):]), args.tune_seed
-        rl_key = tune_key("rl", chosen_lr(table, args, "rl")) if arm != "rl" else None
-    else:
-        arm, seed = kind, int(rest[0][len("seed"):])
-        lr, rl_key = chosen_lr(table, args, arm), f"rl/seed{seed}"
+    if key.startswith("warm/"):
+        return rr.run_warm(config(args, rr.arm_and_seed(key)[1], folder), folder, log)
+    job = rr.arm_job(key, args.tune_seed, lambda arm: chosen_lr(table, args, arm), "rl", ("rl",))
+    arm, seed, lr = job.arm, job.seed, job.lr
     cfg = config(args, seed, folder, *rr.warm_overrides(table[f"warm/seed{seed}"]), f"ppo.lr={lr}")
     rr.use_threads(cfg)
-    if kind == "tune":
-        # tuning runs look at validation tasks only: the trainer's own held-out evaluations are
-        # cut to one task and ignored
-        cfg.eval.num_tasks, cfg.eval.episodes_per_task = 1, 1
-        evals = {"validation": validation_file(args, cfg, folder)}
-    else:
-        evals = {"heldout_unseen": rr.split_file(cfg, "heldout_unseen", folder)}
+    evals = rr.arm_evals(cfg, job, folder, lambda: validation_file(args, cfg, folder))
     if arm == "rl":
         return {"arm": arm, "seed": seed, **rr.run_rl(cfg, folder, evals, log)}
-    budget = table[rl_key]["compute"]
-    if not budget["optimizer_steps"]:
-        raise SystemExit(f"{key}: the RL run it matches ({rl_key}) made no optimizer steps: nothing to match")
+    budget = rr.matched_budget(table, job)
     if arm == "rft":  # its samples are the policy's own steps, as RL's: RL's samples per step
         batch_size = max(1, round(budget["samples"] / budget["optimizer_steps"]))
         stats = run_rft_arm(cfg, folder, budget["steps_per_iteration"], batch_size, lr, seed, log)
     else:
         stats = run_sft_arm(cfg, folder, arm, budget, lr, seed, log)
         batch_size = stats["batch_size"]
-    from agentgym.trainers.checkpoint import latest_checkpoint
-    from agentgym.trainers.run_setup import make_policy
-
-    policy = make_policy(cfg.policy, latest_checkpoint(folder) / "model")
-    if kind != "tune":  # the RL run's held-out tasks and episode seeds: paired per task
-        evals = {cfg.eval.split: rr.split_file(cfg, cfg.eval.split, folder), **evals}
-    results = {name: rr.evaluate_on(cfg, policy, path) for name, path in evals.items()}
-    return {"arm": arm, "seed": seed, "lr": lr, "matched_to": rl_key, "batch_size": batch_size,
+    results = rr.evaluate_trained(cfg, folder, job, evals)
+    return {"arm": arm, "seed": seed, "lr": lr, "matched_to": job.matched_to, "batch_size": batch_size,
             "compute": {"optimizer_steps": stats["steps"], "tokens": stats["tokens"],
                         "rl_optimizer_steps": budget["optimizer_steps"], "rl_tokens": budget["tokens"]},
             "train": stats, **results}
@@ -371,12 +348,12 @@ def report(args, table: rr.DoneTable) -> dict:
                               [warm[r["seed"]]["per_task_success"] for r in b1]) if b1 else None
     any_final = next((r for rs in finals.values() for r in rs), None)
     n_tasks = len(any_final["heldout"]["per_task_success"]) if any_final else None
-    lr_choice = {arm: {f"{lr:g}": table[tune_key(arm, lr)]["validation"]["success_rate"]
-                       for lr in lr_grid(args, arm) if tune_key(arm, lr) in table} for arm in ARMS}
+    lr_choice = {arm: {f"{lr:g}": table[rr.tune_key(arm, lr)]["validation"]["success_rate"]
+                       for lr in lr_grid(args, arm) if rr.tune_key(arm, lr) in table} for arm in ARMS}
     episodes = config(args, 0, Path(args.runs)).eval.episodes_per_task
     all_jobs = jobs(args)
     return {
-        "command": "python benchmarks/rl_vs_baselines.py " + " ".join(sys.argv[1:]),
+        "command": command(__file__, sys.argv[1:]),
         "setting": {"preset": PRESET, "overrides": SETTING + args.overrides},
         "heldout_tasks": n_tasks, "episodes_per_task": episodes,
         "demonstrator_ceiling": ceiling,

@@ -18,13 +18,13 @@ learning rate, held-out episodes (same seeds). Per run: final held-out success, 
 (agentgym.rewards.meta_reasoning.redundant_step_rate on the held-out episodes) and the tags the agent
 writes; paired per-task differences (meta - outcome) pooled over seeds (resumable_runs.paired_diff).
 
-Every arm x seed is a checkpointed, resumable job (benchmarks/resumable_runs.py): <runs>/done.json
+Every arm x seed is a checkpointed, resumable job (benchmarks/harness/jobs.py): <runs>/done.json
 lists the finished ones, running the script again skips them and resumes the rest, and the JSON is
 rewritten after every finished run:
 
-    python benchmarks/meta_reasoning_llm.py --seeds 0 1 2 --parallel 2
-    python benchmarks/meta_reasoning_llm.py --seeds 0 1 2 --report-only
-    python benchmarks/meta_reasoning_llm.py --quick          # minutes: the path end to end, no figures
+    python benchmarks/learning/meta_reasoning_llm.py --seeds 0 1 2 --parallel 2
+    python benchmarks/learning/meta_reasoning_llm.py --seeds 0 1 2 --report-only
+    python benchmarks/learning/meta_reasoning_llm.py --quick          # minutes: the path end to end, no figures
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import resumable_runs as rr  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness import jobs as rr  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PRESET = "household-tiny"
 # household-tiny's tagged layout: the reply is one meta-reasoning tag and the action in <action> tags
 # (read by the tag parser), the SFT demonstrator's replies tagged by rule (sft.tags), room for the
@@ -162,7 +162,7 @@ def report(args, table: rr.DoneTable) -> dict:
     episodes = config(args, 0, Path(args.runs)).eval.episodes_per_task
     all_jobs = jobs(args)
     return {
-        "command": "python benchmarks/meta_reasoning_llm.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/learning/meta_reasoning_llm.py " + " ".join(sys.argv[1:]),
         "setting": {"preset": PRESET, "overrides": overrides(args), "arms": {a: arm_overrides(args, a) for a in ARMS}},
         "quick": bool(args.quick), "heldout_tasks": n_tasks, "episodes_per_task": episodes,
         "arms": arms, "differences": differences,

@@ -20,7 +20,7 @@ iteration (the task source is uniform and seeded by the run's seed alone), the s
 rate, the same held-out episodes. The setting is rl_vs_baselines.py's (a demonstrator idling with
 probability 0.6, unfiltered SFT, the 12-step limit) unless overrides change it.
 
-Every estimator x seed is a resumable job (benchmarks/resumable_runs.py): <runs>/done.json lists
+Every estimator x seed is a resumable job (benchmarks/harness/jobs.py): <runs>/done.json lists
 the finished ones, running the script again skips them and resumes the rest. The JSON is written
 from whatever has finished:
 
@@ -29,9 +29,9 @@ from whatever has finished:
     differences: {"gigpo - grpo": {diff, ci, pairs, seeds}, ...}   (paired per task, pooled over seeds)
     power: what the seeds x held-out set can detect at 80%
 
-    python benchmarks/estimators_llm.py --seeds 0 1 2 3 4 5 --parallel 2 --warm-runs runs/rl_vs_baselines
-    python benchmarks/estimators_llm.py --seeds 0 1 2 3 4 5 --report-only
-    python benchmarks/estimators_llm.py --seeds 0 --runs /tmp/e --out /tmp/e.json -- iterations=1 ...  # smoke
+    python benchmarks/learning/estimators_llm.py --seeds 0 1 2 3 4 5 --parallel 2 --warm-runs runs/rl_vs_baselines
+    python benchmarks/learning/estimators_llm.py --seeds 0 1 2 3 4 5 --report-only
+    python benchmarks/learning/estimators_llm.py --seeds 0 --runs /tmp/e --out /tmp/e.json -- iterations=1 ...  # smoke
 
 docs/estimators_llm.json: the same with `-- torch_threads=1 rollout.admissible_only=true` (every
 policy decodes within the admissible actions, as in docs/rl_vs_baselines.json, whose RL arm is
@@ -45,11 +45,11 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import resumable_runs as rr  # noqa: E402
-from rl_vs_baselines import PRESET, SETTING  # noqa: E402  (the same setting)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness import jobs as rr  # noqa: E402
+from benchmarks.learning.rl_vs_baselines import PRESET, SETTING  # noqa: E402  (the same setting)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NORM = ["estimator.norm_std=false"]
 ESTIMATORS = {
     "gigpo": ["estimator.name=gigpo", "estimator.omega=1.0"],
@@ -147,7 +147,7 @@ def report(args, table: rr.DoneTable) -> dict:
     episodes = config(args, 0, Path(args.runs)).eval.episodes_per_task
     all_jobs = jobs(args)
     return {
-        "command": "python benchmarks/estimators_llm.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/learning/estimators_llm.py " + " ".join(sys.argv[1:]),
         "setting": {"preset": PRESET, "overrides": SETTING + args.overrides + NORM,
                     "estimators": {k: v for k, v in ESTIMATORS.items()}},
         "norm_std": False, "heldout_tasks": n_tasks, "episodes_per_task": episodes,

@@ -12,11 +12,11 @@ The prompt is the one `agentgym eval` gives by default (the env's rules, the par
 admissible actions where the env lists them, the last two turns); greedy decoding, one episode per
 task (deterministic); one torch thread (the machine is shared).
 
-    python benchmarks/zero_shot.py                                   # every cell, household first
-    python benchmarks/zero_shot.py --envs household --tasks 50       # one family
-    python benchmarks/zero_shot.py --time-budget 600                 # stop starting chunks after 10 min
-    python benchmarks/zero_shot.py --envs household --max-steps 12   # household-smol's step limit
-    python benchmarks/zero_shot.py --report                          # docs/real_llm.json as a table
+    python benchmarks/learning/zero_shot.py                                   # every cell, household first
+    python benchmarks/learning/zero_shot.py --envs household --tasks 50       # one family
+    python benchmarks/learning/zero_shot.py --time-budget 600                 # stop starting chunks after 10 min
+    python benchmarks/learning/zero_shot.py --envs household --max-steps 12   # household-smol's step limit
+    python benchmarks/learning/zero_shot.py --report                          # docs/real_llm.json as a table
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def write_results(out: Path, work: Path, settings: dict) -> None:
     rows += [r for r in earlier if (r["family"], r["mode"], r["max_steps"]) not in played]
     order = {f: i for i, f in enumerate(ENVS)}
     rows.sort(key=lambda r: (order[r["family"]], r["max_steps"], MODES.index(r["mode"])))
-    # the other keys (benchmarks/real_llm_rl.py's "rl_table") are kept
+    # the other keys (benchmarks/learning/real_llm_rl.py's "rl_table") are kept
     whole = {**(json.loads(out.read_text()) if out.is_file() else {}), "settings": settings, "rows": rows}
     tmp = out.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(whole, indent=1) + "\n")
@@ -204,7 +204,7 @@ def main() -> None:
     settings = {"model": args.model, "split": "heldout (the first N tasks)", "decoding": "greedy, 1 episode per task",
                 "max_new_tokens": args.max_new_tokens, "max_prompt_tokens": args.max_prompt_tokens,
                 "prompt": "agentgym's default chat layout (env rules, action format, admissible list, last 2 turns)",
-                "torch_threads": 1, "command": "python benchmarks/zero_shot.py " + " ".join(sys.argv[1:])}
+                "torch_threads": 1, "command": "python benchmarks/learning/zero_shot.py " + " ".join(sys.argv[1:])}
     start, llm = time.perf_counter(), None
     for family in args.envs.split(","):
         env_id = ENVS[family][0]

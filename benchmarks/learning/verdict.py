@@ -7,9 +7,9 @@ from the seed's warm start (the preset's own SFT):
     gigpo   the preset's RL
     grpo    the same with estimator.name=grpo (the only change)
     rft     SFT on the policy's own successful episodes, GiGPO's rollout budget and optimizer steps
-            (benchmarks/rl_vs_baselines.py:run_rft)
+            (benchmarks/learning/rl_vs_baselines.py:run_rft)
     sft     SFT on fresh demonstrations of the preset's demonstrator, GiGPO's optimizer steps and
-            trained tokens (benchmarks/rl_vs_baselines.py:run_sft_arm)
+            trained tokens (benchmarks/learning/rl_vs_baselines.py:run_sft_arm)
 
 Each arm's learning rate is the best of its grid (docs/verdict.md) by validation success on a
 tuning seed (100) at the full budget; seeds 0-4 are then run with it. Evaluation: the final model
@@ -19,14 +19,14 @@ The primary comparison is gigpo against the better imitation arm (sft or rft, by
 success over seeds), the secondary gigpo against grpo; each is a per-seed paired difference with a
 95% t-interval over seeds (the pooled task-level bootstrap beside it is evaluation noise only).
 
-Every run is a resumable job (benchmarks/resumable_runs.py) under --runs; docs/verdict.json is
+Every run is a resumable job (benchmarks/harness/jobs.py) under --runs; docs/verdict.json is
 rewritten as each lands, holding every finished job's result (per-task outcomes included). Those
 records seed the done-table of a new --runs folder, so a machine that loses its runs loses only
 the unfinished ones (a warm start whose model is gone is rebuilt: SFT from the seed is repeatable).
 
-    python benchmarks/verdict.py --setting tiny --parallel 2      # every job not done yet
-    python benchmarks/verdict.py --report                          # the tables, from docs/verdict.json
-    python benchmarks/verdict.py --setting tiny --seeds 0 --tune-seed 9 --runs /tmp/v --out /tmp/v.json \\
+    python benchmarks/learning/verdict.py --setting tiny --parallel 2      # every job not done yet
+    python benchmarks/learning/verdict.py --report                          # the tables, from docs/verdict.json
+    python benchmarks/learning/verdict.py --setting tiny --seeds 0 --tune-seed 9 --runs /tmp/v --out /tmp/v.json \\
         --grid gigpo=1e-4 grpo=1e-4 rft=1e-4 sft=1e-3 -- iterations=1 sft.num_tasks=8 ...  # a smoke test
 
 Config overrides (for every job) come last, after `--`.
@@ -36,18 +36,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import resumable_runs as rr  # noqa: E402  (benchmarks/resumable_runs.py)
-from rl_vs_baselines import (NoSuccessfulRollouts, demonstrator_ceiling, run_rft_arm,  # noqa: E402
-                             run_sft_arm, validation_file)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness import jobs as rr  # noqa: E402
+from benchmarks.harness.provenance import ROOT, code_version, command, process_cpu_seconds  # noqa: E402
+from benchmarks.learning.rl_vs_baselines import (NoSuccessfulRollouts, demonstrator_ceiling, run_rft_arm,  # noqa: E402
+                                        run_sft_arm, validation_file)
 
-ROOT = Path(__file__).resolve().parent.parent
 ARMS = ("gigpo", "grpo", "rft", "sft")
 RL_ARMS = ("gigpo", "grpo")
 IMITATION_ARMS = ("rft", "sft")
@@ -78,10 +76,6 @@ def grid(args, arm: str) -> tuple[float, ...]:
     return args.grids[arm]
 
 
-def tune_key(arm: str, lr: float) -> str:
-    return f"tune/{arm}/lr{lr:g}"
-
-
 def config(args, seed: int, folder: Path, *extra: str):
     from agentgym.trainers.config import load_config
 
@@ -97,16 +91,16 @@ def jobs(args) -> list[rr.Job]:
     warm_seeds = [*([args.tune_seed] if any(tuned.values()) else []), *args.seeds]
     out += [rr.Job(f"warm/seed{s}") for s in warm_seeds]
     warm_tune = (f"warm/seed{args.tune_seed}",)
-    gigpo_tunes = tuple(tune_key("gigpo", lr) for lr in grid(args, "gigpo")) if any(tuned.values()) else ()
+    gigpo_tunes = tuple(rr.tune_key("gigpo", lr) for lr in grid(args, "gigpo")) if any(tuned.values()) else ()
     for arm in args.arms:
         if not tuned[arm]:
             continue
         # the imitation arms' tuning runs match the compute of the chosen GiGPO rate's tuning run
         after = warm_tune + (gigpo_tunes if arm in IMITATION_ARMS else ())
-        out += [rr.Job(tune_key(arm, lr), after) for lr in grid(args, arm)]
+        out += [rr.Job(rr.tune_key(arm, lr), after) for lr in grid(args, arm)]
     for seed in args.seeds:
         for arm in args.arms:
-            after = (f"warm/seed{seed}",) + (tuple(tune_key(arm, lr) for lr in grid(args, arm)) if tuned[arm] else ())
+            after = (f"warm/seed{seed}",) + (tuple(rr.tune_key(arm, lr) for lr in grid(args, arm)) if tuned[arm] else ())
             if arm in IMITATION_ARMS:
                 after += (f"gigpo/seed{seed}",)
             out.append(rr.Job(f"{arm}/seed{seed}", after))
@@ -119,7 +113,7 @@ def chosen_lr(table: rr.DoneTable, args, arm: str) -> float:
     rates = grid(args, arm)
     if len(rates) == 1:
         return rates[0]
-    scores = [table[tune_key(arm, lr)]["validation"]["success_rate"] for lr in rates]
+    scores = [table[rr.tune_key(arm, lr)]["validation"]["success_rate"] for lr in rates]
     return rates[max(range(len(rates)), key=lambda i: scores[i])]
 
 
@@ -135,29 +129,18 @@ def run_one(args, key: str) -> dict:
     log = print
     if key == "ceiling":
         return demonstrator_ceiling(config(args, args.seeds[0], folder), folder)
-    kind, *rest = key.split("/")
-    if kind == "warm":
-        return rr.run_warm(config(args, int(rest[0][len("seed"):]), folder), folder, log)
-    if kind == "tune":
-        arm, lr, seed = rest[0], float(rest[1][len("lr"):]), args.tune_seed
-        gigpo_key = tune_key("gigpo", chosen_lr(table, args, "gigpo")) if arm in IMITATION_ARMS else None
-    else:
-        arm, seed = kind, int(rest[0][len("seed"):])
-        lr, gigpo_key = chosen_lr(table, args, arm), f"gigpo/seed{seed}"
+    if key.startswith("warm/"):
+        return rr.run_warm(config(args, rr.arm_and_seed(key)[1], folder), folder, log)
+    job = rr.arm_job(key, args.tune_seed, lambda arm: chosen_lr(table, args, arm), "gigpo", RL_ARMS)
+    arm, seed, lr = job.arm, job.seed, job.lr
     extra = ["estimator.name=grpo"] if arm == "grpo" else []
     cfg = config(args, seed, folder, *rr.warm_overrides(table[f"warm/seed{seed}"]), f"ppo.lr={lr}", *extra)
     rr.use_threads(cfg)
-    if kind == "tune":  # tuning runs look at validation tasks only; the trainer's own held-out
-        cfg.eval.num_tasks, cfg.eval.episodes_per_task = 1, 1  # evaluations are cut to one episode, unread
-        evals = {"validation": validation_file(args, cfg, folder)}
-    else:
-        evals = {"heldout_unseen": rr.split_file(cfg, "heldout_unseen", folder)}
+    evals = rr.arm_evals(cfg, job, folder, lambda: validation_file(args, cfg, folder))
     if arm in RL_ARMS:
         result = rr.run_rl(cfg, folder, evals, log)
-        return {"arm": arm, "seed": seed, **result, "cpu_seconds": cpu_seconds()}
-    budget = table[gigpo_key]["compute"]
-    if not budget["optimizer_steps"]:
-        raise SystemExit(f"{key}: the GiGPO run it matches ({gigpo_key}) made no optimizer steps: nothing to match")
+        return {"arm": arm, "seed": seed, **result, "cpu_seconds": process_cpu_seconds()}
+    budget = rr.matched_budget(table, job, "GiGPO")
     if arm == "rft":  # its samples are the policy's own steps, as GiGPO's: GiGPO's samples per step
         batch_size = max(1, round(budget["samples"] / budget["optimizer_steps"]))
         stats = run_rft_arm(cfg, folder, budget["steps_per_iteration"], batch_size, lr, seed, log,
@@ -166,24 +149,12 @@ def run_one(args, key: str) -> dict:
         kind_of_sft = "sft_filtered" if cfg.sft.filter_success else "sft_unfiltered"
         stats = run_sft_arm(cfg, folder, kind_of_sft, budget, lr, seed, log)
         batch_size = stats["batch_size"]
-    from agentgym.trainers.checkpoint import latest_checkpoint
-    from agentgym.trainers.run_setup import make_policy
-
-    policy = make_policy(cfg.policy, latest_checkpoint(folder) / "model")
-    if kind != "tune":  # the GiGPO run's held-out tasks and episode seeds: paired per task
-        evals = {cfg.eval.split: rr.split_file(cfg, cfg.eval.split, folder), **evals}
-    results = {name: rr.evaluate_on(cfg, policy, path) for name, path in evals.items()}
-    return {"arm": arm, "seed": seed, "lr": lr, "matched_to": gigpo_key, "batch_size": batch_size,
+    results = rr.evaluate_trained(cfg, folder, job, evals)
+    return {"arm": arm, "seed": seed, "lr": lr, "matched_to": job.matched_to, "batch_size": batch_size,
             "compute": {"optimizer_steps": stats["steps"], "tokens": stats["tokens"],
                         "rollout_episodes": stats.get("episodes", 0),
                         "gigpo_optimizer_steps": budget["optimizer_steps"], "gigpo_tokens": budget["tokens"]},
-            "train": stats, **results, "cpu_seconds": cpu_seconds()}
-
-
-def cpu_seconds() -> float:
-    """This job's CPU time (user + system, the whole process: training and its evaluations)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return round(usage.ru_utime + usage.ru_stime, 1)
+            "train": stats, **results, "cpu_seconds": process_cpu_seconds()}
 
 
 # --- the figures ----------------------------------------------------------------------------------
@@ -244,15 +215,15 @@ def report(args, table: rr.DoneTable) -> dict:
     if n_tasks:
         from agentgym.evaluation.stats import min_detectable_difference
         mdd = min_detectable_difference(n_tasks * len(args.seeds), episodes)
-    lr_choice = {arm: {f"{lr:g}": table[tune_key(arm, lr)]["validation"]["success_rate"]
-                       for lr in grid(args, arm) if tune_key(arm, lr) in table} for arm in ARMS}
+    lr_choice = {arm: {f"{lr:g}": table[rr.tune_key(arm, lr)]["validation"]["success_rate"]
+                       for lr in grid(args, arm) if rr.tune_key(arm, lr) in table} for arm in ARMS}
     all_jobs = jobs(args)
     return {
         "protocol": "docs/verdict.md",
-        "command": f"python benchmarks/verdict.py --setting {args.setting} --runs RUNS"
-                   + (f" -- {' '.join(args.overrides)}" if args.overrides else ""),
-        "rerun_one_job": f"python benchmarks/verdict.py --setting {args.setting} --runs RUNS --job KEY "
-                         "(its dependencies done in RUNS, or restored from this file's jobs)",
+        "command": command(__file__, ["--setting", args.setting, "--runs", "RUNS"]
+                           + (["--", *args.overrides] if args.overrides else [])),
+        "rerun_one_job": command(__file__, ["--setting", args.setting, "--runs", "RUNS", "--job", "KEY"])
+                         + " (its dependencies done in RUNS, or restored from this file's jobs)",
         "code_version": ", ".join(sorted({r.get("code_version") or read_code_version(Path(args.runs))
                                           for r in table.done.values()} or {code_version()})),
         "preset": args.preset, "overrides": COMMON + args.overrides, "seeds": list(args.seeds),
@@ -267,7 +238,7 @@ def report(args, table: rr.DoneTable) -> dict:
         "lr_choice": {"validation": f"{args.val_tasks} fresh tasks (generator seed {rr.VALIDATION_SEED}, tuning seed "
                                     f"{args.tune_seed}'s training pool removed)", "grids": lr_choice,
                       "chosen": {arm: chosen_lr(table, args, arm) for arm in ARMS
-                                 if all(tune_key(arm, lr) in table for lr in grid(args, arm))
+                                 if all(rr.tune_key(arm, lr) in table for lr in grid(args, arm))
                                  or len(grid(args, arm)) == 1}},
         "runs_done": f"{sum(j.key in table for j in all_jobs)} of {len(all_jobs)}",
         # every finished job's record, per-task outcomes included: the done-table of a new --runs folder
@@ -299,14 +270,6 @@ def read_code_version(run_root: Path) -> str:
     """The code version the scheduler of `run_root` started with (jobs that did not record their own)."""
     path = run_root / "code_version"
     return path.read_text().strip() if path.is_file() else "unknown"
-
-
-def code_version() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def restore(args, run_root: Path) -> None:

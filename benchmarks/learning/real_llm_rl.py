@@ -6,7 +6,7 @@ Per seed, two runs, in this order (one at a time; `--parallel 2` runs two, e.g. 
 
     rl/seedN    the preset's RL run: held-out success before RL (the zero-shot start), `iterations`
                 of GiGPO, held-out success after (the final model, never the best seen)
-    rft/seedN   rejection-sampling fine-tuning from the same start model (benchmarks/rl_vs_baselines.py:
+    rft/seedN   rejection-sampling fine-tuning from the same start model (benchmarks/learning/rl_vs_baselines.py:
                 run_rft): the policy plays RL's rollout budget (iterations x tasks_per_iter x
                 group_size episodes, sampled as RL samples), its successful episodes' steps join a
                 buffer, and it takes exactly the optimizer steps RL took in each iteration, in batches
@@ -26,9 +26,9 @@ finished runs are skipped, an unfinished one continues from its last checkpoint 
 checkpoints its evaluation before RL too: a run killed in its first iterations keeps it). The JSON is rewritten
 as each run lands, keeping the file's other keys (the zero-shot rows).
 
-    python benchmarks/real_llm_rl.py                         # seeds 0 1 2: rl/seed0, rft/seed0, rl/seed1, ...
-    python benchmarks/real_llm_rl.py --report                # the table, from docs/real_llm.json
-    python benchmarks/real_llm_rl.py --seeds 0 --runs /tmp/x --out /tmp/x.json -- iterations=1 ...
+    python benchmarks/learning/real_llm_rl.py                         # seeds 0 1 2: rl/seed0, rft/seed0, rl/seed1, ...
+    python benchmarks/learning/real_llm_rl.py --report                # the table, from docs/real_llm.json
+    python benchmarks/learning/real_llm_rl.py --seeds 0 --runs /tmp/x --out /tmp/x.json -- iterations=1 ...
 
 Config overrides (for both arms) come last, after `--`.
 """
@@ -40,11 +40,11 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import resumable_runs as rr  # noqa: E402  (benchmarks/resumable_runs.py)
-from rl_vs_baselines import NoSuccessfulRollouts, run_rft_arm  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness import jobs as rr  # noqa: E402  (benchmarks/harness/jobs.py)
+from benchmarks.learning.rl_vs_baselines import NoSuccessfulRollouts, run_rft_arm  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PRESET = "household-smol"
 KEY = "rl_table"  # docs/real_llm.json's key for this table
 # Checkpoints every 2 iterations (an iteration is minutes of CPU); evaluations only before and after;
@@ -151,7 +151,7 @@ def report(args, table: rr.DoneTable) -> dict:
     cfg = config(args, 0, Path(args.runs))
     all_jobs = jobs(args.seeds)
     return {
-        "command": "python benchmarks/real_llm_rl.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/learning/real_llm_rl.py " + " ".join(sys.argv[1:]),
         "setting": {"preset": PRESET, "overrides": SETTING + args.overrides, "rft_lr": args.rft_lr},
         "heldout_tasks": n_tasks, "episodes_per_task": cfg.eval.episodes_per_task,
         "eval_temperature": cfg.eval.temperature, "arms": arms, "lift": lift, "rl_minus_rft": rl_minus_rft,
@@ -199,7 +199,7 @@ def main() -> None:
     if args.report:
         table = json.loads(Path(args.out).read_text()).get(KEY) if Path(args.out).is_file() else None
         if table is None:
-            raise SystemExit(f"{args.out} has no {KEY!r} yet: no run has finished (python benchmarks/real_llm_rl.py)")
+            raise SystemExit(f"{args.out} has no {KEY!r} yet: no run has finished (python benchmarks/learning/real_llm_rl.py)")
         print(markdown(table))
         return
     run_root = Path(args.runs)

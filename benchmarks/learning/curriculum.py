@@ -18,7 +18,7 @@ Printed per method (mean +- std over seeds): held-out success before and after t
 ratio to uniform's gain, the fraction of zero-variance groups during training, the mean |A| and
 the training success rate.
 
-LEARNER: a STAND-IN, not an LLM (benchmarks/curriculum_llm.py runs the same comparison with the tiny
+LEARNER: a STAND-IN, not an LLM (benchmarks/learning/curriculum_llm.py runs the same comparison with the tiny
 LLM through the trainer, at a smaller budget). The learner is a log-linear softmax policy over the
 admissible actions with features of (task type, verb, whether the action names the goal object /
 destination, holding something, heat/cool/clean done, revisiting a place), warm-started by
@@ -27,7 +27,7 @@ the advantages of the same agentgym.trainers.estimators (GRPO by default), rollo
 agentgym.collect on the real env. It is cheap enough for 20 iterations x 8 tasks x 8 episodes per
 method and seed, and answers "which task source yields more useful gradient for the same budget".
 
-Usage: python benchmarks/curriculum.py [--quick] [--seeds 0 1 2] [--iterations 20]
+Usage: python benchmarks/learning/curriculum.py [--quick] [--seeds 0 1 2] [--iterations 20]
 """
 
 from __future__ import annotations

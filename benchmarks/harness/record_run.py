@@ -1,7 +1,7 @@
 """Write one experiment's results file from a finished training run: the figures the docs quote,
 the exact command that produced them, the code version and the machine's load while it ran.
 
-    python benchmarks/record_run.py RUN_DIR --command "agentgym train household-tiny torch_threads=1" \
+    python benchmarks/harness/record_run.py RUN_DIR --command "agentgym train household-tiny torch_threads=1" \
         --code-version b4da05d --load-file load.txt --time-file time.txt -o docs/results/main_job.json
 
 It prints the figures block the docs quote (`headline`): a template whose every figure is a key of
@@ -16,27 +16,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import ROOT, code_version, mean_load, time_report_cpu_seconds  # noqa: E402
 
 
 def eval_records(run_dir: Path) -> list[dict]:
     """The held-out evaluations logged in metrics.jsonl, first to last."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return [r for r in rows if "eval/success_rate" in r]
-
-
-def cpu_seconds(time_file: Path) -> float | None:
-    """User + system seconds from GNU time -v's report."""
-    text = time_file.read_text()
-    found = [float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([0-9.]+)", text)]
-    return round(sum(found), 1) if len(found) == 2 else None
-
-
-def mean_load(load_file: Path) -> float | None:
-    """The mean 1-minute load average of lines `HH:MM:SS load1 load5 load15 ...` sampled during the run."""
-    loads = [float(line.split()[1]) for line in load_file.read_text().splitlines() if len(line.split()) > 1]
-    return round(sum(loads) / len(loads), 1) if loads else None
 
 
 def record(run_dir: Path, command: str, code_version: str, machine: str, load_file: Path | None,
@@ -53,7 +43,7 @@ def record(run_dir: Path, command: str, code_version: str, machine: str, load_fi
         "machine": machine,
         "torch_threads": int(threads.group(1)) if threads and threads.group(1).isdigit() else None,
         "mean_load_1min": mean_load(load_file) if load_file else None,
-        "cpu_seconds": cpu_seconds(time_file) if time_file and time_file.is_file() else None,
+        "cpu_seconds": time_report_cpu_seconds(time_file) if time_file and time_file.is_file() else None,
         "seed": int(re.search(r"^seed: (\d+)", config, flags=re.M).group(1)),
         "heldout_tasks": sum(k.startswith("eval/per_task_success/") for k in first),
         "episodes_per_task": int(re.search(r"^  episodes_per_task: (\d+)", config, flags=re.M).group(1)),
@@ -94,8 +84,7 @@ def headline(r: dict, path: str) -> str:
     to a key of the results file `r`, written to `path`."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("render_figures", Path(__file__).resolve().parents[1] / "scripts"
-                                                  / "render_figures.py")
+    spec = importlib.util.spec_from_file_location("render_figures", ROOT / "scripts" / "render_figures.py")
     figures = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(figures)
     template = HEADLINE.replace("{path}", path)
@@ -112,8 +101,7 @@ def main() -> None:
     ap.add_argument("--time-file", type=Path, help="GNU `time -v` output of the command")
     ap.add_argument("-o", "--out", type=Path, required=True)
     args = ap.parse_args()
-    version = args.code_version or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                                  text=True, check=True).stdout.strip()
+    version = args.code_version or code_version()
     result = record(args.run_dir, args.command, version, args.machine, args.load_file, args.time_file)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     if "in_progress" in result:

@@ -24,7 +24,7 @@ Writes --out (docs/alfworld_transfer.json): per run and model the success on eac
 (the engine's own effect on the same tasks and the same model). Evaluations are cached per run
 and model in <run>/transfer/, so an interrupted benchmark resumes.
 
-    python benchmarks/alfworld_transfer.py runs/household-tiny runs/transfer/household-seed1 ... \
+    python benchmarks/learning/alfworld_transfer.py runs/household-tiny runs/transfer/household-seed1 ... \
         --out docs/alfworld_transfer.json
 """
 
@@ -37,10 +37,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
 
-import resumable_runs as rr  # noqa: E402
+from benchmarks.harness import jobs as rr  # noqa: E402
 
 MODELS = ("sft_model", "final_model")
 SETS = ("household", "converted", "converted_without_help", "alfworld", "household_harder")

@@ -14,8 +14,8 @@ and the script prints, per kind, the mean similarity and the tests' success rate
 Pearson correlation of similarity with the tests' score and with success, and the AUC of the
 similarity as a predictor of success (the chance a passing patch outscores a failing one).
 
-    python benchmarks/patch_similarity_vs_tests.py --tasks 40          # 240 graded episodes
-    python benchmarks/patch_similarity_vs_tests.py --split all --out docs/patch_similarity.json
+    python benchmarks/learning/patch_similarity_vs_tests.py --tasks 40          # 240 graded episodes
+    python benchmarks/learning/patch_similarity_vs_tests.py --split all --out docs/patch_similarity.json
 
 --split all takes every bundled split (train, heldout, heldout_unseen); --out writes the summary and
 every episode's row as JSON; --budget-min stops starting new tasks after that many minutes (the
@@ -23,8 +23,8 @@ tasks played are recorded). A recorded run can be brought up to date without rep
 --rescore recomputes every row's similarity with the current reward (the tests' verdicts do not
 depend on it), and --kinds K --merge FILE plays only kind K on the tasks and adds its rows to FILE:
 
-    python benchmarks/patch_similarity_vs_tests.py --rescore docs/patch_similarity.json
-    python benchmarks/patch_similarity_vs_tests.py --split all --kinds delete --merge docs/patch_similarity.json
+    python benchmarks/learning/patch_similarity_vs_tests.py --rescore docs/patch_similarity.json
+    python benchmarks/learning/patch_similarity_vs_tests.py --split all --kinds delete --merge docs/patch_similarity.json
 """
 
 from __future__ import annotations
