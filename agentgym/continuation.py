@@ -12,7 +12,8 @@ other than the one it was sampled in. Instead the context of turn k is
 where the last part is the chat template's rendering of turn k minus its rendering of turn k-1,
 tokenized on its own. The same code serves every engine (HF, vLLM, Ray replicas) and TRL's
 adapter. An engine that can reuse its KV cache (HFPolicy) is told which conversation each prompt
-continues, so only the new tokens are prefilled.
+continues, so only the new tokens are prefilled, and which conversation a tree rollout's branch
+forks from (`fork`), so its first prompt, its parent's, is not prefilled again.
 
 A template whose rendering of turn k does not extend its rendering of turn k-1 (some strip earlier
 reasoning, some re-space) cannot give one sequence: with on_mismatch="error" (the default) the
@@ -128,12 +129,21 @@ class TokenContinuation:
         self._caches = "cache_keys" in inspect.signature(policy.generate_ids).parameters  # KV reuse (HFPolicy)
         self.replies = AdmissibleReplies(policy)
         self.starts: dict[str, tuple[list, list[int]]] = {}  # branch episode -> (first prompt, its ids)
+        self.forked: set[str] = set()  # branch episodes whose cache key the engine forked (released at close)
 
     def start_from(self, episode: str, messages: list, prompt_ids: list[int]) -> None:
         """Tree rollouts: `episode` branches from a parent's turn whose prompt was `messages`, sent
         as `prompt_ids`; its first turn uses those ids as they are, so the branch continues the
         parent's exact token prefix (sampled ids included) instead of re-rendering it from text."""
         self.starts[episode] = (list(messages), list(prompt_ids))
+
+    def fork(self, episode: str, parent: str) -> None:
+        """Tree rollouts: `episode` branches from `parent`'s latest turn (called right after it): an
+        engine that forks caches (HFPolicy.fork) starts the branch from the parent's cached keys and
+        values of that turn, so its first prompt, the parent's, is not prefilled again."""
+        if self._caches and callable(getattr(self.policy, "fork", None)):
+            self.policy.fork(self._key + parent, self._key + episode)
+            self.forked.add(episode)
 
     def _render(self, messages: list) -> str:
         return render_chat(self.tok, messages)  # bounded in time and size, one line when it fails
@@ -201,12 +211,13 @@ class TokenContinuation:
         """These episodes ended (or start over): drop their contexts and the engine's cached prefixes."""
         for e in episodes:
             self.contexts.pop(e, None)
+            self.forked.discard(e)
         if self._caches and callable(getattr(self.policy, "forget", None)):
             self.policy.forget([self._key + e for e in episodes])
 
     def close(self) -> None:
         if self._caches and callable(getattr(self.policy, "forget", None)):
-            self.policy.forget([self._key + e for e in self.contexts])
+            self.policy.forget([self._key + e for e in {*self.contexts, *self.forked}])
 
 
 def caches_prefixes(policy: Any) -> bool:
@@ -230,6 +241,13 @@ class CachedPrompts:
         self._key = f"prompts-{next(_instances)}:"
         self._episodes: set[str] = set()
         self.replies = AdmissibleReplies(policy)
+
+    def fork(self, episode: str, parent: str) -> None:
+        """Tree rollouts: `episode` branches from `parent`'s latest turn (TokenContinuation.fork); its
+        first prompt, rendered as the parent's was, starts from the parent's cached keys and values."""
+        if self._caches and callable(getattr(self.policy, "fork", None)):
+            self.policy.fork(self._key + parent, self._key + episode)
+            self._episodes.add(episode)
 
     def generate(self, prompts: list[Messages], sampling: SamplingParams | None = None,
                  contexts: list[TurnContext] | None = None) -> list[Completion]:

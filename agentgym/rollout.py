@@ -11,7 +11,9 @@ from that state, each sampling its own action there and playing on. A branch is 
 its own whose steps start at the branch step; its metadata["tree"] names its parent episode and
 that step (a tree id is the group id and the episode number). With a token-level engine and history="full" a
 branch continues the parent's exact prompt ids, and the K branches of one point start in the same
-batched call, so an engine that prefills identical prompts once (HFPolicy) prefills them once.
+batched call, so an engine that prefills identical prompts once (HFPolicy) prefills them once. An
+engine that caches conversations (HFPolicy, on either engine) forks the parent's cache of the branch
+step for its branches (`fork`): a branch's first prompt, its parent's there, is not prefilled again.
 """
 
 from __future__ import annotations
@@ -398,6 +400,8 @@ class _Tree:
                              start=start)
             traj.metadata["tree"] = {"id": self.id_of(child), "parent": self.id_of(ep), "step": step}
             children.append(child)
+            if callable(getattr(self.continuation, "fork", None)):  # now: the parent's cache ends at this turn
+                self.continuation.fork(str(child.index), str(ep.index))
         return children
 
     def restore(self, ep: _Episode) -> None:

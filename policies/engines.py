@@ -62,7 +62,9 @@ class TrainablePolicy(Protocol):
 
     # --- optional: the trainer asks for these only where noted ---------------------------------
     # growing conversations kept as KV caches (HFPolicy): drop the given episodes' caches, or all
-    # (None); looked up with getattr, a policy without caches leaves it out
+    # (None); looked up with getattr, a policy without caches leaves it out. A tree rollout's branch
+    # starts from its parent's cache through `fork(parent_key, child_key)` (HFPolicy.fork), looked up
+    # the same way
     def forget(self, cache_keys: list[str] | None = None) -> None: ...
 
     # rollout.max_staleness > 0: a copy that samples in the batch producer's thread and follows the

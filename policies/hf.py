@@ -417,6 +417,18 @@ class HFPolicy:
         if self.pool_engine is not None:
             self.pool_engine.forget(cache_keys)
 
+    def fork(self, parent_key: str, child_key: str) -> None:
+        """A branch of an episode (tree rollouts, called right after the parent's turn at the branch
+        step): `child_key`'s next prompt starts from `parent_key`'s cached context as it is now, cut (as
+        any cached context is) to the tokens the prompt shares with it, so a branch's first turn, whose
+        prompt is its parent's, prefills one token. The context is shared, not copied: no cached context
+        is written in place (each turn caches a new one under its key), so neither changes the other's.
+        The pool engine copies the parent's slot (PoolEngine.fork). Nothing cached for the parent: no-op."""
+        if self.pool_engine is not None:
+            self.pool_engine.fork(parent_key, child_key)
+        elif parent_key in self._prefixes:
+            self._prefixes[child_key] = self._prefixes[parent_key]
+
     def use_pool_engine(self, **settings) -> None:
         """Decode on a preallocated KV pool with one step function (policy.engine=pool,
         agentgym.policies.pool_engine): the same Completions, computed faster. settings: PoolEngine's."""

@@ -10,8 +10,10 @@ frozen layers' states recorded for the update); only how the tokens are computed
   of the slot and decodes in place, with no per-turn copy of its context. A prompt that shares only a
   prefix with the slot's tokens (a windowed history) cuts the slot to that prefix in place. Identical
   prompts of one call (a group's first turn) are prefilled once; the other rows' slots get a copy of
-  that prefix (copy at fork: one pool-to-pool copy, not shared pages). The extra column is a scratch
-  position rows outside the call write to.
+  that prefix (copy at fork: one pool-to-pool copy, not shared pages). A branch of an episode (`fork`,
+  tree rollouts) gets a copy of its parent's slot when it forks (past the pool's budget, at its first
+  call, of what the parent's slot then shares with its prompt), so its first turn prefills one token.
+  The extra column is a scratch position rows outside the call write to.
 * **One decode step** for all rows of a call: the decoder written over the model's own weights
   (Llama-family layers: llama, qwen2, mistral), attention of one query per row over the pool as two
   matmuls. Under full fine-tuning the trainer's weights are read as they are (no copy); under LoRA the
@@ -28,7 +30,8 @@ frozen layers' states recorded for the update); only how the tokens are computed
 Bad input gets one line: a prompt longer than the model's positions (ConfigError); a pool that would
 exceed `max_pool_gib` evicts the least recently used idle episodes (they prefill again at their next
 turn) and, if the call alone does not fit, decodes it in parts that do, one after another (it waits);
-more rows than the largest captured size decode eagerly. Each says so once in the log.
+a branch whose parent's slot was evicted before its first call prefills its whole prompt; more rows
+than the largest captured size decode eagerly. Each says so once in the log.
 """
 
 from __future__ import annotations
@@ -459,6 +462,7 @@ class PoolEngine:
         self.prefill_attention_dtype = self._lora_dtype() if self._lora_dtype() == torch.bfloat16 else None
         self._said: set[str] = set()
         self._version = self._weights_version()
+        self.forks: dict[str, str] = {}  # a branch's cache key -> its parent's, until the branch's first call
 
     def _lora_dtype(self) -> torch.dtype | None:
         """The adapters' matmul dtype: their frozen base's (bf16 under keep_base_in_bf16, as autocast runs them)."""
@@ -515,17 +519,40 @@ class PoolEngine:
             self._version = version
             self.weights.refresh()
             self.pool.clear()
+            self.forks.clear()
 
     def forget(self, cache_keys: list[str] | None = None) -> None:
         """Drop these episodes' slots; None: all, and re-read the LoRA factors (weights were replaced in a
         way torch's version counters may not show, e.g. through `.data`)."""
         if cache_keys is None:
             self.pool.clear()
+            self.forks.clear()
             self.weights.refresh()
             self._version = self._weights_version()
             return
         for key in cache_keys:
             self.pool.release(key)
+            self.forks.pop(key, None)
+
+    @torch.inference_mode()  # the pool's tensors are inference tensors
+    def fork(self, parent_key: str, child_key: str) -> None:
+        """`child_key` branches from `parent_key` (HFPolicy.fork): a slot of its own gets a copy of the
+        parent's now, the pool grown for it within its budget (no episode is evicted for a fork). Where
+        the budget is reached, the child's first call copies what the parent's slot shares with its
+        prompt then (all of it for a growing conversation; a windowed parent that played on meanwhile
+        has cut its slot to a shorter prefix)."""
+        pool = self.pool
+        source = pool.owner.get(parent_key)
+        if source is None or pool.meta[source].version != self._version or pool.slot_of(child_key) is not None:
+            return
+        slot = pool.take(child_key, busy=set())
+        if slot is None and pool.bytes_for(pool.slots + 1, pool.length) <= pool.max_bytes:
+            pool.ensure(pool.slots + 1, pool.length)
+            slot = pool.take(child_key, busy=set())
+        if slot is None:
+            self.forks[child_key] = parent_key
+            return
+        self._copy_slot(source, slot, len(pool.meta[source].ids))
 
     # --- one call --------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -587,6 +614,7 @@ class PoolEngine:
         busy: set[int] = set()
         slots: list[int] = []
         temporary: list[str] = []
+        forked: set[tuple] = set()  # prompts a branch's slot was forked for: identical ones copy its prefill
         for i in rows:
             key = keys[i] if keys[i] is not None else f"\x00row{i}"
             if keys[i] is None:
@@ -596,6 +624,10 @@ class PoolEngine:
                 slot = pool.take(key, busy)
                 if slot is None:  # _admit made room
                     raise RuntimeError("KV pool: no free slot after admission")
+            parent = self.forks.pop(key, None)
+            prompt = tuple(prompt_ids[i])
+            if parent is not None and prompt not in forked and self._copy_from(parent, slot, prompt_ids[i]):
+                forked.add(prompt)
             busy.add(slot)
             slots.append(slot)
         prompts = [prompt_ids[i] for i in rows]
@@ -636,6 +668,35 @@ class PoolEngine:
         for key in temporary:
             pool.release(key)
         return completions
+
+    def _copy_from(self, parent_key: str, slot: int, ids: list[int]) -> bool:
+        """A branch's first call, its fork left for then: copy the parent's keys and values over the
+        tokens `ids` shares with the parent's slot (one left to prefill) into `slot`; whether anything
+        was copied. Before this call's prefill, so a parent in the same call has not yet written past
+        what it shares."""
+        pool = self.pool
+        source = pool.owner.get(parent_key)
+        if source is None:
+            self.say_once("fork-evicted", "policy.engine=pool: a branch's parent cache was evicted before the "
+                                          "branch's first turn (the KV pool's budget): that branch prefills its "
+                                          "whole prompt")
+            return False
+        meta = pool.meta[source]
+        limit = min(len(meta.ids), len(ids) - 1) if meta.version == self._version else 0
+        shared = 0
+        while shared < limit and meta.ids[shared] == ids[shared]:
+            shared += 1
+        if shared:
+            self._copy_slot(source, slot, shared)
+        return shared > 0
+
+    def _copy_slot(self, source: int, slot: int, length: int) -> None:
+        """`slot` holds the first `length` tokens of `source` (keys, values, ids and frozen-layer states)."""
+        pool = self.pool
+        meta = pool.meta[source]
+        pool.keys[:, slot, :, :length] = pool.keys[:, source, :, :length]
+        pool.values[:, slot, :, :length] = pool.values[:, source, :, :length]
+        pool.meta[slot] = _Slot(meta.ids[:length], meta.version, None if meta.states is None else meta.states[:length])
 
     # --- prefill -------------------------------------------------------------------------------
     def _prefill(self, slots: list[int], prompts: list[list[int]], recording: bool):
