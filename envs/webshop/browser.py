@@ -18,6 +18,7 @@ by a killed process is removed by the next launch anywhere on the machine. The e
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 import shutil
@@ -99,14 +100,22 @@ def sweep_stale_tmp(parent: str | None = None) -> int:
     return sweep_dead_owners(TMP_PREFIX, parent)
 
 
+def _playwright_transport():
+    """Playwright's transport module, which starts the driver: `playwright._impl.transport` from
+    1.65, `playwright._impl._transport` before; None if neither exists."""
+    for name in ("playwright._impl.transport", "playwright._impl._transport"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
 def _start_driver(sync_api, tmp: str):
     """sync_playwright().start() with the driver's TMPDIR in `tmp`: Playwright's transport
     builds the driver's environment with get_driver_env(), wrapped here for this one start (so
     this process's own environment never changes)."""
-    try:
-        from playwright._impl import transport
-    except ImportError:
-        return sync_api.sync_playwright().start()
+    transport = _playwright_transport()
     original = getattr(transport, "get_driver_env", None)
     if original is None:
         return sync_api.sync_playwright().start()

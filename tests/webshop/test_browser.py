@@ -4,7 +4,6 @@ import os
 import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import gymnasium as gym
 import numpy as np
@@ -18,9 +17,13 @@ from agentgym.envs.webshop.browser import CHROMIUM, BrowserBackendError
 from agentgym.envs.webshop.env import WebShopEnv
 from agentgym.envs.webshop.tasks import WebShopTaskSpace
 
+# Each test takes well under a minute even on a busy machine: a browser call that hangs fails its own
+# test after BROWSER_TEST_TIMEOUT_S instead of holding the run until pyproject's suite-wide timeout.
+BROWSER_TEST_TIMEOUT_S = 180
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"needs Debian's chromium at {CHROMIUM}"),
+    pytest.mark.timeout(BROWSER_TEST_TIMEOUT_S),
 ]
 
 SPACE = WebShopTaskSpace()
@@ -134,19 +137,44 @@ def test_html_and_js_in_queries_never_run(benv):
     assert info["page"] == "item" and benv.backend.evaluate("() => window.__pwned === undefined")
 
 
-def node_pids():
-    return {p.pid for p in psutil.Process().children() if "node" in p.name()}
+def driver_pids():
+    """Playwright's driver processes among this process's children: node running Playwright's
+    cli.js (by command line: the process name is "node" or, from Playwright 1.64, "MainThread")."""
+    out = set()
+    for p in psutil.Process().children():
+        try:
+            if any(arg.endswith("cli.js") for arg in p.cmdline()[1:2]):
+                out.add(p.pid)
+        except psutil.Error:
+            pass
+    return out
 
 
 @pytest.mark.parametrize("victim", ["browser", "driver"])
 def test_a_crash_raises_then_the_env_recovers_on_reset(victim):
-    # In a thread of its own: its own Playwright driver, not the one the module's envs share.
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(crash_and_recover, victim).result()
+    # In a thread of its own: its own Playwright driver, not the one the module's envs share. A
+    # daemon thread joined with a deadline: a call that never returns (Playwright before 1.64 spins
+    # forever once its driver died) fails here; pytest-timeout alone would leave the run waiting
+    # for the thread at exit.
+    failure = []
+
+    def run():
+        try:
+            crash_and_recover(victim)
+        except BaseException as exc:  # re-raised in the test's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True, name=f"crash-{victim}")
+    thread.start()
+    deadline_s = BROWSER_TEST_TIMEOUT_S - 30
+    thread.join(deadline_s)
+    assert not thread.is_alive(), f"the env had not returned {deadline_s} s after its {victim} was killed"
+    if failure:
+        raise failure[0]
 
 
 def crash_and_recover(victim):
-    drivers_before = node_pids()
+    drivers_before = driver_pids()
     env = WebShopEnv(backend="browser")
     try:
         task = SPACE.split("train")[4]
@@ -154,7 +182,7 @@ def crash_and_recover(victim):
         if victim == "browser":
             os.kill(env.backend.browser_pid, signal.SIGKILL)
         else:  # Playwright's node driver, which owns the browser
-            (driver,) = node_pids() - drivers_before
+            (driver,) = driver_pids() - drivers_before
             os.kill(driver, signal.SIGKILL)
         time.sleep(0.3)
         with pytest.raises(BrowserBackendError):

@@ -22,6 +22,9 @@ if not os.path.exists(chromium_path()):
 from agentgym.envs.webshop.env import WebShopEnv  # noqa: E402
 from agentgym.envs.webshop.tasks import WebShopTaskSpace  # noqa: E402
 
+# a browser call that hangs fails its own test (as in test_browser.py), not the whole run
+pytestmark = pytest.mark.timeout(180)
+
 SPACE = WebShopTaskSpace()
 LEFTOVER = ("org.chromium.", ".org.chromium.", "playwright", "agentgym-web-")
 
