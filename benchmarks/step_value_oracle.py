@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -45,7 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
+sys.path.insert(0, str(ROOT))
+from benchmarks.harness.provenance import code_version, command, load_average, process_cpu_seconds  # noqa: E402
+
 SEED = 0  # the warm start's seed, the task draw's and the rollout's sampling
 
 
@@ -149,6 +151,7 @@ def main() -> None:
     from agentgym.trainers.run_setup import make_policy, prepare_start_model
     from agentgym.trainers.task_selection import select_train_tasks
 
+    version, load0 = code_version(), load_average()  # before the run: the code it ran
     wall0, cpu0 = time.perf_counter(), time.process_time()
     work = Path(args.work)
     (work / "warm").mkdir(parents=True, exist_ok=True)
@@ -203,11 +206,10 @@ def main() -> None:
     split_half = halves["pearson"]
     reliability = 2 * split_half / (1 + split_half)  # Spearman-Brown: N continuations from two halves of N/2
     true_a = np.concatenate([e["true"] for e in per_episode])
-    version = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True).stdout.strip()
     record = {
-        "command": " ".join(["python benchmarks/step_value_oracle.py", *sys.argv[1:]]),
+        "command": command(__file__, sys.argv[1:]),
         "code_version": version,
+        "load_average": [load0, load_average()],
         "setup": {"preset": "household-tiny", "warm_start": f"the preset's tiny model and SFT, seed {SEED}",
                   "warm_start_hash": warm_hash, "seed": SEED, "tasks": len(tasks), "group_size": r.group_size,
                   "temperature": r.temperature, "gamma": est.gamma, "invalid_penalty": est.invalid_penalty,
@@ -224,7 +226,7 @@ def main() -> None:
         "oracle_split_half": {"pearson": split_half, "pearson_ci": halves["pearson_ci"],
                               "reliability": reliability, "ceiling": float(np.sqrt(max(reliability, 0.0)))},
         "estimators": result,
-        "cpu_seconds": {"warm_start_load": warm_cpu, "rollout": rollout_cpu, "total": time.process_time() - cpu0},
+        "cpu_seconds": {"warm_start_load": warm_cpu, "rollout": rollout_cpu, "total": process_cpu_seconds()},
         "wall_seconds": {"rollout": rollout_wall, "total": time.perf_counter() - wall0},
     }
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
