@@ -1,7 +1,7 @@
 """Issue 52, item 2: Briefing-v0 was solved by a constant report written without a tool call
 (week_agenda 65/65, unread_digest 30/30) and keyword stuffing met every `mentions` criterion.
 Points now come only from facts the agent must look up; length, clarity and "names no
-distractor" are gates. The probes live in benchmarks/hostile_round4_graders.py."""
+distractor" are gates. The probes live in benchmarks/robustness/hostile_round4_graders.py."""
 
 import sys
 from pathlib import Path
@@ -12,8 +12,8 @@ from agentgym.envs.briefing.tasks import TEMPLATES
 from agentgym.rewards import Criterion, Rubric, make_reward
 from agentgym.trajectory import Step, Trajectory
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import hostile_round4_graders as round4  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.robustness import hostile_round4_graders as round4  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Issue 52, item 3: judge rewards steered by the agent's own text. Agent text forged the judge
 prompt's structure (Environment / Criterion lines, episode headers), the score parser read a score
 the agent wrote, and a guard passed while an earlier turn carried the injection. The attacks
-(benchmarks/hostile_round4_graders.py) run against a judge that reads the prompt line by line."""
+(benchmarks/robustness/hostile_round4_graders.py) run against a judge that reads the prompt line by line."""
 
 import sys
 from pathlib import Path
@@ -11,8 +11,8 @@ import pytest
 from agentgym.rewards import Guarded, JudgeReward, parse_group_scores, parse_score, render_episode
 from agentgym.rewards.judge import quoted
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import hostile_round4_graders as round4  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.robustness import hostile_round4_graders as round4  # noqa: E402
 
 
 @pytest.mark.parametrize("attack", [a[0] for a in round4.JUDGE_ATTACKS])

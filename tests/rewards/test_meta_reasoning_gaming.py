@@ -15,8 +15,8 @@ from agentgym.rewards.hook import reward_hook
 from agentgym.rewards.meta_reasoning import MetaReasoningConfig
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from hostile_round4_graders import (honest_solver, idle_explorer, meta_episode as episode,  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.robustness.hostile_round4_graders import (honest_solver, idle_explorer, meta_episode as episode,  # noqa: E402
                                     meta_return as episode_return, reflection_gamer)
 
 

@@ -1,13 +1,13 @@
-"""benchmarks/hostile.py's round-4 part reads every round-4 module's `run()` in one shape (a list of
+"""benchmarks/robustness/hostile.py's round-4 part reads every round-4 module's `run()` in one shape (a list of
 suites with cases, held and the attacks not held): the graders' module once returned only rows,
 and the table crashed on it. The suites here are stand-ins for the slow probes; the shape is real."""
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import hostile  # noqa: E402
-import hostile_round4_graders as graders  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.robustness import hostile  # noqa: E402
+from benchmarks.robustness import hostile_round4_graders as graders  # noqa: E402
 
 
 def test_graders_run_gives_the_suites_the_round4_table_reads(monkeypatch):

@@ -16,8 +16,8 @@ import pytest
 from agentgym.rewards.hook import judge_of, reward_hook
 from agentgym.rewards.meta_reasoning import MetaReasoningConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from hostile_round4_graders import (JUDGE_ATTACKS, NaiveJudge, _traj, honest_solver,  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.robustness.hostile_round4_graders import (JUDGE_ATTACKS, NaiveJudge, _traj, honest_solver,  # noqa: E402
                                     idle_explorer, meta_episode, meta_return, reflection_gamer)
 
 TAGS = ["planning", "explore", "reflection", "monitor"]

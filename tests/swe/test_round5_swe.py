@@ -16,8 +16,8 @@ from agentgym.envs.swe.space import SWETaskSpace
 from agentgym.envs.swe.tools import format_call
 from agentgym.rewards.patch import file_patch, patch_similarity
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import hostile_round5_swe as round5  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.robustness import hostile_round5_swe as round5  # noqa: E402
 
 SPACE = SWETaskSpace()
 SPLITS = ("train", "heldout", "heldout_unseen")

@@ -1,6 +1,6 @@
 """Issue 52, item 1: with a wheel (non-editable) install, the bwrap sandbox exposed the installed
 package's bundled projects, reference sources and hidden tests; copying one file solved every
-episode. The probe (benchmarks/hostile_round4_graders.py) builds a wheel of this checkout,
+episode. The probe (benchmarks/robustness/hostile_round4_graders.py) builds a wheel of this checkout,
 installs it into a fresh venv and searches the sandbox from there."""
 
 import sys
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import hostile_round4_graders as round4  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.robustness import hostile_round4_graders as round4  # noqa: E402
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 

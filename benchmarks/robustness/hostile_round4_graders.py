@@ -1,7 +1,7 @@
 """Round 4 of the hostile runs (issue 52, items 1-5): attacks on rewards and graders.
 
 Each probe plays an attacker against one grader and says whether the grader held (the attack
-earned nothing it should not have). `run()` returns the counts that `benchmarks/hostile.py`'s
+earned nothing it should not have). `run()` returns the counts that `benchmarks/robustness/hostile.py`'s
 round-4 section reports; the tests in tests/ call the same probes.
 
 1. swe_wheel_probe: SWE-v0 from a *wheel* install (not editable) in a temporary venv; an agent
@@ -13,8 +13,8 @@ round-4 section reports; the tests in tests/ call the same probes.
 4. meta_reasoning_probes: RLVMR's meta rewards at their defaults, gaming vs solving policies.
 5. patch_probes: trivial edits (whitespace, comments) scored by the SWE-RL patch similarity.
 
-    python benchmarks/hostile_round4_graders.py            # all five, about a minute
-    python benchmarks/hostile_round4_graders.py --no-wheel # skip the wheel build (no bwrap here)
+    python benchmarks/robustness/hostile_round4_graders.py            # all five, about a minute
+    python benchmarks/robustness/hostile_round4_graders.py --no-wheel # skip the wheel build (no bwrap here)
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _row(attack: str, held: bool, detail: str = "") -> dict:
@@ -433,7 +433,7 @@ def patch_rows() -> list[dict]:
 def run(wheel: bool = True) -> dict:
     """{"suites": [{"suite", "cases", "held", "skipped", "not_held": [attacks]}], "tried": n, "held": m,
     "skipped": [why], "rows": [{"attack", "held", "detail"}]}: one suite per item of issue 52, the
-    shape `benchmarks/hostile.py`'s round-4 table reads from every round-4 module."""
+    shape `benchmarks/robustness/hostile.py`'s round-4 table reads from every round-4 module."""
     from agentgym.envs.swe.sandbox_bwrap import bwrap_works
 
     skipped = []

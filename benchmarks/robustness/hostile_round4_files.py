@@ -13,7 +13,7 @@ attacks tried / held. Each attack is a test case that fails while the hole is op
                                                               (tests/trainers/test_config_hostile_round4.py)
   16    a full disk during training                           (tests/trainers/test_disk_full.py)
 
-    python benchmarks/hostile_round4_files.py        # ~5 minutes on a shared 2-core box
+    python benchmarks/robustness/hostile_round4_files.py        # ~5 minutes on a shared 2-core box
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ SUITES = {
 def run() -> dict:
     """{"suites": [{"suite", "file", "cases", "held", "skipped", "not_held": [case names]}],
     "tried": attacks run, "held": attacks contained}."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from hostile import pytest_rows
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+    from benchmarks.robustness.hostile import pytest_rows
 
     suites = []
     for suite, path in SUITES.items():

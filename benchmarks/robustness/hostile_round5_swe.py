@@ -15,7 +15,7 @@ submits) is run from an editable install of a git checkout of this working tree,
 The editable install is what pip makes for `pip install -e`: setuptools' PEP 660 editable wheel
 of the checkout, installed into the venv.
 
-    python benchmarks/hostile_round5_swe.py        # both layouts, about a minute
+    python benchmarks/robustness/hostile_round5_swe.py        # both layouts, about a minute
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import hostile_round4_graders as round4
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.robustness import hostile_round4_graders as round4  # noqa: E402
 
 LAYOUTS = ("clone-named-agentgym", "checkout-in-venv")
 
@@ -84,7 +85,7 @@ def swe_checkout_rows() -> list[dict]:
 
 
 def run() -> dict:
-    """The shape `benchmarks/hostile.py`'s tables read: one suite, its cases, held, and the attacks not held."""
+    """The shape `benchmarks/robustness/hostile.py`'s tables read: one suite, its cases, held, and the attacks not held."""
     from agentgym.envs.swe.sandbox_bwrap import bwrap_works
 
     if not bwrap_works():

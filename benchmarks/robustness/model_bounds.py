@@ -1,6 +1,6 @@
 """What the model-file bounds cost and stop: GGUF headers, the cache check, chat-template renders.
 
-    python benchmarks/model_bounds.py --out docs/model_bounds.json
+    python benchmarks/robustness/model_bounds.py --out docs/model_bounds.json
 
 - the catalog model's GGUF header read by the bounded reader and by gguf's GGUFReader;
 - metadata-array bombs (1 MB and 10 MB of uint8 elements): seconds and peak traced memory to refuse;
@@ -68,7 +68,7 @@ def main() -> None:
 
     name = "smollm2-135m-instruct"
     source = mc.catalog_file(mc.CATALOG[name])
-    report: dict = {"command": "python benchmarks/model_bounds.py --out " + str(args.out), "model": name,
+    report: dict = {"command": "python benchmarks/robustness/model_bounds.py --out " + str(args.out), "model": name,
                     "cpu_threads": 1, "load_average_1min": round(os.getloadavg()[0], 1)}
     report["header_seconds"] = {"bounded_reader": round(timed(lambda: read_raw_header(source)), 3),
                                 "gguf_GGUFReader": round(timed(lambda: gguf.GGUFReader(str(source))), 3)}

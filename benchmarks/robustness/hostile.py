@@ -18,16 +18,16 @@ Three parts, each with the goal 0:
    trajectory lines in the viewer, WebShop pickling and temp folders, SWE workspace reaping.
    `--issue38-only` runs just this part (a few minutes).
 5. What the fourth hostile run found (issue 52): reward and grader integrity (items 1-5,
-   benchmarks/hostile_round4_graders.py) and hostile files, servers, admissible-only decoding,
-   config values and a full disk (items 6-16, benchmarks/hostile_round4_files.py), one row per
+   benchmarks/robustness/hostile_round4_graders.py) and hostile files, servers, admissible-only decoding,
+   config values and a full disk (items 6-16, benchmarks/robustness/hostile_round4_files.py), one row per
    suite with its attacks tried and held. `--round4-only` runs just this part.
 6. What the fifth hostile run found (issue 67): every test in tests/**/test_round5_*.py whose
    docstring opens "Round 5, item N: ...", one row per item with its cases and how many held.
    `--round5` runs just this part (`--out docs/hostile_round5.json`).
 
-    python benchmarks/hostile.py --quick          # a couple of minutes
-    python benchmarks/hostile.py                  # the issue's counts (long on a shared 2-core box)
-    python benchmarks/hostile.py --cheap-steps 20000 --swe-steps 2000 --browser-steps 500 --tasks 10000
+    python benchmarks/robustness/hostile.py --quick          # a couple of minutes
+    python benchmarks/robustness/hostile.py                  # the issue's counts (long on a shared 2-core box)
+    python benchmarks/robustness/hostile.py --cheap-steps 20000 --swe-steps 2000 --browser-steps 500 --tasks 10000
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from agentgym.tasks.validation import is_reserved
 
 CHEAP_IDS = ["agentgym/Household-v0", "agentgym/WebShop-v0", "agentgym/ToolUse-v0", "agentgym/SearchQA-v0",
              "agentgym/TextWorld-v0"]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def hostile_action(rng: random.Random, admissible: list | None) -> str:
@@ -209,13 +209,13 @@ def round4_table() -> list[dict]:
     Imported by name when run: a module not on this branch yet is reported as missing."""
     import importlib
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
     out = []
     for name in ROUND4_MODULES:
         try:
-            module = importlib.import_module(name)
+            module = importlib.import_module(f"benchmarks.robustness.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name != name:
+            if exc.name != f"benchmarks.robustness.{name}":
                 raise
             out.append({"module": name, "missing": True, "suites": []})
             continue
@@ -390,7 +390,7 @@ def main() -> None:
             rows = report["round5"]
             version = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                      text=True).stdout.strip()
-            args.out.write_text(json.dumps({"command": f"python benchmarks/hostile.py --round5 --out {args.out}",
+            args.out.write_text(json.dumps({"command": f"python benchmarks/robustness/hostile.py --round5 --out {args.out}",
                                             "code_version": version, "items": len(rows),
                                             "cases": sum(r["cases"] for r in rows),
                                             "held": sum(r["held"] for r in rows), "round5": rows}, indent=1) + "\n")
