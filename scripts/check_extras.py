@@ -16,15 +16,17 @@ resolution this script (pip and uv use the indexes of the machine they run on):
      newest  `pip install '.[extra]'`: the versions pip resolves today;
      lowest  `uv pip install --resolution lowest-direct '.[extra]'` (uv is installed with pip for
              it): every direct requirement (the core dependencies and the extra's) at the lowest
-             version that resolves, their own dependencies newest; torch stays at --torch. A floor
-             the resolution could not take (another requirement asks for more) is listed in the
-             row's `above_floor`: that floor is untested with this extra;
+             version that resolves, their own dependencies newest; torch stays at --torch, and an
+             extra's `floor_pins` are constrained to their floors (a dependency resolved newest
+             would lift them). A floor the resolution could not take (another requirement asks
+             for more) is listed in the row's `above_floor`: that floor is untested with this extra;
 4. installs the test tools (pytest and, from the dev extra, what the extra's tests drive it with);
 5. runs `pip check` (conflicts agentgym knows to be harmless are listed in KNOWN_CONFLICTS) and the
    extra's tests from outside the checkout, so that the installed package is what they import.
 
 Prints one line per step (a failing step's log tail too) and a markdown table; --json merges the rows
-into that file (rows of other extras are kept). Exits 1 if an install, pip check or test run failed.
+into that file (rows of other extras are kept), each with the code version it was made with. Exits 1
+if an install, pip check or test run failed.
 """
 
 from __future__ import annotations
@@ -50,20 +52,25 @@ ROOT = Path(__file__).resolve().parent.parent
 class Extra:
     """What checking one extra takes: whether torch comes first, the tests that exercise it (less
     those that need another extra too), the test-only packages those tests drive it with (names from
-    the dev extra), the packages whose versions the table shows."""
+    the dev extra), the packages whose versions the table shows, and the direct requirements the
+    lowest run holds at their floor: ones a dependency resolved newest would lift above a floor
+    that an older release of that dependency allows (so users can get it)."""
 
     tests: tuple[str, ...]
     key: tuple[str, ...]
     torch: bool = False
     test_tools: tuple[str, ...] = ()
     deselect: tuple[str, ...] = ()
+    floor_pins: tuple[str, ...] = ()
 
 
 EXTRAS = {
     "train": Extra(("tests/trainers/test_tiny_and_policy.py", "tests/trainers/test_update.py",
                     "tests/estimators/test_policy_losses.py"),
                    ("torch", "transformers", "tokenizers", "peft", "accelerate", "numpy"), torch=True),
-    "openenv": Extra(("tests/openenv",), ("openenv", "fastapi", "starlette", "uvicorn", "websockets", "httpx")),
+    "openenv": Extra(("tests/openenv",), ("openenv", "fastapi", "starlette", "uvicorn", "websockets", "httpx"),
+                     # the newest gradio (an openenv requirement) needs fastapi 0.133; gradio 6.15 takes 0.116
+                     floor_pins=("fastapi",)),
     "openai": Extra(("tests/openai",), ("openai", "httpx"), test_tools=("starlette", "uvicorn")),
     "web": Extra(("tests/webshop", "tests/search"), ("starlette", "uvicorn", "bm25s", "playwright", "httpx"),
                  test_tools=("psutil",)),
@@ -90,6 +97,7 @@ class Row:
     tests: dict[str, int] = field(default_factory=dict)
     install_s: float = 0.0
     test_s: float = 0.0
+    code_version: str = ""
 
 
 def _requirement_name(spec: str) -> str:
@@ -148,6 +156,13 @@ def above_floor(project: dict, extra: str, installed: dict[str, str]) -> dict[st
     return out
 
 
+def lowest_constraints(project: dict, extra: str, torch_spec: str) -> list[str]:
+    """The constraints of a lowest-direct install: torch at --torch where the extra needs it (the
+    lowest torch an index offers is a CUDA build of several GB) and the extra's floor pins."""
+    spec, lowest = EXTRAS[extra], floors(project, extra)
+    return [torch_spec] * spec.torch + [f"{name}=={lowest[name]}" for name in spec.floor_pins]
+
+
 def dev_spec(project: dict, name: str) -> str:
     """A test tool's requirement as the dev extra states it (one place for its range)."""
     return next((s for s in project["optional-dependencies"]["dev"] if _requirement_name(s) == name), name)
@@ -175,7 +190,7 @@ def _tail(log: Path, lines: int = 30) -> str:
 
 def check(extra: str, resolution: str, project: dict, workdir: Path, python: str, torch_spec: str,
           keep: bool = False) -> Row:
-    spec, row = EXTRAS[extra], Row(extra, resolution)
+    spec, row = EXTRAS[extra], Row(extra, resolution, code_version=code_version())
     venv = workdir / f"{extra}-{resolution}"
     shutil.rmtree(venv, ignore_errors=True)
     log = workdir / f"{extra}-{resolution}.log"
@@ -188,9 +203,10 @@ def check(extra: str, resolution: str, project: dict, workdir: Path, python: str
         if resolution == "lowest":
             install = [str(uv(workdir, python)), "pip", "install", "-q", "--python", str(py),
                        "--resolution", "lowest-direct", f"{ROOT}[{extra}]"]
-            if spec.torch:  # the torch installed first stays (an unpinned lowest torch is a CUDA build)
-                (workdir / "torch.txt").write_text(torch_spec + "\n")
-                install += ["-c", str(workdir / "torch.txt")]
+            constraints = lowest_constraints(project, extra, torch_spec)
+            if constraints:
+                (workdir / f"{extra}-constraints.txt").write_text("\n".join(constraints) + "\n")
+                install += ["-c", str(workdir / f"{extra}-constraints.txt")]
         tools = [dev_spec(project, t) for t in TEST_TOOLS + spec.test_tools]
         setuptools = next(r for r in project_build_requires() if _requirement_name(r) == "setuptools")
         steps = [("venv", [python, "-m", "venv", str(venv)]), ("pip", pip + ["--upgrade", "pip"]),
@@ -244,6 +260,16 @@ def uv(workdir: Path, python: str) -> Path:
     return tool / "bin" / "uv"
 
 
+def code_version() -> str:
+    """This checkout's commit, `-dirty` when tracked files differ from it; "unknown" outside git."""
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return "unknown"
+    dirty = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
 def project_build_requires() -> list[str]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
 
@@ -284,6 +310,18 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def merge_rows(old: dict, rows: list[dict]) -> list[dict]:
+    """A results file's rows with `rows` in place of those of the same extra and resolution, in
+    EXTRAS order, newest before lowest. A kept row without its own code version (made before rows
+    had one) takes the file's."""
+    done = {(r["extra"], r["resolution"]) for r in rows}
+    kept = [dict(r) for r in old.get("rows", []) if (r["extra"], r["resolution"]) not in done]
+    for r in kept:
+        r.setdefault("code_version", old.get("code_version", "unknown"))
+    order = list(EXTRAS)
+    return sorted(kept + rows, key=lambda r: (order.index(r["extra"]), r["resolution"] != "newest"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--extras", default=",".join(EXTRAS), help=f"comma-separated, of {', '.join(EXTRAS)}")
@@ -312,16 +350,13 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(rows))
     if args.json:
         old = json.loads(args.json.read_text()) if args.json.exists() else {}
-        done = {(r["extra"], r["resolution"]) for r in rows}
-        kept = [r for r in old.get("rows", []) if (r["extra"], r["resolution"]) not in done]
-        order = list(EXTRAS)
-        merged = sorted(kept + rows, key=lambda r: (order.index(r["extra"]), r["resolution"] != "newest"))
         args.json.write_text(json.dumps({
-            "command": "python3 scripts/check_extras.py --extras EXTRAS --resolutions newest,lowest --json "
+            "command": "python3 scripts/check_extras.py --extras EXTRA --resolutions newest,lowest --json "
                        "docs/extras.json",
             "python": subprocess.run([args.python, "-c", "import platform; print(platform.python_version())"],
                                      capture_output=True, text=True).stdout.strip(),
-            "torch": args.torch, "rows": merged}, indent=1) + "\n")
+            "torch": args.torch, "rows": merge_rows(old, rows), "code_version": rows[-1]["code_version"]},
+            indent=1) + "\n")
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -59,3 +59,30 @@ def test_ci_installs_extras_the_script_knows():
     line = next(x for x in (ROOT / ".ci" / "run").read_text().splitlines() if "check_extras.py" in x)
     extras = re.search(r"--extras (\S+)", line).group(1).split(",")
     assert extras and set(extras) <= set(script.EXTRAS)
+
+
+def test_the_lowest_install_holds_torch_and_the_extras_floor_pins_at_their_floor():
+    script = _script()
+    assert script.lowest_constraints(PROJECT, "train", "torch==2.13.0") == ["torch==2.13.0"]
+    fastapi = next(s for s in PROJECT["optional-dependencies"]["openenv"] if s.startswith("fastapi"))
+    assert script.lowest_constraints(PROJECT, "openenv", "torch==2.13.0") == [f"fastapi=={script._floor(fastapi)}"]
+    assert script.lowest_constraints(PROJECT, "openai", "torch==2.13.0") == []
+    for name, extra in script.EXTRAS.items():  # a pin names a direct requirement of its extra with a floor
+        assert set(extra.floor_pins) <= set(script.floors(PROJECT, name)), name
+
+
+def test_merged_rows_replace_their_own_extra_and_resolution_and_keep_the_rest_with_their_code():
+    script = _script()
+    old = {"code_version": "aaaaaaa", "rows": [
+        {"extra": "web", "resolution": "newest", "ok": True},
+        {"extra": "train", "resolution": "lowest", "ok": True, "code_version": "bbbbbbb"},
+        {"extra": "web", "resolution": "lowest", "ok": False}]}
+    new = [{"extra": "web", "resolution": "lowest", "ok": True, "code_version": "ccccccc"}]
+    merged = script.merge_rows(old, new)
+    assert [(r["extra"], r["resolution"], r["code_version"], r["ok"]) for r in merged] == [
+        ("train", "lowest", "bbbbbbb", True), ("web", "newest", "aaaaaaa", True), ("web", "lowest", "ccccccc", True)]
+    assert "code_version" not in old["rows"][0]  # the file read is not changed in place
+
+
+def test_code_version_names_this_checkouts_commit():
+    assert re.fullmatch(r"[0-9a-f]{7,}(-dirty)?|unknown", _script().code_version())
