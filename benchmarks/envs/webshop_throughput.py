@@ -4,8 +4,8 @@ Prints, for each backend: steps (actions) per second per env, reset latency, and
 figures with 4 envs running at once in 4 processes; then the text/browser ratio measured in
 this run. The text figure for "one core" pins the process to a single CPU.
 
-    python benchmarks/webshop_throughput.py            # full run (a few minutes)
-    python benchmarks/webshop_throughput.py --quick    # about 30 seconds
+    python benchmarks/envs/webshop_throughput.py            # full run (a few minutes)
+    python benchmarks/envs/webshop_throughput.py --quick    # about 30 seconds
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """SWE sandbox figures: bwrap command round trip, reset, full oracle episode; `local` (no
 isolation) measured in the same run as the reference, reported as ratios.
 
-    python benchmarks/swe_sandbox.py           # 200 round trips, 30 resets, 6 episodes
-    python benchmarks/swe_sandbox.py --quick   # 40 / 10 / 2
+    python benchmarks/envs/swe_sandbox.py           # 200 round trips, 30 resets, 6 episodes
+    python benchmarks/envs/swe_sandbox.py --quick   # 40 / 10 / 2
 """
 
 from __future__ import annotations

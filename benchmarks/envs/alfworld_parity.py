@@ -9,7 +9,7 @@ same names), the household oracle's plan is executed in both engines side by sid
   order), `other` (anything else, with examples);
 * admissible-command differences per step: `help` (ALFWorld also offers "help"), `other`.
 
-Usage: python benchmarks/alfworld_parity.py [--split heldout] [--n 300] [--out docs/alfworld_parity.json]
+Usage: python benchmarks/envs/alfworld_parity.py [--split heldout] [--n 300] [--out docs/alfworld_parity.json]
 """
 
 from __future__ import annotations

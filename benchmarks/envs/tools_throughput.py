@@ -11,7 +11,7 @@ Prints, measured in this run on one core (CPU time of the process by default, se
     env's per-step bookkeeping costs;
   * steps/s through ChatEnv with the json parser (what a rollout sees).
 
-Usage: python benchmarks/tools_throughput.py [--quick] [--wall]
+Usage: python benchmarks/envs/tools_throughput.py [--quick] [--wall]
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Prints, measured in this run on one core:
     `agentgym.collect(..., OraclePolicy(), executor="inprocess")` minus the time of stepping
     identical envs directly with the same actions, divided by the steps; target <= 50 us.
 
-Usage: python benchmarks/env_throughput.py [--quick] [--steps N]
+Usage: python benchmarks/envs/env_throughput.py [--quick] [--steps N]
 """
 
 from __future__ import annotations

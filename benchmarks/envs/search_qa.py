@@ -1,6 +1,6 @@
 """SearchQA figures: corpus and index build times, query latency on the full corpus, env steps/s.
 
-    python benchmarks/search_qa.py [--quick]
+    python benchmarks/envs/search_qa.py [--quick]
 
 Reference measured in the same run: bm25s's own pipeline (bm25s.tokenize + BM25.index, and
 bm25s.tokenize + BM25.retrieve per query) on the same documents; our index feeds bm25s token ids

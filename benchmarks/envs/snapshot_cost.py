@@ -13,7 +13,7 @@ other processes, so only the wall clock sees what replaying them costs (neither 
 restore starts any). ALFWorld and TextWorld restore by replaying their commands on the engine,
 so their restore is close to their replay by construction.
 
-Usage: python benchmarks/snapshot_cost.py [--steps 6] [--repeats 5] [--out docs/snapshot_cost.json]
+Usage: python benchmarks/envs/snapshot_cost.py [--steps 6] [--repeats 5] [--out docs/snapshot_cost.json]
 """
 
 from __future__ import annotations
@@ -113,9 +113,9 @@ def main() -> None:
             skipped[env_id] = str(exc)
             continue
         print(f"{env_id:38s} " + "  ".join(f"{k} {v}" for k, v in rows[env_id].items()), flush=True)
-    version = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "--short", "HEAD"],
+    version = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[2]), "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True).stdout.strip() or "unknown"
-    out = {"command": " ".join(["python benchmarks/snapshot_cost.py", *sys.argv[1:]]), "code_version": version,
+    out = {"command": " ".join(["python benchmarks/envs/snapshot_cost.py", *sys.argv[1:]]), "code_version": version,
            "clock": "*_ms: time.process_time (CPU of the measuring process); *_wall_ms: time.perf_counter",
            "python": platform.python_version(), "steps": args.steps, "repeats": args.repeats,
            "envs": rows, "skipped": skipped}

@@ -10,10 +10,10 @@ core and hardly move with other processes on a shared machine):
 * reset seconds: the first reset of a game in the env (load; ours reads the PDDL -> SAS
   translation the build cached, the `cold` row translates again) and a reset of the game just
   played (what GRPO groups do);
-* with --hostile N: N steps of benchmarks/hostile.py's hostile actions on ALFWorld-v0
+* with --hostile N: N steps of benchmarks/robustness/hostile.py's hostile actions on ALFWorld-v0
   (exceptions, info dicts missing keys, fds / child processes left).
 
-Usage: python benchmarks/alfworld_speed.py [--steps 150] [--hostile 5000] [--out docs/alfworld_speed.json]
+Usage: python benchmarks/envs/alfworld_speed.py [--steps 150] [--hostile 5000] [--out docs/alfworld_speed.json]
 Games are built into the cache on first use (`python -m agentgym.envs.alfworld.build` builds
 them all).
 """
@@ -35,7 +35,7 @@ import agentgym  # noqa: F401
 from agentgym.envs.alfworld import scenes
 
 CLOCK = time.process_time
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def one_game_per_type(space):
@@ -89,7 +89,7 @@ def measure(env_id: str, tasks, steps_per_task: int, seed: int = 0, cold: bool =
 
 
 def _hostile_module():
-    spec = importlib.util.spec_from_file_location("hostile", ROOT / "benchmarks" / "hostile.py")
+    spec = importlib.util.spec_from_file_location("hostile", ROOT / "benchmarks" / "robustness" / "hostile.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
