@@ -19,9 +19,9 @@ Both trainers play their episodes with agentgym's rollout engine (the adapter is
 engine's gains (token in / token out, KV reuse across turns) count for both; the difference is
 in the update. The first iteration of each (warm-up) is left out of the means. Written to
 docs/trl_vs_agentgym.json (`--out`), keeping what other scripts wrote there
-(benchmarks/main_job_speed.py adds main_job_cpu_s_per_iter_ratio).
+(benchmarks/speed/main_job_speed.py adds main_job_cpu_s_per_iter_ratio).
 
-Usage: python benchmarks/trl_vs_agentgym.py [--iterations 6] [--tasks 4] [--group 4] [--quick]
+Usage: python benchmarks/speed/trl_vs_agentgym.py [--iterations 6] [--tasks 4] [--group 4] [--quick]
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Prints, measured in this run (wall clock; the README says which machine):
     and 2 threads and in 2 gloo processes (torchrun) with 1 thread each; and a gloo all-reduce's
     bandwidth between the 2 processes.
 
-Usage: python benchmarks/ray_collect.py [--quick] [--skip-ddp | --ddp-only] [--ddp-groups N]
+Usage: python benchmarks/speed/ray_collect.py [--quick] [--skip-ddp | --ddp-only] [--ddp-groups N]
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Ways of doing less work in a real model's update, each on/off on the same samples in one process
-(benchmarks/real_model_speed.py --ways). CPU seconds (this process), 1 torch thread.
+(benchmarks/speed/real_model_speed.py --ways). CPU seconds (this process), 1 torch thread.
 
     update variants   ppo_update (SGD at lr 0: the gradient is kept, nothing moves) on the same
                       minibatch: the LM head and log-softmax at every position vs at the loss

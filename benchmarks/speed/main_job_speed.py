@@ -12,7 +12,7 @@ trainers,tasks} linked in), so nothing of this checkout leaks into it.
 Adds to docs/trl_vs_agentgym.json: main_job_cpu_s_per_iter_ratio = after / before, and the
 per-version figures (CPU s per iteration, rollout and update seconds, trained tokens).
 
-Usage: python benchmarks/main_job_speed.py [--before 5b357da] [--iterations 5] [--rounds 2]
+Usage: python benchmarks/speed/main_job_speed.py [--before 5b357da] [--iterations 5] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("envs", "policies", "trainers", "tasks")  # installed as agentgym.<folder> (pyproject)
 
 DRIVER = r"""

@@ -18,9 +18,9 @@ over all held-out tasks of the preset's categories, 4 sampled episodes each. Sec
 iteration are measured over the RL loop only (evaluations excluded); the ratio is against
 max_staleness 0 of the same latency, measured in the same run.
 
-    python benchmarks/async_rollouts.py --torch-threads 1 rollout.tasks_per_iter=4   # 0.05 s per step, K = 0, 1, 2
-    python benchmarks/async_rollouts.py --latencies 0,0.05 --staleness 0,1 --executors inprocess,threads
-    python benchmarks/async_rollouts.py --warm-start runs/household-tiny/sft_model
+    python benchmarks/speed/async_rollouts.py --torch-threads 1 rollout.tasks_per_iter=4   # 0.05 s per step, K = 0, 1, 2
+    python benchmarks/speed/async_rollouts.py --latencies 0,0.05 --staleness 0,1 --executors inprocess,threads
+    python benchmarks/speed/async_rollouts.py --warm-start runs/household-tiny/sft_model
 """
 
 from __future__ import annotations

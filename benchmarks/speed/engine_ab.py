@@ -21,9 +21,9 @@ machine's load falls on both alike, and reports this process's CPU time (`time.p
 
 Inputs: the main job's warm start and its logged iterations (runs/household-tiny, from
 `agentgym train household-tiny`), and for reserved_cache the TRL benchmark's full-history warm start
-(runs/trl_vs_agentgym/warm, from benchmarks/trl_vs_agentgym.py). Written to docs/engine_ab.json.
+(runs/trl_vs_agentgym/warm, from benchmarks/speed/trl_vs_agentgym.py). Written to docs/engine_ab.json.
 
-Usage: python benchmarks/engine_ab.py [--rounds 3] [--only NAME ...]
+Usage: python benchmarks/speed/engine_ab.py [--rounds 3] [--only NAME ...]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MAIN_RUN = ROOT / "runs" / "household-tiny"
 FULL_WARM = ROOT / "runs" / "trl_vs_agentgym" / "warm"
 
@@ -121,8 +121,8 @@ def reserved_cache(rounds: int) -> dict:
     import agentgym.policies.hf as hf
     from agentgym.policies.base import SamplingParams
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from trl_vs_agentgym import CATEGORIES, CHAT
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.speed.trl_vs_agentgym import CATEGORIES, CHAT
 
     space = agentgym.get_task_space("agentgym/Household-v0")
     tasks = [t for t in space.split("train") if space.category(t) in CATEGORIES][120:124]

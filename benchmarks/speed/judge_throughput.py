@@ -10,7 +10,7 @@ is the cost of judging, not its quality). Three passes:
     repeat    the same batch again (e.g. a re-run or an evaluation of the same episodes)
     next      a new batch of the same tasks (a next iteration: the oracle's episodes repeat)
 
-    python benchmarks/judge_throughput.py --tasks 8 --group 4
+    python benchmarks/speed/judge_throughput.py --tasks 8 --group 4
 """
 
 from __future__ import annotations

@@ -8,19 +8,19 @@ In one process (1 torch thread on a CPU):
    step's floor:
    - CPU: the step's FLOPs (the body's linears and the LM head for every row, attention over each
      row's context) at the matrix-multiply rate this CPU reaches on the model's own shapes at that
-     many rows (benchmarks/real_model_speed.py's method: best of ten CPU-timed rounds);
+     many rows (benchmarks/speed/real_model_speed.py's method: best of ten CPU-timed rounds);
    - CUDA: the bytes a step must read (the weights once, each row's keys and values) at the copy
      bandwidth measured on the card.
    The eager HF path (`policy.engine=hf`) is timed the same way at `--eager-rows`.
 2. **Prefill** of `--prefill-rows` distinct prompts of `--context` tokens: tokens/s against the
    FLOPs at the 1,024-row matrix rate (CPU) or the card's bf16 rate (CUDA).
 3. `--iteration`: one household-smol iteration (or `--iterations N`) with `policy.engine=pool`, timed
-   by phase against its floor with benchmarks/real_model_speed.py's clock and floor (the preset's own
+   by phase against its floor with benchmarks/speed/real_model_speed.py's clock and floor (the preset's own
    setting; `--set` adds overrides, e.g. ppo.matmul_dtype=bf16 policy.lora.top_layers=6).
 
 Writes docs/engine_speed.json (`--out`), under the key `cpu` or `gpu` by device.
 
-Usage: OMP_NUM_THREADS=1 python benchmarks/engine_speed.py [--model smollm2-135m-instruct] [--rows 16 64 256]
+Usage: OMP_NUM_THREADS=1 python benchmarks/speed/engine_speed.py [--model smollm2-135m-instruct] [--rows 16 64 256]
            [--iteration --set ppo.matmul_dtype=bf16 policy.lora.top_layers=6]
 """
 
@@ -37,10 +37,10 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
 
-from real_model_speed import linear_shapes, matmul_rate, model_sizes  # noqa: E402  (the same floor's method)
+from benchmarks.speed.real_model_speed import linear_shapes, matmul_rate, model_sizes  # noqa: E402  (the same floor's method)
 
 
 # model shapes measured with random weights (decode speed does not depend on the values): a config's fields
@@ -296,7 +296,7 @@ def compile_ab(rows: int = 16, keys: int = 256) -> dict:
 def run_iteration(args) -> dict:
     """real_model_speed's clock and floor over an iteration of the preset with policy.engine=pool: the
     pool engine's calls fill the clock (its prefill and decode seconds, prompts and replies)."""
-    import real_model_speed as rms
+    from benchmarks.speed import real_model_speed as rms
 
     from agentgym.policies import pool_engine
 
@@ -358,7 +358,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     if args.ab:
-        result = {"command": "OMP_NUM_THREADS=1 python benchmarks/engine_speed.py " + " ".join(sys.argv[1:]),
+        result = {"command": "OMP_NUM_THREADS=1 python benchmarks/speed/engine_speed.py " + " ".join(sys.argv[1:]),
                   "load_average_at_start": os.getloadavg()[0], "sampling": sampling_ab()}
         print(json.dumps(result), flush=True)
         result["torch_compile_one_layer"] = compile_ab()
@@ -411,7 +411,7 @@ def main() -> None:
     print(json.dumps(prefill), flush=True)
     pool = [r for r in decode if r["engine"] == "pool"]
     entry = {
-        "command": "OMP_NUM_THREADS=1 python benchmarks/engine_speed.py " + " ".join(sys.argv[1:]),
+        "command": "OMP_NUM_THREADS=1 python benchmarks/speed/engine_speed.py " + " ".join(sys.argv[1:]),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
         "model": f"{args.shape} shape, random weights" if args.shape else args.model, "dtype": dtype_name, "torch_threads": torch.get_num_threads(),
         "load_average_at_start": load, "clock": clock,
@@ -437,7 +437,7 @@ def main() -> None:
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
     if not args.rows:  # an iteration alone: the entry's speed figures stay as an earlier run wrote them
         entry = {k: v for k, v in entry.items() if k in ("iteration", "iteration_ratio_to_bf16_floor")}
-        entry["iteration_command"] = "OMP_NUM_THREADS=1 python benchmarks/engine_speed.py " + " ".join(sys.argv[1:])
+        entry["iteration_command"] = "OMP_NUM_THREADS=1 python benchmarks/speed/engine_speed.py " + " ".join(sys.argv[1:])
     args.out.write_text(json.dumps({**previous, key: {**previous.get(key, {}), **entry}}, indent=1) + "\n")
     print(f"wrote {args.out} [{key}]")
 

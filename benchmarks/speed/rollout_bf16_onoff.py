@@ -8,7 +8,7 @@ Printed and written: CPU s per round of each, and the first PPO ratio each rollo
 (the largest |ratio - 1| over its sampled tokens when the update recomputes their logprobs: fp32
 rollout with an fp32 or a bf16 update, bf16 rollout with a bf16 update).
 
-Usage: OMP_NUM_THREADS=1 python benchmarks/rollout_bf16_onoff.py [--out runs/rollout_bf16_onoff.json]
+Usage: OMP_NUM_THREADS=1 python benchmarks/speed/rollout_bf16_onoff.py [--out runs/rollout_bf16_onoff.json]
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ways import bf16_base_copy, first_ratio  # noqa: E402  (benchmarks/ways.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.speed.ways import bf16_base_copy, first_ratio  # noqa: E402  (benchmarks/speed/ways.py)
 
 MESSAGES = [
     {"role": "system", "content": "You are in a household. Reply with one admissible action."},

@@ -9,7 +9,7 @@ lr 0 runs twice per arm, alternating: `frozen` (the update starts at the lowest 
 the recorded states) and `recompute` (it runs every layer). Prints each pass's CPU seconds, the first
 minibatch's max ratio, and the gradients' distance (relative norm) between the arms and within one.
 
-Usage: OMP_NUM_THREADS=1 python benchmarks/frozen_states_ab.py [--top-layers 6] [--tasks 4] [--group 4]
+Usage: OMP_NUM_THREADS=1 python benchmarks/speed/frozen_states_ab.py [--top-layers 6] [--tasks 4] [--group 4]
 """
 
 import argparse

@@ -6,7 +6,7 @@ KV cache a turn prefills only the previous reply's last token and the new messag
 total). Both runs play the same episodes (same seed; KV reuse changes no sampled token: tested in
 tests/trainers/test_token_in_token_out.py). Writes docs/prefill_per_turn.png and .json.
 
-Usage: python benchmarks/prefill_per_turn.py [--tasks 8] [--group 2] [--turns 12]
+Usage: python benchmarks/speed/prefill_per_turn.py [--tasks 8] [--group 2] [--turns 12]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 import agentgym
 from agentgym.policies.base import SamplingParams
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAT = {"history": "full", "show_admissible": True}
 
 
@@ -67,7 +67,7 @@ def main() -> None:
     without, cpu_plain = played(model_dir, False, args)
     rows = [{"turn": k + 1, "prompts": len(a), "prefill_kv_reuse": statistics.mean(a),
              "prefill_no_reuse": statistics.mean(b)} for k, (a, b) in enumerate(zip(with_reuse, without))]
-    report = {"command": "python benchmarks/prefill_per_turn.py", "rows": rows,
+    report = {"command": "python benchmarks/speed/prefill_per_turn.py", "rows": rows,
               "total_prefill_kv_reuse": sum(map(sum, with_reuse)), "total_prefill_no_reuse": sum(map(sum, without)),
               "rollout_cpu_s_kv_reuse": cpu_reuse, "rollout_cpu_s_no_reuse": cpu_plain}
     for r in rows:

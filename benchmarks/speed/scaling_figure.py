@@ -1,6 +1,6 @@
 """Draws docs/scaling.png, the architecture picture of docs/scaling.md.
 
-Usage: python benchmarks/scaling_figure.py [OUT.png]
+Usage: python benchmarks/speed/scaling_figure.py [OUT.png]
 """
 
 from __future__ import annotations
@@ -86,4 +86,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parents[1] / "docs" / "scaling.png")
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parents[2] / "docs" / "scaling.png")

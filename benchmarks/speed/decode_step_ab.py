@@ -11,7 +11,7 @@ policy (frozen base in bf16, as household-smol trains), "before" and "after" alt
 at 4 and 16 rows, admissible-only and free; CPU seconds per generate call and per decode step.
 Writes docs/real_model_speed.json["decode_step_ab"].
 
-    OMP_NUM_THREADS=1 python benchmarks/decode_step_ab.py [--model smollm2-135m-instruct] [--rounds 3]
+    OMP_NUM_THREADS=1 python benchmarks/speed/decode_step_ab.py [--model smollm2-135m-instruct] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ACTIONS = ["go to countertop 1", "go to countertop 2", "go to fridge 1", "go to toaster 1", "go to sinkbasin 1",
            "go to cabinet 1", "go to drawer 1", "examine countertop 1", "look", "inventory"]
 PROMPT = [{"role": "system", "content": "You are an agent in a household. Reply with exactly one admissible action."},
@@ -125,7 +125,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "real_model_speed.json")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    result = {"command": "OMP_NUM_THREADS=1 python benchmarks/decode_step_ab.py " + " ".join(sys.argv[1:]),
+    result = {"command": "OMP_NUM_THREADS=1 python benchmarks/speed/decode_step_ab.py " + " ".join(sys.argv[1:]),
               "note": "CPU seconds of this process (1 torch thread) on a 2-core machine shared with other jobs; a "
                       "generate call is the prefill of one prompt (identical rows are prefilled once) and up to 24 "
                       "decode steps at temperature 1",

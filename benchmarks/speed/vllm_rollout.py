@@ -1,10 +1,10 @@
 """vLLM rollout engine figures: logprob agreement with transformers, rollout throughput of HF
 generate vs vLLM on the same model and batch, weight-sync time per update.
 
-    python benchmarks/vllm_rollout.py --quick                  # tiny model, CPU, a minute or two
-    python benchmarks/vllm_rollout.py                          # bigger tiny model and batch
-    python benchmarks/vllm_rollout.py --device cuda --model Qwen/Qwen2.5-1.5B-Instruct   # a GPU box
-    python benchmarks/vllm_rollout.py --ray                    # the same, on Ray policy replicas
+    python benchmarks/speed/vllm_rollout.py --quick                  # tiny model, CPU, a minute or two
+    python benchmarks/speed/vllm_rollout.py                          # bigger tiny model and batch
+    python benchmarks/speed/vllm_rollout.py --device cuda --model Qwen/Qwen2.5-1.5B-Instruct   # a GPU box
+    python benchmarks/speed/vllm_rollout.py --ray                    # the same, on Ray policy replicas
 
 Throughput is response tokens per second of `policy.generate` on one batch of chat prompts
 (sampling at temperature 1, no early stop difference: both stop at eos or max_new_tokens and

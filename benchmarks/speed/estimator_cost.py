@@ -5,8 +5,8 @@ data is the reference (it only needs one number per episode), so the GiGPO/GRPO 
 what step-level credit assignment costs on top of it. The GiGPO paper reports anchor
 grouping + step advantages at 0.54 s of a 363 s iteration (0.15%).
 
-    python benchmarks/estimator_cost.py            # 16 groups x 8 episodes x 50 steps, 50 repeats
-    python benchmarks/estimator_cost.py --quick    # fewer repeats
+    python benchmarks/speed/estimator_cost.py            # 16 groups x 8 episodes x 50 steps, 50 repeats
+    python benchmarks/speed/estimator_cost.py --quick    # fewer repeats
 """
 
 from __future__ import annotations

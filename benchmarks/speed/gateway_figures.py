@@ -1,10 +1,10 @@
 """The gateway's figures (docs/gateway.md): the same household episodes played by our built-in
 rollout and by a plain `openai`-client agent program through `agentgym gateway`.
 
-    python benchmarks/gateway_figures.py correctness [--model DIR] [--tasks 8]
-    python benchmarks/gateway_figures.py overhead    [--model DIR] [--reps 2]
-    python benchmarks/gateway_figures.py throughput  [--model DIR] [--clients 32] [--seconds 20]
-    python benchmarks/gateway_figures.py learning --model runs/household-tiny/sft_model [--seeds 0 1 2]
+    python benchmarks/speed/gateway_figures.py correctness [--model DIR] [--tasks 8]
+    python benchmarks/speed/gateway_figures.py overhead    [--model DIR] [--reps 2]
+    python benchmarks/speed/gateway_figures.py throughput  [--model DIR] [--clients 32] [--seconds 20]
+    python benchmarks/speed/gateway_figures.py learning --model runs/household-tiny/sft_model [--seeds 0 1 2]
         [--arms gateway builtin] [--iterations 60] [--set key=value ...]
 
 correctness: per task, one episode with the same reset seed and sampling seed through `collect`
@@ -39,7 +39,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-OUT = Path(__file__).resolve().parents[1] / "docs" / "gateway_figures.json"
+OUT = Path(__file__).resolve().parents[2] / "docs" / "gateway_figures.json"
 ENV = "agentgym/Household-v0"
 
 
@@ -195,7 +195,7 @@ def correctness(args) -> None:
     torch.set_num_threads(1)
     layouts = {"windowed (household-tiny)": None, "history=full": {"parser": "raw", "history": "full",
                                                                     "system_prompt": ""}}
-    result = {"command": "python benchmarks/gateway_figures.py correctness " + " ".join(args.argv)}
+    result = {"command": "python benchmarks/speed/gateway_figures.py correctness " + " ".join(args.argv)}
     for name, chat_override in layouts.items():
         cfg = config(args.model, args.run_dir)
         model = start_model(cfg)
@@ -251,7 +251,7 @@ def overhead(args) -> None:
         return {h: sum(x[key] for x in rows if x["how"] == h) / args.reps for h in ("builtin", "gateway")}
 
     wall, cpu, turns = mean("iteration_s"), mean("iteration_cpu_s"), mean("turns")
-    save("overhead", {"command": "python benchmarks/gateway_figures.py overhead " + " ".join(args.argv),
+    save("overhead", {"command": "python benchmarks/speed/gateway_figures.py overhead " + " ".join(args.argv),
                       "episodes_per_iteration": r.tasks_per_iter * r.group_size, "runs": rows,
                       "mean_iteration_s": wall, "mean_iteration_cpu_s": cpu, "mean_rollout_s": mean("rollout_s"),
                       "mean_rollout_cpu_s": mean("rollout_cpu_s"), "mean_turns": turns,
@@ -291,7 +291,7 @@ def throughput(args) -> None:
         stop.set()
         for t in threads:
             t.join()
-    save("throughput", {"command": "python benchmarks/gateway_figures.py throughput " + " ".join(args.argv),
+    save("throughput", {"command": "python benchmarks/speed/gateway_figures.py throughput " + " ".join(args.argv),
                         "clients": args.clients, "seconds": t1 - t0, "requests": n1 - n0,
                         "requests_per_s": (n1 - n0) / (t1 - t0), "errors": len(errors),
                         "max_new_tokens": cfg.rollout.max_new_tokens, "torch_threads": 1,
@@ -315,7 +315,7 @@ def learning(args) -> None:
     torch.set_num_threads(1)
     out = Path(os.environ.get("GATEWAY_FIGURES_OUT", OUT))
     result = json.loads(out.read_text()).get("learning", {}) if out.exists() else {}
-    result.update({"command": "python benchmarks/gateway_figures.py learning " + " ".join(args.argv),
+    result.update({"command": "python benchmarks/speed/gateway_figures.py learning " + " ".join(args.argv),
                    "model": str(args.model), "iterations": args.iterations, "overrides": args.set})
     for arm in args.arms:
         for seed in args.seeds:
