@@ -1,4 +1,4 @@
-"""benchmarks/alfworld_imitation.py: the searching demonstrator's decision rebuilt at every step of
+"""benchmarks/diagnostics/alfworld_imitation.py: the searching demonstrator's decision rebuilt at every step of
 an episode from what its prompts showed (no game is played)."""
 
 import sys
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from alfworld_imitation import admissible_of, replay  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.diagnostics.alfworld_imitation import admissible_of, replay  # noqa: E402
 
 TRAJ_DATA = {"task_type": "pick_and_place_simple",
              "pddl_params": {"object_target": "KeyChain", "parent_target": "Shelf", "toggle_target": ""}}

@@ -8,8 +8,8 @@ episode we can ask what it would have done there. This gives, per kind of decisi
 held object, take one here, go where one was seen, open here, search on), how often the policy
 agrees with its teacher, and at which step an episode first leaves it.
 
-    python benchmarks/alfworld_imitation.py RUN/evals/iter00000/trajectories.jsonl
-    python benchmarks/alfworld_imitation.py A.jsonl B.jsonl --out docs/alfworld_imitation.json
+    python benchmarks/diagnostics/alfworld_imitation.py RUN/evals/iter00000/trajectories.jsonl
+    python benchmarks/diagnostics/alfworld_imitation.py A.jsonl B.jsonl --out docs/alfworld_imitation.json
 
 (`agentgym eval ... --out DIR` writes DIR/trajectories.jsonl; a training run writes one per
 evaluation under RUN/evals/.) Episodes must come from the marks layout with memory_seen, the
@@ -20,7 +20,7 @@ within the admissible list: on the demonstrator's own episodes (`agentgym eval .
 searching`) that is how well the clone learned its teacher where the teacher goes, apart from
 where its own mistakes take it.
 
-    python benchmarks/alfworld_imitation.py DEMO/trajectories.jsonl --policy hf:RUN/sft_model
+    python benchmarks/diagnostics/alfworld_imitation.py DEMO/trajectories.jsonl --policy hf:RUN/sft_model
 """
 
 from __future__ import annotations

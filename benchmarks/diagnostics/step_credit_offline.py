@@ -3,7 +3,7 @@ run's saved training batches (`<run>/trajectories/train_iter*.jsonl`), with the 
 settings and with one setting changed (default: the invalid-action penalty at 0), so what a
 setting does to the credit of each kind of step is seen on the very same episodes.
 
-    python benchmarks/step_credit_offline.py runs/household-tiny [--set estimator.invalid_penalty=0]
+    python benchmarks/diagnostics/step_credit_offline.py runs/household-tiny [--set estimator.invalid_penalty=0]
 
 Prints per saved iteration the mean step advantage on idle / useful / invalid steps under both
 settings, and their means over the iterations.

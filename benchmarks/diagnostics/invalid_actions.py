@@ -6,8 +6,8 @@ preset's prompt layout and sampling, and prints the invalid-action rate in each 
 the most common invalid commands. The oracle the warm start imitates never acts invalidly and
 knows where objects are, so these are the states behaviour cloning never showed the model.
 
-    python benchmarks/invalid_actions.py runs/household-tiny/sft_model
-    python benchmarks/invalid_actions.py runs/household-tiny/final_model --episodes 8
+    python benchmarks/diagnostics/invalid_actions.py runs/household-tiny/sft_model
+    python benchmarks/diagnostics/invalid_actions.py runs/household-tiny/final_model --episodes 8
 """
 
 from __future__ import annotations

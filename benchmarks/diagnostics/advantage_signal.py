@@ -5,8 +5,8 @@ how much of it the step-level part (GiGPO's anchor groups) carries, for a model'
 on fresh training tasks. Variants: the preset, invalid_no_credit, and the penalty placed on the
 advantage instead of the reward (estimator.penalty_placement).
 
-    python benchmarks/advantage_signal.py runs/household-tiny/sft_model
-    python benchmarks/advantage_signal.py runs/household-tiny/sft_model --tasks 24 --group 6
+    python benchmarks/diagnostics/advantage_signal.py runs/household-tiny/sft_model
+    python benchmarks/diagnostics/advantage_signal.py runs/household-tiny/sft_model --tasks 24 --group 6
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """How a household-tiny model searches: its first move on each held-out task.
 
 With no memory in its prompt (`env.chat.history: 0`) the model can only search at random, and
-`benchmarks/memoryless_ceiling.py` shows random search is worth ~0.96 success while one fixed
+`benchmarks/diagnostics/memoryless_ceiling.py` shows random search is worth ~0.96 success while one fixed
 choice is worth ~0.35. This samples the first reply of each held-out task many times and prints
 the share of replies that name a listed receptacle ("go to X" with X in the room) and how evenly
 they spread over the listed ones (entropy / log(number listed): 1 = uniform, 0 = always the same).
 
-    python benchmarks/search_entropy.py runs/household-tiny/sft_model runs/household-tiny/final_model
+    python benchmarks/diagnostics/search_entropy.py runs/household-tiny/sft_model runs/household-tiny/final_model
 """
 
 from __future__ import annotations

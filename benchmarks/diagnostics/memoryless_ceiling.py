@@ -11,8 +11,8 @@ With no memory the only way to search is at random, so three variants:
 * deterministic search (always the first receptacle listed): what a memoryless policy whose
   choice has collapsed to one answer gets, e.g. after RL sharpened it.
 
-    python benchmarks/memoryless_ceiling.py
-    python benchmarks/memoryless_ceiling.py --episodes 50 --invalid-rate 0.38
+    python benchmarks/diagnostics/memoryless_ceiling.py
+    python benchmarks/diagnostics/memoryless_ceiling.py --episodes 50 --invalid-rate 0.38
 """
 
 from __future__ import annotations
