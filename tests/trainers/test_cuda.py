@@ -1,4 +1,4 @@
-"""The CUDA path on a real card (marker `gpu`, skipped without CUDA; benchmarks/gpu_check.py runs
+"""The CUDA path on a real card (marker `gpu`, skipped without CUDA; benchmarks/gpu/gpu_check.py runs
 them on a lent GPU, docs/gpu.md): the HF engine in fp32 and bf16 trains exactly the tokens it
 sampled, with the first PPO ratio 1 within the dtype's tolerance; admissible-only decoding; LoRA;
 the data-parallel launch with one rank; checkpoint save and exact resume. Each records the figure

@@ -1,4 +1,4 @@
-"""The GPU check (benchmarks/gpu_check.py, docs/gpu.md) cannot rot between lendings of a GPU: its CPU
+"""The GPU check (benchmarks/gpu/gpu_check.py, docs/gpu.md) cannot rot between lendings of a GPU: its CPU
 smoke run goes through every part (the gpu tests collected and skipped, the main job's RL phase,
 throughput on a Qwen2-shaped model), and bad input is one line before anything loads."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCH))
-import gpu_check  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the repository root: benchmarks.* imports
+from benchmarks.gpu import gpu_check  # noqa: E402
 
 
 def test_smoke_run_on_cpu_goes_through_every_part(tmp_path):
@@ -70,7 +70,7 @@ def test_bad_input_is_one_line_before_anything_loads():
     code = r"""
 import contextlib, io, json, sys
 sys.path.insert(0, sys.argv[1])
-import gpu_check
+from benchmarks.gpu import gpu_check
 rows = []
 for args in json.loads(sys.argv[2]):
     err = io.StringIO()
@@ -79,7 +79,7 @@ for args in json.loads(sys.argv[2]):
     rows.append([rc, err.getvalue(), "transformers" in sys.modules])
 print(json.dumps(rows))
 """
-    proc = subprocess.run([sys.executable, "-c", code, str(BENCH), json.dumps([a for a, _ in BAD_INPUT])],
+    proc = subprocess.run([sys.executable, "-c", code, str(ROOT), json.dumps([a for a, _ in BAD_INPUT])],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for (args, message), (rc, err, loaded) in zip(BAD_INPUT, json.loads(proc.stdout.splitlines()[-1])):

@@ -8,8 +8,8 @@ warm-up rollout, then one timed with the model's forwards counted, then one unde
 (CPU and CUDA). Writes the wall and CPU seconds, forwards, seconds a forward, and the top operators
 by host time and by device time.
 
-    python benchmarks/gpu_rollout_profile.py --model MODEL --device cuda --out OUT.json
-    python benchmarks/gpu_rollout_profile.py --model MODEL --device cpu --tasks 1 --group 1 --max-turns 2   # the check
+    python benchmarks/gpu/gpu_rollout_profile.py --model MODEL --device cuda --out OUT.json
+    python benchmarks/gpu/gpu_rollout_profile.py --model MODEL --device cpu --tasks 1 --group 1 --max-turns 2   # the check
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The GPU check (docs/gpu.md): what agentgym's CUDA path does on a real card, in one run.
 
     bash scripts/gpu_check.sh                                # the GPU machine: installs what travels, then this
-    python benchmarks/gpu_check.py --device cpu --smoke      # tiny shapes on a CPU, seconds (the test suite's)
-    python benchmarks/gpu_check.py --prepare-warm-start .whl/warm_start   # here, once: the main job's warm start
+    python benchmarks/gpu/gpu_check.py --device cpu --smoke      # tiny shapes on a CPU, seconds (the test suite's)
+    python benchmarks/gpu/gpu_check.py --prepare-warm-start .whl/warm_start   # here, once: the main job's warm start
 
 Parts, in this order, each started only while --budget-s has room for it:
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GPU_TESTS = "tests/trainers/test_cuda.py"
 
 # Qwen2.5's published configs (config.json of Qwen/Qwen2.5-*-Instruct), the fields that set the compute.
