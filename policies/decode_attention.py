@@ -3,7 +3,7 @@
 torch's CPU kernel behind `scaled_dot_product_attention` is built for long queries: for a single
 query it costs 1.8 ms per layer at 16 rows x 130 keys (SmolLM2's 9 query and 3 key-value heads),
 where `softmax(q k^T) v` with the query heads grouped onto their key-value head takes 0.5 ms; at
-400 keys, 9.5 ms against 1.5 ms (`python benchmarks/decode_step_ab.py`). A 30-layer model
+400 keys, 9.5 ms against 1.5 ms (`python benchmarks/speed/decode_step_ab.py`). A 30-layer model
 decoding 16 rows spent a quarter of each step there. Prefill and the update (many queries per
 row) keep transformers' sdpa path.
 

@@ -10,7 +10,7 @@ before temperature, top-k/top-p or any other processor, i.e. the policy at tempe
 the same quantity HFPolicy records and trainers.ppo recomputes for the PPO ratio. (The
 "processed_*" modes would give the tempered/truncated sampling distribution instead.)
 Agreement with a transformers forward pass is tested (tests/vllm) and benchmarked
-(benchmarks/vllm_rollout.py): ~1e-6 in fp32 on CPU.
+(benchmarks/speed/vllm_rollout.py): ~1e-6 in fp32 on CPU.
 
 Weight sync from a trainer (vLLM 0.32, V1 engine):
 - full weights: `sync_weights(named tensors)` -> `collective_rpc("reload_weights",

@@ -79,10 +79,10 @@ timeout --signal=INT --kill-after=10 "$(cap 150)" "$python" -m pytest -q -p no:c
     tests/models/test_engine_cuda.py 2>&1 | tail -15 | tee "$out/engine_tests.log" || { status=$?; echo "gpu_engine: the tests stopped (exit $status)"; }
 
 # 2. decode and prefill speed: SmolLM2, then the Qwen2.5-1.5B shape
-timeout --signal=INT --kill-after=10 "$(cap 120)" "$python" benchmarks/engine_speed.py \
+timeout --signal=INT --kill-after=10 "$(cap 120)" "$python" benchmarks/speed/engine_speed.py \
     --model "$model" --device "$device" "${speed[@]}" --key "$key" --out "$out/engine_speed.json" 2>&1 \
     | grep -v "Loading weights" | tail -12 || { status=$?; echo "gpu_engine: SmolLM2's speed stopped (exit $status)"; }
-timeout --signal=INT --kill-after=10 "$(cap 120)" "$python" benchmarks/engine_speed.py \
+timeout --signal=INT --kill-after=10 "$(cap 120)" "$python" benchmarks/speed/engine_speed.py \
     --model "$model" --shape qwen2.5-1.5b --device "$device" "${speed[@]}" --eager-rows --key "${key}_qwen2.5-1.5b_shape" \
     --out "$out/engine_speed.json" 2>&1 | grep -v "Loading weights" | tail -12 \
     || { status=$?; echo "gpu_engine: the Qwen2.5-1.5B shape's speed stopped (exit $status)"; }

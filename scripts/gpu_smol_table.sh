@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real-model RL table (benchmarks/real_llm_rl.py: household-smol, GiGPO vs RFT, seeds 0-2) on a lent
+# The real-model RL table (benchmarks/learning/real_llm_rl.py: household-smol, GiGPO vs RFT, seeds 0-2) on a lent
 # GPU, whose image holds torch, transformers and peft but has no network. scripts/gpu_smol_files.sh
 # prepares, here, what travels: the model's GGUF file in two halves (one device call carries at most
 # 64 MiB), each with the wheels. Two calls, back to back (a warm machine keeps the repo's ignored
@@ -8,7 +8,7 @@
 #   bash scripts/gpu_smol_table.sh stash        # call 1, carry .gpu_smol_a: keeps the first half
 #   bash scripts/gpu_smol_table.sh run [SECS]   # call 2, carry .gpu_smol_b: joins, checks, installs, runs
 #   bash scripts/gpu_smol_table.sh zeroshot [SECS]   # or call 2: the rollout's profile on the card
-#                                                    # (benchmarks/gpu_rollout_profile.py), then the zero-shot rows
+#                                                    # (benchmarks/gpu/gpu_rollout_profile.py), then the zero-shot rows
 #
 # `run` converts the GGUF once (policies/model_catalog.py), then runs the table's jobs three at a time
 # (rl/seedN; rft/seedN as soon as rl/seedN lands), stopping at SECS (default 470) wherever they are.
@@ -62,19 +62,19 @@ if [ "$1" = zeroshot ]; then
     status=0
     # first, where the rollout's time goes on the card: one process, the preset's rollout, profiled
     if [ "${PROFILE:-1}" = 1 ]; then
-        timeout --signal=INT --kill-after=10 "${PROFILE_SECS:-150}" "$python" benchmarks/gpu_rollout_profile.py \
+        timeout --signal=INT --kill-after=10 "${PROFILE_SECS:-150}" "$python" benchmarks/gpu/gpu_rollout_profile.py \
             --model "$model_dir/$name" --device "$device" ${PROFILE_ARGS:-} --out "$out/gpu_rollout_profile.json" \
             2>&1 | tail -40 | tee "$out/gpu_rollout_profile.log" || echo "gpu_smol_table: the profile stopped"
     fi
     for family in $families; do
         left=$(( budget - ($(date +%s) - t0) ))
         [ "$left" -gt 20 ] || { echo "gpu_smol_table: no time left for $family"; break; }
-        timeout --signal=INT --kill-after=10 "$left" "$python" benchmarks/zero_shot.py --model "$model_dir/$name" \
+        timeout --signal=INT --kill-after=10 "$left" "$python" benchmarks/learning/zero_shot.py --model "$model_dir/$name" \
             --device "$device" --envs "$family" --modes free,admissible --tasks "${TASKS:-50}" --chunk "${TASKS:-50}" \
             ${ZERO_SHOT_ARGS:-} --out "$out/zero_shot.json" --work "$stash/zero_shot" 2>&1 | tee -a "$out/zero_shot.log" \
             || { status=$?; echo "gpu_smol_table: $family stopped (exit $status)"; }
     done
-    "$python" benchmarks/zero_shot.py --report --out "$out/zero_shot.json" || true
+    "$python" benchmarks/learning/zero_shot.py --report --out "$out/zero_shot.json" || true
     exit "$status"
 fi
 runs=$stash/runs
@@ -88,7 +88,7 @@ if [ "${SMOKE:-0}" = 1 ]; then
                 "rollout.group_size=2" "env.env_kwargs.max_episode_steps=6")
 fi
 status=0
-timeout --signal=INT --kill-after=20 "$budget" "$python" benchmarks/real_llm_rl.py --seeds ${SEEDS:-0 1 2} \
+timeout --signal=INT --kill-after=20 "$budget" "$python" benchmarks/learning/real_llm_rl.py --seeds ${SEEDS:-0 1 2} \
     --parallel "${PARALLEL:-3}" --runs "$runs" --out "$out/real_llm_gpu.json" -- "${overrides[@]}" \
     2>&1 | tee "$out/gpu_smol_table.log" || status=$?
 echo "gpu_smol_table: the table's jobs ran $(( $(date +%s) - t0 ))s in all, exit $status"

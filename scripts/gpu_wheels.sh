@@ -23,7 +23,7 @@ if [ ! -f .whl/warm_start/config.json ]; then
     if [ -n "${WARM_START:-}" ]; then  # one built before (e.g. another checkout's .whl/warm_start)
         mkdir -p .whl/warm_start && cp -r "$WARM_START"/. .whl/warm_start/
     else  # the household-tiny preset's tiny model and SFT warm start, seed 0 (CPU minutes: SFT on 1,000 tasks)
-        OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$python" benchmarks/gpu_check.py --prepare-warm-start .whl/warm_start
+        OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$python" benchmarks/gpu/gpu_check.py --prepare-warm-start .whl/warm_start
     fi
 fi
 

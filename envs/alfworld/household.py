@@ -6,7 +6,7 @@ containers, object properties and goal, so a household command sequence can be r
 ALFWorld's engine. Names match because ALFWorld's demangler numbers the instances of a type in
 reverse order of their ids: the ids are written so that household's "cabinet 1" gets number 1.
 Each receptacle has its own location (household has no shared spots). The task sentence is
-household's. benchmarks/alfworld_parity.py replays the household oracle in both engines.
+household's. benchmarks/envs/alfworld_parity.py replays the household oracle in both engines.
 """
 
 from __future__ import annotations
