@@ -23,10 +23,12 @@ import json
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import code_version, command  # noqa: E402
 
 import gymnasium as gym
 
@@ -113,9 +115,8 @@ def main() -> None:
             skipped[env_id] = str(exc)
             continue
         print(f"{env_id:38s} " + "  ".join(f"{k} {v}" for k, v in rows[env_id].items()), flush=True)
-    version = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[2]), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True).stdout.strip() or "unknown"
-    out = {"command": " ".join(["python benchmarks/envs/snapshot_cost.py", *sys.argv[1:]]), "code_version": version,
+    version = code_version()
+    out = {"command": command(__file__, sys.argv[1:]), "code_version": version,
            "clock": "*_ms: time.process_time (CPU of the measuring process); *_wall_ms: time.perf_counter",
            "python": platform.python_version(), "steps": args.steps, "repeats": args.repeats,
            "envs": rows, "skipped": skipped}

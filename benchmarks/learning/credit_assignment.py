@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
 
 ESTIMATORS = ("grpo", "rloo", "loop", "ppo", "gigpo", "spa", "gigpo_omega0", "gigpo_std")
 TASK_TYPES = ("pick_and_place", "pick_clean_then_place", "pick_heat_then_place", "pick_cool_then_place",
@@ -357,7 +358,7 @@ def scorer_main(args) -> None:
                 f"final evaluation of every run (never the best); mid-run curve points with {args.curve_episodes} "
                 f"episode(s) per task every {args.eval_every} iterations",
         "per_estimator": SCORER_PER_ESTIMATOR,
-        "command": "python benchmarks/learning/credit_assignment.py " + " ".join(sys.argv[1:]),
+        "command": command(__file__, sys.argv[1:]),
     }
     results: dict[str, list] = {}
     out = Path(args.out)

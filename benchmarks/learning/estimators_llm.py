@@ -46,6 +46,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
 from benchmarks.harness import jobs as rr  # noqa: E402
 from benchmarks.learning.rl_vs_baselines import PRESET, SETTING  # noqa: E402  (the same setting)
 
@@ -147,7 +148,7 @@ def report(args, table: rr.DoneTable) -> dict:
     episodes = config(args, 0, Path(args.runs)).eval.episodes_per_task
     all_jobs = jobs(args)
     return {
-        "command": "python benchmarks/learning/estimators_llm.py " + " ".join(sys.argv[1:]),
+        "command": command(__file__, sys.argv[1:]),
         "setting": {"preset": PRESET, "overrides": SETTING + args.overrides + NORM,
                     "estimators": {k: v for k, v in ESTIMATORS.items()}},
         "norm_std": False, "heldout_tasks": n_tasks, "episodes_per_task": episodes,

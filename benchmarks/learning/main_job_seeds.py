@@ -28,6 +28,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -175,7 +178,7 @@ def main() -> None:
 
     records = [json.loads((run_root / f"seed{s}.json").read_text()) for s in args.seeds]
     out = {
-        "command": "python benchmarks/learning/main_job_seeds.py " + " ".join(sys.argv[1:]),
+        "command": command(__file__, sys.argv[1:]),
         "heldout_tasks": records[0]["heldout_tasks"],
         "episodes_per_task": json.loads((run_root / f"seed{args.seeds[0]}" / "summary.json").read_text())["episodes_per_task"],
         "seeds": [{k: v for k, v in r.items() if k != "per_task"} for r in records],

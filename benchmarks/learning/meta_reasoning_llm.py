@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
 from benchmarks.harness import jobs as rr  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,7 +163,7 @@ def report(args, table: rr.DoneTable) -> dict:
     episodes = config(args, 0, Path(args.runs)).eval.episodes_per_task
     all_jobs = jobs(args)
     return {
-        "command": "python benchmarks/learning/meta_reasoning_llm.py " + " ".join(sys.argv[1:]),
+        "command": command(__file__, sys.argv[1:]),
         "setting": {"preset": PRESET, "overrides": overrides(args), "arms": {a: arm_overrides(args, a) for a in ARMS}},
         "quick": bool(args.quick), "heldout_tasks": n_tasks, "episodes_per_task": episodes,
         "arms": arms, "differences": differences,

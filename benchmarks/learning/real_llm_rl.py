@@ -41,6 +41,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
 from benchmarks.harness import jobs as rr  # noqa: E402  (benchmarks/harness/jobs.py)
 from benchmarks.learning.rl_vs_baselines import NoSuccessfulRollouts, run_rft_arm  # noqa: E402
 
@@ -151,7 +152,7 @@ def report(args, table: rr.DoneTable) -> dict:
     cfg = config(args, 0, Path(args.runs))
     all_jobs = jobs(args.seeds)
     return {
-        "command": "python benchmarks/learning/real_llm_rl.py " + " ".join(sys.argv[1:]),
+        "command": command(__file__, sys.argv[1:]),
         "setting": {"preset": PRESET, "overrides": SETTING + args.overrides, "rft_lr": args.rft_lr},
         "heldout_tasks": n_tasks, "episodes_per_task": cfg.eval.episodes_per_task,
         "eval_temperature": cfg.eval.temperature, "arms": arms, "lift": lift, "rl_minus_rft": rl_minus_rft,

@@ -24,6 +24,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
+
 ARMS = {
     "none": ["ppo.rollout_correction.mode=none", "ppo.rollout_correction.measure=true"],
     "tis_token": ["ppo.rollout_correction.mode=tis", "ppo.rollout_correction.cap=2.0"],
@@ -99,7 +102,7 @@ def main() -> None:
     warm_dir.mkdir(parents=True, exist_ok=True)
     start_model, _ = prepare_start_model(warm_cfg, warm_dir, print)
     warm_s = time.perf_counter() - started
-    record = {"command": "python benchmarks/learning/rollout_correction.py " + " ".join(sys.argv[1:]),
+    record = {"command": command(__file__, sys.argv[1:]),
               "setup": {"preset": "household-tiny", "warm_start": "the preset's tiny model and SFT (seed "
                         f"{args.seed})", "engine": "hf-tempered (logprobs at the sampling temperature)",
                         "rollout_temperature": args.temperature, "trainer_temperature": 1.0,

@@ -20,9 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import code_version, command  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ARMS = {  # overrides of the household-tiny preset per arm
@@ -102,8 +104,7 @@ def main() -> None:
     args = ap.parse_args()
     out_path, runs = Path(args.out), Path(args.runs)
     data = json.loads(out_path.read_text()) if out_path.exists() else {}
-    version = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True).stdout.strip()
+    version = code_version()
     data.update(protocol="docs/tree_protocol.md", code_version=version)
     if args.pilot:
         pilot = {}
@@ -112,7 +113,7 @@ def main() -> None:
             pilot[arm] = {"steps_per_iteration": r["env_steps"] / r["iterations"],
                           "tokens_per_iteration": r["trained_tokens"] / r["iterations"]}
         data["pilot"] = {"seed": PILOT_SEED, "iterations": PILOT_ITERATIONS, "arms": pilot}
-        data["pilot_command"] = " ".join(["python benchmarks/learning/tree_vs_baselines.py", *sys.argv[1:]])
+        data["pilot_command"] = command(__file__, sys.argv[1:])
         out_path.write_text(json.dumps(data, indent=2) + "\n")
         return
     if "pilot" not in data:
@@ -130,7 +131,7 @@ def main() -> None:
             records.append(train_arm(arm, seed, runs, [f"iterations={iterations}", *args.overrides]))
             data["records"] = records
             data["summary"] = summarize(records)
-            data["command"] = " ".join(["python benchmarks/learning/tree_vs_baselines.py", *sys.argv[1:]])
+            data["command"] = command(__file__, sys.argv[1:])
             out_path.write_text(json.dumps(data, indent=2) + "\n")
 
 

@@ -30,6 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
+
 # family -> (env id, whether the env lists admissible actions: admissible-only decoding applies)
 ENVS = {
     "household": ("agentgym/Household-v0", True),
@@ -204,7 +207,7 @@ def main() -> None:
     settings = {"model": args.model, "split": "heldout (the first N tasks)", "decoding": "greedy, 1 episode per task",
                 "max_new_tokens": args.max_new_tokens, "max_prompt_tokens": args.max_prompt_tokens,
                 "prompt": "agentgym's default chat layout (env rules, action format, admissible list, last 2 turns)",
-                "torch_threads": 1, "command": "python benchmarks/learning/zero_shot.py " + " ".join(sys.argv[1:])}
+                "torch_threads": 1, "command": command(__file__, sys.argv[1:])}
     start, llm = time.perf_counter(), None
     for family in args.envs.split(","):
         env_id = ENVS[family][0]

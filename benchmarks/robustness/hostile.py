@@ -44,6 +44,9 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import code_version, command  # noqa: E402
+
 import gymnasium as gym
 import numpy as np
 
@@ -209,7 +212,6 @@ def round4_table() -> list[dict]:
     Imported by name when run: a module not on this branch yet is reported as missing."""
     import importlib
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
     out = []
     for name in ROUND4_MODULES:
         try:
@@ -388,9 +390,8 @@ def main() -> None:
                 print(f"{'':>17}NOT HELD {case}")
         if args.out:
             rows = report["round5"]
-            version = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True).stdout.strip()
-            args.out.write_text(json.dumps({"command": f"python benchmarks/robustness/hostile.py --round5 --out {args.out}",
+            version = code_version()
+            args.out.write_text(json.dumps({"command": command(__file__, ["--round5", "--out", str(args.out)]),
                                             "code_version": version, "items": len(rows),
                                             "cases": sum(r["cases"] for r in rows),
                                             "held": sum(r["held"] for r in rows), "round5": rows}, indent=1) + "\n")

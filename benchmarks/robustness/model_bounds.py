@@ -22,6 +22,9 @@ import time
 import tracemalloc
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 MESSAGES = [{"role": "system", "content": "You clean houses."}, {"role": "user", "content": "Where is the mug?"},
@@ -68,7 +71,7 @@ def main() -> None:
 
     name = "smollm2-135m-instruct"
     source = mc.catalog_file(mc.CATALOG[name])
-    report: dict = {"command": "python benchmarks/robustness/model_bounds.py --out " + str(args.out), "model": name,
+    report: dict = {"command": command(__file__, ["--out", str(args.out)]), "model": name,
                     "cpu_threads": 1, "load_average_1min": round(os.getloadavg()[0], 1)}
     report["header_seconds"] = {"bounded_reader": round(timed(lambda: read_raw_header(source)), 3),
                                 "gguf_GGUFReader": round(timed(lambda: gguf.GGUFReader(str(source))), 3)}

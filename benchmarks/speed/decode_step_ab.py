@@ -22,6 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
+
 import torch
 import torch.nn.functional as F
 
@@ -125,7 +128,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "real_model_speed.json")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    result = {"command": "OMP_NUM_THREADS=1 python benchmarks/speed/decode_step_ab.py " + " ".join(sys.argv[1:]),
+    result = {"command": command(__file__, sys.argv[1:], env="OMP_NUM_THREADS=1"),
               "note": "CPU seconds of this process (1 torch thread) on a 2-core machine shared with other jobs; a "
                       "generate call is the prefill of one prompt (identical rows are prefilled once) and up to 24 "
                       "decode steps at temperature 1",

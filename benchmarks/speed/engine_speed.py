@@ -35,6 +35,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
+
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -358,7 +361,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     if args.ab:
-        result = {"command": "OMP_NUM_THREADS=1 python benchmarks/speed/engine_speed.py " + " ".join(sys.argv[1:]),
+        result = {"command": command(__file__, sys.argv[1:], env="OMP_NUM_THREADS=1"),
                   "load_average_at_start": os.getloadavg()[0], "sampling": sampling_ab()}
         print(json.dumps(result), flush=True)
         result["torch_compile_one_layer"] = compile_ab()
@@ -411,7 +414,7 @@ def main() -> None:
     print(json.dumps(prefill), flush=True)
     pool = [r for r in decode if r["engine"] == "pool"]
     entry = {
-        "command": "OMP_NUM_THREADS=1 python benchmarks/speed/engine_speed.py " + " ".join(sys.argv[1:]),
+        "command": command(__file__, sys.argv[1:], env="OMP_NUM_THREADS=1"),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
         "model": f"{args.shape} shape, random weights" if args.shape else args.model, "dtype": dtype_name, "torch_threads": torch.get_num_threads(),
         "load_average_at_start": load, "clock": clock,
@@ -437,7 +440,7 @@ def main() -> None:
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
     if not args.rows:  # an iteration alone: the entry's speed figures stay as an earlier run wrote them
         entry = {k: v for k, v in entry.items() if k in ("iteration", "iteration_ratio_to_bf16_floor")}
-        entry["iteration_command"] = "OMP_NUM_THREADS=1 python benchmarks/speed/engine_speed.py " + " ".join(sys.argv[1:])
+        entry["iteration_command"] = command(__file__, sys.argv[1:], env="OMP_NUM_THREADS=1")
     args.out.write_text(json.dumps({**previous, key: {**previous.get(key, {}), **entry}}, indent=1) + "\n")
     print(f"wrote {args.out} [{key}]")
 

@@ -31,9 +31,13 @@ import concurrent.futures
 import copy
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -195,7 +199,7 @@ def correctness(args) -> None:
     torch.set_num_threads(1)
     layouts = {"windowed (household-tiny)": None, "history=full": {"parser": "raw", "history": "full",
                                                                     "system_prompt": ""}}
-    result = {"command": "python benchmarks/speed/gateway_figures.py correctness " + " ".join(args.argv)}
+    result = {"command": command(__file__, ["correctness", *args.argv])}
     for name, chat_override in layouts.items():
         cfg = config(args.model, args.run_dir)
         model = start_model(cfg)
@@ -251,7 +255,7 @@ def overhead(args) -> None:
         return {h: sum(x[key] for x in rows if x["how"] == h) / args.reps for h in ("builtin", "gateway")}
 
     wall, cpu, turns = mean("iteration_s"), mean("iteration_cpu_s"), mean("turns")
-    save("overhead", {"command": "python benchmarks/speed/gateway_figures.py overhead " + " ".join(args.argv),
+    save("overhead", {"command": command(__file__, ["overhead", *args.argv]),
                       "episodes_per_iteration": r.tasks_per_iter * r.group_size, "runs": rows,
                       "mean_iteration_s": wall, "mean_iteration_cpu_s": cpu, "mean_rollout_s": mean("rollout_s"),
                       "mean_rollout_cpu_s": mean("rollout_cpu_s"), "mean_turns": turns,
@@ -291,7 +295,7 @@ def throughput(args) -> None:
         stop.set()
         for t in threads:
             t.join()
-    save("throughput", {"command": "python benchmarks/speed/gateway_figures.py throughput " + " ".join(args.argv),
+    save("throughput", {"command": command(__file__, ["throughput", *args.argv]),
                         "clients": args.clients, "seconds": t1 - t0, "requests": n1 - n0,
                         "requests_per_s": (n1 - n0) / (t1 - t0), "errors": len(errors),
                         "max_new_tokens": cfg.rollout.max_new_tokens, "torch_threads": 1,
@@ -315,7 +319,7 @@ def learning(args) -> None:
     torch.set_num_threads(1)
     out = Path(os.environ.get("GATEWAY_FIGURES_OUT", OUT))
     result = json.loads(out.read_text()).get("learning", {}) if out.exists() else {}
-    result.update({"command": "python benchmarks/speed/gateway_figures.py learning " + " ".join(args.argv),
+    result.update({"command": command(__file__, ["learning", *args.argv]),
                    "model": str(args.model), "iterations": args.iterations, "overrides": args.set})
     for arm in args.arms:
         for seed in args.seeds:

@@ -14,9 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
 
 import torch
 
@@ -67,7 +71,7 @@ def main() -> None:
     without, cpu_plain = played(model_dir, False, args)
     rows = [{"turn": k + 1, "prompts": len(a), "prefill_kv_reuse": statistics.mean(a),
              "prefill_no_reuse": statistics.mean(b)} for k, (a, b) in enumerate(zip(with_reuse, without))]
-    report = {"command": "python benchmarks/speed/prefill_per_turn.py", "rows": rows,
+    report = {"command": command(__file__), "rows": rows,
               "total_prefill_kv_reuse": sum(map(sum, with_reuse)), "total_prefill_no_reuse": sum(map(sum, without)),
               "rollout_cpu_s_kv_reuse": cpu_reuse, "rollout_cpu_s_no_reuse": cpu_plain}
     for r in rows:

@@ -46,6 +46,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.harness.provenance import command  # noqa: E402
+
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -419,7 +422,7 @@ def main() -> None:
                    "tasks": args.tasks, "group": args.group, "max_turns": args.max_turns,
                    "max_new_tokens": args.max_new_tokens, "overrides": args.set}
     result = {
-        "command": "OMP_NUM_THREADS=1 python benchmarks/speed/real_model_speed.py " + " ".join(sys.argv[1:]),
+        "command": command(__file__, sys.argv[1:], env="OMP_NUM_THREADS=1"),
         "note": "seconds are this process's CPU seconds ('cpu') and wall seconds ('wall') on a 2-core machine "
                 "shared with other jobs; the matmul rates are the best of ten CPU-timed rounds",
         "model": str(args.model), "cpu": platform.processor() or platform.machine(), "torch_threads": 1,
