@@ -160,7 +160,7 @@ def _reserved_cache(reserve: int, layers: list | None = None):
     """A KV cache whose layers keep room for `reserve` more positions, so a decode step writes its
     token in place. Hugging Face's DynamicLayer concatenates instead, copying the whole cache every
     step (0.93x the CPU per turn of a growing conversation's rollout without the copies:
-    benchmarks/engine_ab.py)."""
+    benchmarks/speed/engine_ab.py)."""
     from transformers.cache_utils import DynamicCache
 
     layer_class = _reserved_layer_class()
