@@ -315,6 +315,24 @@ def test_arm_and_seed_reads_a_job_key():
     assert rr.arm_and_seed("gigpo_omega0/seed12") == ("gigpo_omega0", 12)
 
 
+def test_an_arm_job_says_its_rate_and_the_rl_run_it_matches(tmp_path):
+    """verdict.py's and rl_vs_baselines.py's jobs (rr.arm_job): a tuning run of an imitation arm
+    matches the RL arm's tuning run at the RL arm's chosen rate, a final run the RL run of its seed;
+    an RL arm matches nothing, and refusing a matched run that made no step is one line."""
+    rates = {"gigpo": 1e-4, "grpo": 3e-4, "sft": 1e-3}
+    tune = rr.arm_job("tune/sft/lr0.003", 100, rates.get, "gigpo", ("gigpo", "grpo"))
+    assert (tune.arm, tune.seed, tune.lr, tune.tuning, tune.matched_to) == ("sft", 100, 0.003, True,
+                                                                           "tune/gigpo/lr0.0001")
+    final = rr.arm_job("sft/seed3", 100, rates.get, "gigpo", ("gigpo", "grpo"))
+    assert (final.seed, final.lr, final.tuning, final.matched_to) == (3, 1e-3, False, "gigpo/seed3")
+    assert rr.arm_job("grpo/seed3", 100, rates.get, "gigpo", ("gigpo", "grpo")).matched_to is None
+    assert rr.arm_job("tune/grpo/lr3e-05", 100, rates.get, "gigpo", ("gigpo", "grpo")).matched_to is None
+    table = rr.DoneTable(tmp_path / "done.json")
+    table.mark("gigpo/seed3", {"compute": {"optimizer_steps": 0}})
+    with pytest.raises(SystemExit, match="sft/seed3: the GiGPO run it matches \\(gigpo/seed3\\) made no optimizer steps"):
+        rr.matched_budget(table, final, "GiGPO")
+
+
 def test_real_llm_rl_runs_rl_then_its_rft_seed_by_seed_and_resumes_the_unfinished_one(tmp_path):
     """benchmarks/learning/real_llm_rl.py's jobs, one at a time: rl/seed0, rft/seed0 (which matches rl/seed0),
     rl/seed1, ...; an interrupted rft/seed0 starts again on the next run, the finished ones do not."""
