@@ -68,6 +68,13 @@ def summarize(record: dict, seeds: list[int], arms: list[str]) -> dict:
     for arm in [*arms, "warm_start"]:
         values = [v for s in seeds if (v := success(f"{arm}/seed{s}")) is not None]
         summary[arm] = {"per_seed": values, "mean": statistics.fmean(values) if values else None}
+    for arm in arms:  # the budget each arm used: optimizer steps, sampled and trained tokens, CPU
+        runs = [record["runs"][f"{arm}/seed{s}"] for s in seeds if f"{arm}/seed{s}" in record["runs"]]
+        summary[arm]["budget"] = {key: [sum(i.get(logged, 0) for i in run["per_iteration"]) for run in runs]
+                                  for key, logged in (("optimizer_steps", "train/optimizer_steps"),
+                                                      ("sampled_tokens", "rollout/response_tokens"),
+                                                      ("trained_tokens", "train/tokens"))}
+        summary[arm]["budget"]["cpu_s"] = [run["cpu_s"] for run in runs]
     for a, b in (("opd", "rl"), ("opd", "warm_start"), ("rl", "warm_start")):
         diffs = [success(f"{a}/seed{s}") - success(f"{b}/seed{s}") for s in seeds
                  if success(f"{a}/seed{s}") is not None and success(f"{b}/seed{s}") is not None]
@@ -163,6 +170,7 @@ def main() -> None:
             evaluate(name, run_dir / "final_model", seed)
     for seed in seeds:  # references, after the comparison itself
         evaluate(f"warm_start/seed{seed}", warm, seed)
+    save()
     print(json.dumps(record["summary"], indent=1), flush=True)
 
 
