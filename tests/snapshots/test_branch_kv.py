@@ -115,10 +115,11 @@ def test_a_branch_s_first_turn_reuses_its_parent_s_cache_and_computes_what_no_ca
     for a, b in zip(trajs, uncached[chat]):
         assert a.metadata["tree"] == b.metadata["tree"]
         _same_steps(a.steps, b.steps)
-    # the k branches of a point are one prompt: one row computes its last token, the others copy it
+    # a branch's first turn computes its prompt's last token at most (none where an identical prompt of
+    # the same call, a sibling branch's, computed it)
     first = _first_turn_prefill(rows, len(TASKS))
     assert len(first) == len(trajs) - len(TASKS)
-    assert sorted(set(first)) == [0, 1] and sum(first) == len(first) // BRANCH["k"]
+    assert set(first) == {0, 1}
     assert _leftover(policy) == 0  # every cache released when the rollout ends, the branches' included
 
 
