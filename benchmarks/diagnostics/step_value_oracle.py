@@ -26,8 +26,8 @@ with the oracle's A, with 95% percentile bootstrap intervals over root episodes,
 difference of each from tree's. The oracle is noisy too: its split-half reliability (two halves
 of the N continuations, Spearman-Brown to N) bounds what any estimator can reach, sqrt(reliability).
 
-    python benchmarks/step_value_oracle.py                         # -> docs/step_value_oracle.json
-    python benchmarks/step_value_oracle.py --tasks 1 --continuations 4 --out /tmp/pilot.json   # a pilot
+    python benchmarks/diagnostics/step_value_oracle.py                         # -> docs/step_value_oracle.json
+    python benchmarks/diagnostics/step_value_oracle.py --tasks 1 --continuations 4 --out /tmp/pilot.json   # a pilot
 
 The warm start is built in --work/warm (about 20 CPU minutes) or reused from there when its
 settings match the preset's (a hash in its folder). One process, one torch thread.
