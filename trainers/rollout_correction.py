@@ -39,12 +39,13 @@ An engine that records no logprobs has no mismatch to log: the run says so once 
 The metrics, over the tokens measured:
 
     kl_mean, kl_max   the k3 estimate of KL(mu || pi_old) per sampled token, w - 1 - log w >= 0
-                      (unbiased under tokens drawn from mu), mean and max over the batch's tokens
+                      (unbiased under tokens drawn from mu), mean and max over the tokens measured
     ess               effective sample size of the raw weights at the level's units, normalized:
                       (sum w)^2 / (n sum w^2) in (0, 1]; 1 when the two agree
     clipped_frac      tokens whose weight tis truncated
     masked_frac       tokens whose weight mis / icepop set to 0
     weight_mean       mean w~ over tokens
+    tokens            how many tokens were measured
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ class RolloutCorrectionConfig:
     cap: float = 2.0  # tis: C, the largest weight, >= 1
     low: float | None = None  # mis / icepop: the band [low, high] a weight must lie in (None: the mode's default)
     high: float | None = None
-    # log the mismatch (mismatch/*) every iteration, from logprobs the iteration computes anyway; false: not at all
+    # log the mismatch (mismatch/*) every iteration, from logprobs the iteration computes anyway; false: not
+    # with mode none (a correction logs it regardless, from its own pass)
     measure: bool = True
 
     def __post_init__(self) -> None:
