@@ -1,138 +1,418 @@
 """Tree (branch-measured step values) against GiGPO and GRPO on household-tiny, at equal env steps.
 
-The protocol, fixed before any run, is docs/tree_protocol.md: arms gigpo, grpo and tree; seeds 0-4;
-every arm from the same warm start of its seed; the GiGPO arm runs the preset's iterations and its
-env steps (branch episodes count for the tree arm) are the budget of the other two, whose
-iteration counts are set from a pilot's steps per iteration (seed 100, never reported); the final
-held-out evaluation of each run; per arm the mean over seeds with a t interval over seeds, and the
-paired differences tree - gigpo and tree - grpo with their t intervals over seeds.
+The protocol, fixed before any run, is docs/tree_protocol.md with its amendment of 2026-11-29:
+arms gigpo, grpo and tree; seeds 0-4; every arm of a seed from the same warm start; the GiGPO arm
+runs the preset's iterations and its env steps (branch episodes count for the tree arm) are the
+budget of the other two, whose iteration counts come from a pilot's steps per iteration (seed 100,
+three iterations per arm, never reported); the final held-out evaluation of each run; per arm the
+mean over seeds with its t interval, and the paired differences tree - gigpo (primary) and
+tree - grpo with their t intervals over seeds.
 
-    python benchmarks/learning/tree_vs_baselines.py --pilot              # steps per iteration of each arm -> --out
-    python benchmarks/learning/tree_vs_baselines.py                      # the five seeds, one run at a time
-    python benchmarks/learning/tree_vs_baselines.py --seeds 0 --arms tree iterations=2   # any config override
+The verdict experiment (benchmarks/learning/verdict.py, `tiny` setting) already runs this
+protocol's warm starts and GiGPO arm, so they are read from it, never run twice:
 
-Writes --out (default docs/tree_vs_baselines.json): the pilot, then per arm and seed the final
-held-out success (and per task), env steps, trained tokens, iterations and wall time, and the summary.
+    warm/seedN     the verdict's warm start (its jobs folder, --verdict-runs); when its model is not
+                   on this machine, rebuilt here by the verdict's own warm job
+    gigpo/seedN    the verdict's run, when the verdict chose the preset's rate (ppo.lr)
+    grpo/seedN     the verdict's run when it chose the preset's rate for GRPO; otherwise run here
+                   at the preset's rate; while its tuning is undecided, pending
+    tree/seedN     run here: the verdict's config, the seed's warm model (SFT off), the tree overrides
+    pilot/ARM      run here, on the verdict's seed-100 warm start; pilot/gigpo is the verdict's GiGPO
+                   tuning run stopped after three iterations, and is checked against it
+
+Every run here is a resumable job (benchmarks/harness/jobs.py) under --runs; the verdict's
+folder and results are only read. --out is rewritten as each job lands: the pilot and the
+iteration counts it sets, per arm and seed the final held-out success and its source (a run
+here, or a job of docs/verdict.json), env steps and trained tokens, the comparisons, what is
+pending, and every job run here with its per-task outcomes (which seed the done-table of a new
+--runs folder).
+
+    python benchmarks/learning/tree_vs_baselines.py --pilot --verdict-runs runs/verdict_tiny
+    python benchmarks/learning/tree_vs_baselines.py --verdict-runs runs/verdict_tiny --parallel 2
+    python benchmarks/learning/tree_vs_baselines.py --report-only                 # rewrite --out
+
+Config overrides (for every job; they must be the verdict's own) come last, after `--`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
-from benchmarks.harness.provenance import code_version, command  # noqa: E402
+from benchmarks.harness import jobs as rr  # noqa: E402
+from benchmarks.harness.provenance import ROOT, code_version, command, process_cpu_seconds  # noqa: E402
+from benchmarks.learning import verdict  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-ARMS = {  # overrides of the household-tiny preset per arm
+SETTING = "tiny"  # the verdict's setting this protocol shares: household-tiny
+ARMS = {  # overrides of the verdict's config (the preset's) per arm
     "gigpo": [],
     "grpo": ["estimator.name=grpo"],
     # branch points every 3rd step, 2 branches each: about 6x the env steps of a root episode
     "tree": ["estimator.name=tree", "estimator.options.k=2", "estimator.options.every=3"],
 }
-SEEDS = [0, 1, 2, 3, 4]
-PILOT_SEED, PILOT_ITERATIONS = 100, 3
+BASELINES = ("gigpo", "grpo")
+SEEDS = (0, 1, 2, 3, 4)
+PILOT_SEED, PILOT_ITERATIONS = verdict.TUNE_SEED, 3
+# the pilot reads env steps and tokens, never success: the trainer's evaluations cut to one episode,
+# as the verdict's tuning runs cut theirs (so pilot/gigpo is the verdict's GiGPO tuning run, shortened)
+PILOT_EVAL = ["eval.num_tasks=1", "eval.episodes_per_task=1"]
+BUDGET_TOLERANCE = 0.10  # a run whose env steps or tokens differ from its seed's GiGPO run by more is flagged
 
 
-def run_totals(run_dir: Path) -> dict:
-    """Env steps, trained tokens and iterations of a finished run, from its metrics.jsonl."""
-    from agentgym.trainers.logging_utils import read_metrics
-
-    rows = [r for r in read_metrics(run_dir) if "rollout/episodes" in r]
-    return {"env_steps": int(round(sum(r["rollout/episodes"] * r["rollout/mean_steps"] for r in rows))),
-            "trained_tokens": int(sum(r.get("train/tokens", 0) for r in rows)), "iterations": len(rows)}
-
-
-def train_arm(arm: str, seed: int, runs: Path, overrides: list[str]) -> dict:
-    from agentgym.trainers.config import load_config
-    from agentgym.trainers.training import train
-
-    run_dir = runs / f"{arm}_seed{seed}"
-    cfg = load_config("household-tiny", [f"seed={seed}", f"run_dir={run_dir}", "torch_threads=1",
-                                         *ARMS[arm], *overrides])
-    summary = train(cfg, log=lambda line: print(f"[{arm} seed {seed}] {line}", flush=True))
-    state = json.loads(sorted((run_dir / "checkpoints").glob("iter_*/state.json"))[-1].read_text())
-    return {"arm": arm, "seed": seed, "before": summary["heldout_success_before"],
-            "after": summary["heldout_success_after"], "per_task_after": state["evals"][-1]["per_task_success"],
-            "wall_s": summary["wall_seconds"], **run_totals(run_dir)}
+# --- what the verdict has -------------------------------------------------------------------------
+def verdict_results(args) -> tuple[dict, dict]:
+    """The verdict's `tiny` results (docs/verdict.json) and its finished jobs: those recorded there
+    (paths in --verdict-runs), updated by its jobs folder's own done-table (fresher; read only)."""
+    path, root = Path(args.verdict_json), Path(args.verdict_runs)
+    whole = json.loads(path.read_text()).get(SETTING, {}) if path.is_file() else {}
+    records = {key: verdict.local(record, root) for key, record in whole.get("jobs", {}).items()}
+    if (root / "done.json").is_file():
+        records.update(rr.DoneTable(root / "done.json").done)
+    return whole, records
 
 
-# Student t's 0.975 quantile by degrees of freedom (seeds - 1); the protocol has at most 9.
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+def check_verdict_settings(args, whole: dict) -> None:
+    """The verdict's runs are this protocol's only when made with the same overrides: refuse in one line."""
+    expected = verdict.COMMON + args.overrides
+    found = {str(args.verdict_json): whole.get("overrides")}
+    settings = Path(args.verdict_runs) / "settings.json"
+    if settings.is_file():
+        saved = json.loads(settings.read_text())
+        if saved.get("setting") != SETTING:
+            raise SystemExit(f"{args.verdict_runs} holds the verdict's {saved.get('setting')!r} setting, not "
+                             f"{SETTING!r}: point --verdict-runs at its {SETTING} jobs")
+        found[str(settings)] = saved.get("overrides")
+    if all(v is None for v in found.values()):
+        raise SystemExit(f"no verdict experiment in {args.verdict_json} nor {args.verdict_runs}: run "
+                         f"benchmarks/learning/verdict.py --setting {SETTING} first, or point --verdict-json and "
+                         "--verdict-runs at its results and jobs")
+    for where, overrides in found.items():
+        if overrides is not None and overrides != expected:
+            raise SystemExit(f"the verdict's runs ({where}) were made with overrides {overrides}, these with "
+                             f"{expected}: give the verdict's own overrides after --")
 
 
-def t_interval(values: list[float]) -> list[float]:
-    """95%: mean +- t quantile x standard error over seeds (the spread of training, not of evaluation)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return [mean, mean]
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = T975.get(n - 1, 1.96) * sd / math.sqrt(n)
-    return [mean - half, mean + half]
+def preset_lr(args) -> float:
+    return verdict.config(args, 0, Path(args.runs)).ppo.lr
 
 
-def summarize(records: list[dict]) -> dict:
-    by = {(r["arm"], r["seed"]): r for r in records}
-    arms = sorted({r["arm"] for r in records})
-    seeds = sorted({r["seed"] for r in records})
-    out = {"arms": {}, "differences": {}}
-    for arm in arms:
-        finals = [by[arm, s]["after"] for s in seeds if (arm, s) in by]
-        out["arms"][arm] = {"seeds": len(finals), "mean": sum(finals) / len(finals), "interval": t_interval(finals),
-                            "env_steps": [by[arm, s]["env_steps"] for s in seeds if (arm, s) in by],
-                            "trained_tokens": [by[arm, s]["trained_tokens"] for s in seeds if (arm, s) in by]}
-    for other in ("gigpo", "grpo"):
-        diffs = [by["tree", s]["after"] - by[other, s]["after"] for s in seeds if ("tree", s) in by and (other, s) in by]
-        if diffs:
-            out["differences"][f"tree-{other}"] = {"mean": sum(diffs) / len(diffs), "interval": t_interval(diffs),
-                                                   "seeds": len(diffs)}
+def verdict_rate(whole: dict, records: dict, arm: str, args) -> float | None:
+    """The verdict's rate for `arm`: docs/verdict.json's choice, else (its tuning finished in its
+    jobs folder, not yet in the file) the verdict's own rule on its tuning runs; None while undecided."""
+    chosen = whole.get("lr_choice", {}).get("chosen", {})
+    if arm in chosen:
+        return float(chosen[arm])
+    if all(rr.tune_key(arm, lr) in records for lr in args.grids[arm]):
+        return verdict.chosen_lr(records, args, arm)
+    return None
+
+
+def baseline_sources(args, whole: dict, records: dict) -> dict:
+    """Per baseline arm: its rate in the verdict, and where its runs come from: "verdict" (the
+    verdict ran it at the preset's rate), "here" (at another rate: this runner runs the arm at the
+    preset's), or None (the verdict's tuning has not chosen yet)."""
+    lr = preset_lr(args)
+    out = {}
+    for arm in BASELINES:
+        rate = verdict_rate(whole, records, arm, args)
+        source = None if rate is None else "verdict" if rate == lr else "here"
+        out[arm] = {"verdict_lr": rate, "preset_lr": lr, "source": source}
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
-    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-    ap.add_argument("--pilot", action="store_true", help="measure each arm's env steps per iteration (seed 100)")
-    ap.add_argument("--runs", default="runs/tree_vs_baselines", help="run folders go here")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "tree_vs_baselines.json"))
-    ap.add_argument("overrides", nargs="*", help="config overrides for every arm, e.g. iterations=2")
-    args = ap.parse_args()
-    out_path, runs = Path(args.out), Path(args.runs)
-    data = json.loads(out_path.read_text()) if out_path.exists() else {}
-    version = code_version()
-    data.update(protocol="docs/tree_protocol.md", code_version=version)
-    if args.pilot:
-        pilot = {}
-        for arm in args.arms:
-            r = train_arm(arm, PILOT_SEED, runs / "pilot", [f"iterations={PILOT_ITERATIONS}", *args.overrides])
-            pilot[arm] = {"steps_per_iteration": r["env_steps"] / r["iterations"],
-                          "tokens_per_iteration": r["trained_tokens"] / r["iterations"]}
-        data["pilot"] = {"seed": PILOT_SEED, "iterations": PILOT_ITERATIONS, "arms": pilot}
-        data["pilot_command"] = command(__file__, sys.argv[1:])
-        out_path.write_text(json.dumps(data, indent=2) + "\n")
-        return
-    if "pilot" not in data:
-        raise SystemExit(f"no pilot in {out_path}: run with --pilot first (it sets the arms' iterations)")
-    from agentgym.trainers.config import load_config
+def own_arms(sources: dict) -> list[str]:
+    """The arms run here: tree, and each baseline the verdict ran at another rate than the preset's."""
+    return ["tree"] + [arm for arm in BASELINES if sources[arm]["source"] == "here"]
 
-    base = load_config("household-tiny", []).iterations
-    per_iter = {arm: v["steps_per_iteration"] for arm, v in data["pilot"]["arms"].items()}
-    records = [r for r in data.get("records", []) if (r["arm"], r["seed"]) not in
-               {(a, s) for a in args.arms for s in args.seeds}]
+
+# --- the jobs -------------------------------------------------------------------------------------
+def jobs(args, own: list[str]) -> list[rr.Job]:
+    """The pilot (on seed 100's warm start), then per seed its warm start and the arms run here,
+    each waiting for the whole pilot (which sets its iterations)."""
+    pilot_warm = f"warm/seed{PILOT_SEED}"
+    out = [rr.Job(pilot_warm)] + [rr.Job(f"pilot/{arm}", (pilot_warm,)) for arm in ARMS]
+    if args.pilot:
+        return out
+    pilot = tuple(f"pilot/{arm}" for arm in ARMS)
     for seed in args.seeds:
-        for arm in args.arms:
-            # the GiGPO arm's budget, in env steps, spread over as many of this arm's iterations as it buys
-            iterations = max(1, round(base * per_iter["gigpo"] / per_iter[arm]))
-            records.append(train_arm(arm, seed, runs, [f"iterations={iterations}", *args.overrides]))
-            data["records"] = records
-            data["summary"] = summarize(records)
-            data["command"] = command(__file__, sys.argv[1:])
-            out_path.write_text(json.dumps(data, indent=2) + "\n")
+        out.append(rr.Job(f"warm/seed{seed}"))
+        out += [rr.Job(f"{arm}/seed{seed}", (f"warm/seed{seed}", *pilot)) for arm in own]
+    return out
+
+
+def adopt_warm_starts(args, table: rr.DoneTable, records: dict, all_jobs: list[rr.Job]) -> None:
+    """Mark each warm start the verdict built (its model on disk, built with these settings) as
+    done in this table, so no job builds it again; one whose model is missing, and that a pending
+    run needs, is left to its job (the verdict's warm job, in this runs folder), with one line."""
+    needed = {k for j in all_jobs if j.key not in table for k in j.after if k.startswith("warm/")}
+    for job in all_jobs:
+        key = job.key
+        if not key.startswith("warm/") or key in table:
+            continue
+        record = records.get(key)
+        if record is None:
+            if key in needed:
+                print(f"{key}: the verdict has not built it: built here by the verdict's warm job")
+            continue
+        model = Path(record["model"])
+        if model.is_dir():
+            try:
+                rr.check_shared_warm(verdict.config(args, rr.arm_and_seed(key)[1], model.parent), model.parent)
+            except SystemExit:
+                raise SystemExit(f"{model} was built from other settings than the verdict's: point --verdict-runs "
+                                 "at the verdict's jobs folder") from None
+            table.mark(key, {**record, "source": f"verdict {key}"})
+        elif key in needed:
+            print(f"{key}: the verdict's warm model {model} is not on this machine: rebuilt here by the verdict's "
+                  "warm job (SFT from the seed is repeatable)")
+
+
+def run_job(args, key: str) -> dict:
+    """One job, in this process: a warm start (the verdict's own job), a pilot run or an arm's run."""
+    if key.startswith("warm/"):
+        return {**verdict.run_one(args, key), "code_version": code_version()}
+    table = rr.DoneTable(Path(args.runs) / "done.json")  # read only: the scheduler writes it
+    folder = rr.job_dir(Path(args.runs), key)
+    if key.startswith("pilot/"):
+        arm, seed, extra = key.split("/")[1], PILOT_SEED, [f"iterations={PILOT_ITERATIONS}", *PILOT_EVAL]
+    else:
+        arm, seed = rr.arm_and_seed(key)
+        extra = [f"iterations={planned_iterations(args, pilot_records(table))[arm]}"]
+    cfg = verdict.config(args, seed, folder, *rr.warm_overrides(table[f"warm/seed{seed}"]), *ARMS[arm], *extra)
+    rr.use_threads(cfg)
+    evals = {} if key.startswith("pilot/") else {"heldout_unseen": rr.split_file(cfg, "heldout_unseen", folder)}
+    result = {"arm": arm, "seed": seed, **rr.run_rl(cfg, folder, evals), "env_steps": env_steps(folder),
+              "cpu_seconds": process_cpu_seconds(), "code_version": code_version()}
+    if key == "pilot/gigpo":
+        result["verdict_tuning_run"] = same_iterations(folder, Path(args.verdict_runs), rr.tune_key("gigpo", cfg.ppo.lr))
+    return result
+
+
+# --- the pilot ------------------------------------------------------------------------------------
+def iteration_rows(run_dir: Path) -> dict[int, dict]:
+    """metrics.jsonl's row of each RL iteration (a resumed run logged the iterations after its
+    checkpoint again: the last one counts)."""
+    from agentgym.trainers.logging_utils import read_metrics
+
+    return {int(r["iteration"]): r for r in read_metrics(run_dir) if "rollout/episodes" in r}
+
+
+def env_steps(run_dir: Path) -> int:
+    """The env steps of a run: every step of every episode it played, branch episodes included."""
+    return int(round(sum(r["rollout/episodes"] * r["rollout/mean_steps"] for r in iteration_rows(run_dir).values())))
+
+
+def same_iterations(run_dir: Path, verdict_runs: Path, key: str) -> dict:
+    """Do `run_dir`'s iterations equal the first ones of the verdict's job `key` (the same config, run
+    by the verdict's code version)? Every metric both logged, time/ excepted, compared exactly."""
+    reference = verdict_runs / key
+    if not (reference / "metrics.jsonl").is_file():
+        return {"reference": key, "compared": 0, "note": "the verdict's run is not on this machine"}
+    ours, theirs = iteration_rows(run_dir), iteration_rows(reference)
+    compared, differ = 0, []
+    for i in sorted(ours):
+        keys = sorted(k for k in set(ours[i]) & set(theirs.get(i, {})) if not k.startswith("time") and k != "step")
+        compared += len(keys)
+        differ += [f"iteration {i} {k}: {ours[i][k]} here, {theirs[i][k]} there" for k in keys if ours[i][k] != theirs[i][k]]
+    return {"reference": key, "iterations": sorted(ours), "compared": compared, "equal": compared > 0 and not differ,
+            "differences": differ[:10]}
+
+
+def pilot_records(table) -> dict[str, dict]:
+    return {arm: table[f"pilot/{arm}"] for arm in ARMS if f"pilot/{arm}" in table}
+
+
+def pilot_figures(pilot: dict[str, dict]) -> dict:
+    """Per arm: env steps, trained tokens and CPU seconds per iteration."""
+    return {arm: {"steps_per_iteration": r["env_steps"] / r["iterations"],
+                  "tokens_per_iteration": r["compute"]["tokens"] / r["iterations"],
+                  "cpu_seconds_per_iteration": r["cpu_seconds"] / r["iterations"]} for arm, r in pilot.items()}
+
+
+def planned_iterations(args, pilot: dict[str, dict]) -> dict[str, int]:
+    """Each arm's iterations: the preset's, times GiGPO's env steps per iteration over the arm's."""
+    if set(pilot) != set(ARMS):
+        raise SystemExit(f"the pilot has not finished (done: {', '.join(sorted(pilot)) or 'none'}): run with --pilot")
+    base = verdict.config(args, 0, Path(args.runs)).iterations
+    steps = {arm: f["steps_per_iteration"] for arm, f in pilot_figures(pilot).items()}
+    return {arm: max(1, round(base * steps["gigpo"] / steps[arm])) for arm in ARMS}
+
+
+# --- the figures ----------------------------------------------------------------------------------
+def run_row(record: dict, source: str, steps: int | None) -> dict:
+    return {"source": source, "lr": record.get("lr"), "iterations": record.get("iterations"),
+            "before": record["heldout_before"]["success_rate"], "after": record["heldout"]["success_rate"],
+            "after_unseen": (record.get("heldout_unseen") or {}).get("success_rate"), "env_steps": steps,
+            "trained_tokens": record["compute"]["tokens"], "cpu_seconds": record.get("cpu_seconds")}
+
+
+def collect_runs(args, table, sources: dict, records: dict, previous: dict) -> tuple[dict, dict, list[str]]:
+    """Per arm and seed: the finished run's record (here or the verdict's), its row, and what is pending.
+    A verdict run's env steps come from its metrics.jsonl when on this machine, else from --out's last rows."""
+    lr = preset_lr(args)
+    found, rows, pending = {arm: {} for arm in ARMS}, {arm: {} for arm in ARMS}, []
+    for arm in ARMS:
+        source = "here" if arm == "tree" else sources[arm]["source"]
+        for seed in args.seeds:
+            key = f"{arm}/seed{seed}"
+            if source is None:
+                pending.append(f"{key}: waits for the verdict's choice of the {arm} rate")
+            elif source == "here" and key in table:
+                found[arm][seed] = table[key]
+                rows[arm][seed] = run_row(table[key], "this runner", table[key].get("env_steps"))
+            elif source == "here":
+                pending.append(f"{key}: not run yet")
+            elif key not in records:
+                pending.append(f"{key}: the verdict's run has not finished")
+            elif records[key]["lr"] != lr:
+                pending.append(f"{key}: the verdict's run has rate {records[key]['lr']}, not the preset's {lr}")
+            else:
+                metrics = Path(args.verdict_runs) / key
+                steps = env_steps(metrics) if (metrics / "metrics.jsonl").is_file() else \
+                    previous.get(arm, {}).get(str(seed), {}).get("env_steps")
+                found[arm][seed] = records[key]
+                rows[arm][seed] = run_row(records[key], f"docs/verdict.json {SETTING}.jobs {key}", steps)
+    return found, rows, pending
+
+
+def difference(found: dict, a: str, b: str, planned_seeds: int) -> dict | None:
+    """a - b on the held-out set, paired per task within each seed both have: the mean, its 95% t
+    interval over seeds (the protocol's) and the pooled task bootstrap (evaluation noise only)."""
+    seeds = sorted(set(found[a]) & set(found[b]))
+    if not seeds:
+        return None
+    d = rr.paired_diff([found[a][s]["heldout"]["per_task_success"] for s in seeds],
+                       [found[b][s]["heldout"]["per_task_success"] for s in seeds])
+    ci = d["seed_ci"]
+    provisional = "" if len(seeds) == planned_seeds else f" (provisional: {len(seeds)} of {planned_seeds} seeds)"
+    said = ("fewer than two seeds: no interval" if ci is None else
+            f"{a} higher" if ci[0] > 0 else f"{a} lower" if ci[1] < 0 else "no detected difference") + provisional
+    return {"seeds": seeds, "mean": d["diff"], "per_seed": d["per_seed"], "interval_over_seeds": ci,
+            "pooled_ci_evaluation_noise_only": d["ci"], "pairs": d["pairs"], "result": said}
+
+
+def budget_check(rows: dict) -> list[dict]:
+    """Each run's env steps and trained tokens against its seed's GiGPO run (protocol: flagged above 10%)."""
+    out = []
+    for arm in ("tree", "grpo"):
+        for seed, row in sorted(rows[arm].items()):
+            base = rows["gigpo"].get(seed)
+            if base is None:
+                continue
+            entry = {"run": f"{arm}/seed{seed}"}
+            for what in ("env_steps", "trained_tokens"):
+                if row[what] is not None and base[what]:
+                    entry[f"{what}_vs_gigpo"] = row[what] / base[what] - 1
+            entry["over_tolerance"] = any(abs(v) > BUDGET_TOLERANCE for k, v in entry.items() if k.endswith("_vs_gigpo"))
+            out.append(entry)
+    return out
+
+
+def report(args, table) -> dict:
+    import statistics
+
+    whole, records = verdict_results(args)
+    sources = baseline_sources(args, whole, records)
+    previous = json.loads(Path(args.out).read_text()).get("runs", {}) if Path(args.out).is_file() else {}
+    found, rows, pending = collect_runs(args, table, sources, records, previous)
+    pilot = pilot_records(table)
+    arms = {}
+    for arm in ARMS:
+        finals = [found[arm][s]["heldout"]["success_rate"] for s in sorted(found[arm])]
+        arms[arm] = {"seeds": sorted(found[arm]), "mean": statistics.fmean(finals) if finals else None,
+                     "interval_over_seeds": rr.seed_interval(finals),
+                     "source": "this runner" if arm == "tree" else sources[arm]["source"]}
+    own = [key for key in table.done if not key.startswith("warm/") or table[key].get("source") is None]
+    return {
+        "protocol": "docs/tree_protocol.md (amendment of 2026-11-29)",
+        "command": command(__file__, [*(["--pilot"] if args.pilot else []),
+                                      *(["--seeds", *map(str, args.seeds)] if list(args.seeds) != list(SEEDS) else []),
+                                      "--verdict-runs", "VERDICT_RUNS", "--runs", "RUNS",
+                                      *(["--", *args.overrides] if args.overrides else [])]),
+        "code_version": ", ".join(sorted({table[k].get("code_version", "unknown") for k in own} or {code_version()})),
+        "verdict": {"results": "docs/verdict.json", "setting": SETTING, "code_version": whole.get("code_version"),
+                    "baselines": sources},
+        "preset": args.preset, "overrides": verdict.COMMON + args.overrides, "arms_overrides": ARMS,
+        "seeds": list(args.seeds),
+        "pilot": {"seed": PILOT_SEED, "iterations": PILOT_ITERATIONS, "overrides": PILOT_EVAL,
+                  "arms": pilot_figures(pilot),
+                  "planned_iterations": planned_iterations(args, pilot) if set(pilot) == set(ARMS) else None,
+                  "gigpo_equals_verdict_tuning_run": pilot.get("gigpo", {}).get("verdict_tuning_run")},
+        "runs": {arm: {str(s): row for s, row in sorted(by_seed.items())} for arm, by_seed in rows.items()},
+        "arms": arms,
+        "primary": {"comparison": "tree - gigpo", **(difference(found, "tree", "gigpo", len(args.seeds)) or {})},
+        "secondary": {"comparison": "tree - grpo", **(difference(found, "tree", "grpo", len(args.seeds)) or {})},
+        "budget": budget_check(rows),
+        "pending": pending,
+        # the jobs run here, per-task outcomes included: they seed the done-table of a new --runs folder
+        # (paths written as RUNS/... and VERDICT_RUNS/...: no machine's folder is committed)
+        "jobs": {k: portable(table[k], args) for k in own},
+    }
+
+
+def portable(record: dict, args) -> dict:
+    text = json.dumps(verdict.portable(record, Path(args.runs)))
+    return json.loads(text.replace(json.dumps(str(Path(args.verdict_runs).resolve()))[1:-1], "VERDICT_RUNS"))
+
+
+def restore(args, run_root: Path) -> None:
+    """Seed this --runs folder's done-table from the jobs recorded in --out (warm starts excepted:
+    they are the verdict's, found again on this machine, or rebuilt)."""
+    out = Path(args.out)
+    if not out.is_file():
+        return
+    table = rr.DoneTable(run_root / "done.json")
+    for key, record in json.loads(out.read_text()).get("jobs", {}).items():
+        if key not in table and not key.startswith("warm/"):
+            table.mark(key, verdict.local(record, run_root))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    parser.add_argument("--pilot", action="store_true", help="only the pilot: each arm's env steps per iteration")
+    parser.add_argument("--parallel", type=int, default=1, help="runs at once, one thread each")
+    parser.add_argument("--runs", default="runs/tree_vs_baselines", help="this runner's jobs folder")
+    parser.add_argument("--verdict-runs", default=f"runs/verdict_{SETTING}",
+                        help="the verdict experiment's jobs folder (read only): its warm starts and runs")
+    parser.add_argument("--verdict-json", default=str(ROOT / "docs" / "verdict.json"),
+                        help="the verdict experiment's results (read only)")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "tree_vs_baselines.json"))
+    parser.add_argument("--report-only", action="store_true", help="rewrite --out from the finished runs")
+    parser.add_argument("--job", help=argparse.SUPPRESS)  # internal: one run, in its own process
+    parser.add_argument("--threads", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("overrides", nargs="*", help="config overrides for every job: the verdict's own")
+    args = parser.parse_args()
+    if PILOT_SEED in args.seeds:
+        parser.error(f"--seeds: seed {PILOT_SEED} is the pilot's, never a reported seed")
+    args.preset, args.grids = verdict.SETTINGS[SETTING].preset, dict(verdict.SETTINGS[SETTING].grids)
+    run_root = Path(args.runs)
+    if args.job:
+        rr.run_worker(run_root, args.job, lambda key: run_job(args, key))
+        return
+    whole, records = verdict_results(args)
+    check_verdict_settings(args, whole)
+    if not args.report_only:
+        rr.check_settings(run_root, {"overrides": verdict.COMMON + args.overrides, "arms": ARMS})
+    restore(args, run_root)
+    all_jobs = jobs(args, own_arms(baseline_sources(args, whole, records)))
+    if not args.report_only:
+        adopt_warm_starts(args, rr.DoneTable(run_root / "done.json"), records, all_jobs)
+    out, failed = rr.schedule(args, all_jobs, report, __file__, run_root)
+    for arm, a in out["arms"].items():
+        print(f"{arm:6s} ({a['source']}) after {[round(out['runs'][arm][str(s)]['after'], 3) for s in a['seeds']]}")
+    if out["pilot"]["planned_iterations"]:
+        print(f"pilot: steps per iteration {({a: round(f['steps_per_iteration']) for a, f in out['pilot']['arms'].items()})}, "
+              f"iterations {out['pilot']['planned_iterations']}")
+    for name in ("primary", "secondary"):
+        if "mean" in out[name]:
+            print(f"{name}: {out[name]['comparison']} {out[name]['mean']:+.3f} {out[name]['interval_over_seeds']}: "
+                  f"{out[name]['result']}")
+    print(f"{len(out['pending'])} runs pending; wrote {args.out}")
+    rr.stop_if_failed(failed)
 
 
 if __name__ == "__main__":
