@@ -187,7 +187,8 @@ def run_job(args, key: str) -> dict:
     result = {"arm": arm, "seed": seed, **rr.run_rl(cfg, folder, evals), "env_steps": env_steps(folder),
               "cpu_seconds": process_cpu_seconds(), "code_version": code_version()}
     if key == "pilot/gigpo":
-        result["verdict_tuning_run"] = same_iterations(folder, Path(args.verdict_runs), rr.tune_key("gigpo", cfg.ppo.lr))
+        tuning_run = rr.tune_key("gigpo", cfg.ppo.lr)
+        result["verdict_tuning_run"] = same_iterations(folder, Path(args.verdict_runs), tuning_run)
     return result
 
 
@@ -216,7 +217,8 @@ def same_iterations(run_dir: Path, verdict_runs: Path, key: str) -> dict:
     for i in sorted(ours):
         keys = sorted(k for k in set(ours[i]) & set(theirs.get(i, {})) if not k.startswith("time") and k != "step")
         compared += len(keys)
-        differ += [f"iteration {i} {k}: {ours[i][k]} here, {theirs[i][k]} there" for k in keys if ours[i][k] != theirs[i][k]]
+        differ += [f"iteration {i} {k}: {ours[i][k]} here, {theirs[i][k]} there"
+                   for k in keys if ours[i][k] != theirs[i][k]]
     return {"reference": key, "iterations": sorted(ours), "compared": compared, "equal": compared > 0 and not differ,
             "differences": differ[:10]}
 
@@ -226,10 +228,10 @@ def pilot_records(table) -> dict[str, dict]:
 
 
 def pilot_figures(pilot: dict[str, dict]) -> dict:
-    """Per arm: env steps, trained tokens and CPU seconds per iteration."""
+    """Per arm, per iteration: env steps, trained tokens, and its process's CPU seconds (start included)."""
     return {arm: {"steps_per_iteration": r["env_steps"] / r["iterations"],
                   "tokens_per_iteration": r["compute"]["tokens"] / r["iterations"],
-                  "cpu_seconds_per_iteration": r["cpu_seconds"] / r["iterations"]} for arm, r in pilot.items()}
+                  "process_cpu_seconds_per_iteration": r["cpu_seconds"] / r["iterations"]} for arm, r in pilot.items()}
 
 
 def planned_iterations(args, pilot: dict[str, dict]) -> dict[str, int]:
@@ -306,7 +308,8 @@ def budget_check(rows: dict) -> list[dict]:
             for what in ("env_steps", "trained_tokens"):
                 if row[what] is not None and base[what]:
                     entry[f"{what}_vs_gigpo"] = row[what] / base[what] - 1
-            entry["over_tolerance"] = any(abs(v) > BUDGET_TOLERANCE for k, v in entry.items() if k.endswith("_vs_gigpo"))
+            entry["over_tolerance"] = any(abs(v) > BUDGET_TOLERANCE
+                                          for k, v in entry.items() if k.endswith("_vs_gigpo"))
             out.append(entry)
     return out
 
@@ -405,8 +408,8 @@ def main() -> None:
     for arm, a in out["arms"].items():
         print(f"{arm:6s} ({a['source']}) after {[round(out['runs'][arm][str(s)]['after'], 3) for s in a['seeds']]}")
     if out["pilot"]["planned_iterations"]:
-        print(f"pilot: steps per iteration {({a: round(f['steps_per_iteration']) for a, f in out['pilot']['arms'].items()})}, "
-              f"iterations {out['pilot']['planned_iterations']}")
+        steps = {arm: round(f["steps_per_iteration"]) for arm, f in out["pilot"]["arms"].items()}
+        print(f"pilot: steps per iteration {steps}, iterations {out['pilot']['planned_iterations']}")
     for name in ("primary", "secondary"):
         if "mean" in out[name]:
             print(f"{name}: {out[name]['comparison']} {out[name]['mean']:+.3f} {out[name]['interval_over_seeds']}: "

@@ -120,8 +120,9 @@ def test_the_pilots_gigpo_run_is_checked_against_the_verdicts_tuning_run(tmp_pat
 
     def metrics(folder: Path, loss_2: float, iterations: int) -> None:
         folder.mkdir(parents=True)
-        rows = [{"step": i, "iteration": i, "rollout/episodes": 48, "rollout/mean_steps": 11.0, "time/rollout_s": i * 3.1,
-                 "train/pg_loss": loss_2 if i == 2 else 0.1} for i in range(1, iterations + 1)]
+        rows = [{"step": i, "iteration": i, "rollout/episodes": 48, "rollout/mean_steps": 11.0,
+                 "time/rollout_s": i * 3.1, "train/pg_loss": loss_2 if i == 2 else 0.1}
+                for i in range(1, iterations + 1)]
         (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     metrics(ours, 0.2, 3)
