@@ -80,6 +80,8 @@ def summarize(record: dict, seeds: list[int], arms: list[str]) -> dict:
                  if success(f"{a}/seed{s}") is not None and success(f"{b}/seed{s}") is not None]
         summary[f"{a}_minus_{b}"] = {"per_seed": diffs, "mean": statistics.fmean(diffs) if diffs else None,
                                      "t_interval_95": t_interval(diffs)}
+    summary["cpu_s_total"] = sum(r["cpu_s"] for r in record["runs"].values()) + sum(
+        e["cpu_s"] for e in record["evals"].values())  # every run and evaluation, one thread
     return summary
 
 
