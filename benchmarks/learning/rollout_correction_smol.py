@@ -86,13 +86,15 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--preset", default="household-smol")
-    parser.add_argument("overrides", nargs="*", help="config overrides for every run (key=value), e.g. policy.device=cuda")
+    parser.add_argument("overrides", nargs="*",
+                        help="config overrides for every run (key=value), e.g. policy.device=cuda")
     args = parser.parse_args()
 
     from agentgym.trainers.config import load_config
     from agentgym.trainers.training import train
 
-    seeds, arms, work, out = [int(s) for s in args.seeds.split(",")], args.arms.split(","), Path(args.work), Path(args.out)
+    seeds, arms = [int(s) for s in args.seeds.split(",")], args.arms.split(",")
+    work, out = Path(args.work), Path(args.out)
     script = Path(__file__).resolve()
     root = script.parents[2]
     record = json.loads(out.read_text()) if out.is_file() else {}
