@@ -178,6 +178,19 @@ def summarize(runs: dict, arms: list[str], seeds: list[int]) -> dict:
     return out
 
 
+def check_same_setup(record: dict, out: Path) -> None:
+    """Refuse, in one line, to add runs to a results file whose runs were made with other settings
+    (the seeds and arms asked for may differ; every other setting must not)."""
+    previous, setup = record.pop("previous_setup", None), record["setup"]
+    if not previous or not record.get("runs"):
+        return
+    changed = sorted(k for k in {*previous, *setup} - {"seeds", "arms"}
+                     if json.dumps(previous.get(k), sort_keys=True) != json.dumps(setup.get(k), sort_keys=True))
+    if changed:
+        raise SystemExit(f"{out} holds runs made with other settings ({', '.join(changed)}): "
+                         "move it away, or run with its settings")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engine", choices=ENGINES, default="tempered")
@@ -219,13 +232,14 @@ def main() -> None:
         engine.append(f"rollout.temperature={args.temperature}")
     file = json.loads(out.read_text()) if out.is_file() else {}
     record = file.setdefault("over_seeds", {})
-    record.update({"command": command(__file__, sys.argv[1:]),
+    record.update({"command": command(__file__, sys.argv[1:]), "previous_setup": record.get("setup"),
                    "setup": {"preset": "household-tiny", "warm_start": warm, "engine": ENGINES[args.engine],
                              "engine_overrides": engine, "common_overrides": common, "arms": {a: ARMS[a] for a in arms},
                              "seeds": seeds, "iterations": args.iterations, "eval_tasks": args.eval_tasks,
                              "eval_episodes_per_task": args.eval_episodes, "eval_temperature": 1.0,
                              "paired_difference": "per seed, tis_token - none over the same held-out tasks; "
                                                   "95% t-interval over seeds (df = seeds - 1)"}})
+    check_same_setup(record, out)
     runs = record.setdefault("runs", {})
     for seed in seeds:
         for arm in arms:
