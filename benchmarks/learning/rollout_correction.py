@@ -248,7 +248,7 @@ def main() -> None:
             done = run_dir / "summary.json"
             if name in runs:
                 continue
-            cpu0, t0 = process_cpu_seconds(), time.perf_counter()
+            cpu0, t0, version = process_cpu_seconds(), time.perf_counter(), code_version()  # as the run starts
             if done.is_file() and json.loads(done.read_text()).get("iterations") == args.iterations:
                 entry = {**run_record(run_dir, json.loads(done.read_text())), "read_from_run_folder": True}
             else:
@@ -258,7 +258,7 @@ def main() -> None:
                     f"iterations={args.iterations}", f"eval.num_tasks={args.eval_tasks}",
                     f"eval.episodes_per_task={args.eval_episodes}"])  # eval.temperature: the preset's 1.0
                 summary = train(cfg, resume=True, overwrite=True)  # from its last checkpoint, if interrupted
-                entry = {**run_record(run_dir, summary), "code_version": code_version(),
+                entry = {**run_record(run_dir, summary), "code_version": version,
                          "cpu_s": round(process_cpu_seconds() - cpu0, 1),
                          "wall_s": round(time.perf_counter() - t0, 1), "load_1min": load_average()}
             runs[name] = {"run_dir": run_dir.as_posix(), **entry}
