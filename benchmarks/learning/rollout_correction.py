@@ -162,9 +162,15 @@ def run_record(run_dir: Path, summary: dict) -> dict:
 def summarize(runs: dict, arms: list[str], seeds: list[int]) -> dict:
     """Per arm the final success per seed; per seed d = tis_token - none over the same tasks, its
     mean and 95% t-interval over seeds; the mismatch KL (mean token KL per iteration) over all runs."""
-    out: dict = {arm: {"seeds": [s for s in seeds if f"{arm}/seed{s}" in runs],
-                       "heldout_after": [runs[f"{arm}/seed{s}"]["heldout_after"] for s in seeds
-                                         if f"{arm}/seed{s}" in runs]} for arm in arms}
+    out: dict = {}
+    for arm in arms:
+        done = [runs[f"{arm}/seed{s}"] for s in seeds if f"{arm}/seed{s}" in runs]
+        ratios = [m["train/ratio_max_first_minibatch"] for r in done for m in r["per_iteration"]
+                  if "train/ratio_max_first_minibatch" in m]
+        out[arm] = {"seeds": [s for s in seeds if f"{arm}/seed{s}" in runs],
+                    "heldout_before": [r["heldout_before"] for r in done],
+                    "heldout_after": [r["heldout_after"] for r in done],
+                    "first_minibatch_ratio_max": max(ratios) if ratios else None}
     paired = [s for s in seeds if f"tis_token/seed{s}" in runs and f"none/seed{s}" in runs]
     diffs = []
     for s in paired:
@@ -265,7 +271,9 @@ def main() -> None:
             record["summary"] = summarize(runs, arms, seeds)
             out.write_text(json.dumps(file, indent=1) + "\n")
             print(f"{name}: {entry['heldout_before']:.3f} -> {entry['heldout_after']:.3f}", flush=True)
-    print(json.dumps(record.get("summary"), indent=1), flush=True)
+    record["summary"] = summarize(runs, arms, seeds)  # also when every run was there already
+    out.write_text(json.dumps(file, indent=1) + "\n")
+    print(json.dumps(record["summary"], indent=1), flush=True)
 
 
 if __name__ == "__main__":

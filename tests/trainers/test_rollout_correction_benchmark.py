@@ -46,8 +46,9 @@ def test_bf16_engine_samples_in_bf16_and_follows_the_trainer(tiny_policy_factory
 
 
 def _run(per_task: dict[str, float], kl: float) -> dict:
-    return {"heldout_after": sum(per_task.values()) / len(per_task), "per_task_success": per_task,
-            "per_iteration": [{"mismatch/kl_mean": kl}]}
+    return {"heldout_before": 0.3, "heldout_after": sum(per_task.values()) / len(per_task),
+            "per_task_success": per_task,
+            "per_iteration": [{"mismatch/kl_mean": kl, "train/ratio_max_first_minibatch": 1 + kl}]}
 
 
 def test_summary_pairs_the_arms_per_seed_with_a_t_interval_over_seeds():
@@ -63,6 +64,7 @@ def test_summary_pairs_the_arms_per_seed_with_a_t_interval_over_seeds():
     assert d["mean"] == pytest.approx(0.2)
     assert d["t_interval_95"] == pytest.approx([0.2 - half, 0.2 + half])
     assert out["none"]["seeds"] == [0, 1, 2, 3]
+    assert out["none"]["first_minibatch_ratio_max"] == pytest.approx(1.02)
     assert out["mismatch_kl_mean"] == pytest.approx({"mean": 0.02, "min": 0.01, "max": 0.03})
 
 
