@@ -272,6 +272,9 @@ def main() -> None:
             out.write_text(json.dumps(file, indent=1) + "\n")
             print(f"{name}: {entry['heldout_before']:.3f} -> {entry['heldout_after']:.3f}", flush=True)
     record["summary"] = summarize(runs, arms, seeds)  # also when every run was there already
+    record["code_versions"] = list(dict.fromkeys(r["code_version"] for r in runs.values() if r.get("code_version")))
+    if set(file) <= {"over_seeds", "code_version"}:  # a file of this script's alone: its versions at the top too
+        file["code_version"] = ", ".join(record["code_versions"])
     out.write_text(json.dumps(file, indent=1) + "\n")
     print(json.dumps(record["summary"], indent=1), flush=True)
 
