@@ -531,8 +531,10 @@ def sft_update(policy, optimizer, scheduler, chunk, micro_batch_size: int | None
 
 
 def sft_steps(policy, samples: list, run_dir: Path, steps: int, batch_size: int, lr: float, seed: int,
-              checkpoint_every: int = 50, log: Callable[[str], None] = print) -> dict:
-    """`steps` optimizer steps of SFT on `samples` in batches of `batch_size`, checkpointed every
+              checkpoint_every: int = 50, log: Callable[[str], None] = print,
+              micro_batch_size: int | None = None) -> dict:
+    """`steps` optimizer steps of SFT on `samples` in batches of `batch_size` (each step's gradient
+    accumulated over passes of `micro_batch_size` samples, as sft_update does), checkpointed every
     `checkpoint_every` steps in run_dir/checkpoints and resumed from the latest one: the data
     order of epoch e is a permutation seeded by (seed, e), so step k's batch never depends on
     how many restarts came before. Returns {steps, tokens, first_loss, final_loss}."""
@@ -555,7 +557,7 @@ def sft_steps(policy, samples: list, run_dir: Path, steps: int, batch_size: int,
         if epoch != order_epoch:
             order, order_epoch = np.random.default_rng([seed, epoch]).permutation(len(samples)), epoch
         chunk = [samples[j] for j in order[offset * batch_size:(offset + 1) * batch_size]]
-        loss, tokens = sft_update(policy, optimizer, scheduler, chunk)
+        loss, tokens = sft_update(policy, optimizer, scheduler, chunk, micro_batch_size)
         state["iteration"] += 1
         state["tokens"] += tokens
         state["losses"].append(loss)

@@ -203,9 +203,12 @@ def fresh_demonstrations(cfg, seed: int, filter_success: bool) -> list:
                                filter_success=filter_success)
 
 
-def run_sft_arm(cfg, folder: Path, arm: str, budget: dict, lr: float, seed: int, log) -> dict:
+def run_sft_arm(cfg, folder: Path, arm: str, budget: dict, lr: float, seed: int, log,
+                micro_batch_size: int | None = None) -> dict:
     """B1 / B2: RL's optimizer steps exactly, in batches sized so that a step trains RL's tokens
-    per step on average (demonstration replies are shorter than sampled ones)."""
+    per step on average (demonstration replies are shorter than sampled ones). micro_batch_size: the
+    passes each step's gradient is accumulated over (a real model's whole batch in one pass does not
+    fit in memory: household-smol's took 21 GB)."""
     from agentgym.trainers.run_setup import make_policy, quiet_transformers
     from agentgym.trainers.sft import sft_samples
 
@@ -219,7 +222,8 @@ def run_sft_arm(cfg, folder: Path, arm: str, budget: dict, lr: float, seed: int,
     mean_len = sum(len(s) for s in samples) / len(samples)
     batch_size = max(1, round(budget["tokens"] / steps / mean_len))
     log(f"{arm}: {len(demos)} demonstrations, {len(samples)} samples; {steps} steps of {batch_size} at lr {lr:g}")
-    stats = rr.sft_steps(policy, samples, folder, steps, batch_size, lr, seed=seed + DEMO_SEED_OFFSET, log=log)
+    stats = rr.sft_steps(policy, samples, folder, steps, batch_size, lr, seed=seed + DEMO_SEED_OFFSET, log=log,
+                         micro_batch_size=micro_batch_size)
     return {**stats, "demonstrations": len(demos), "samples": len(samples), "batch_size": batch_size}
 
 

@@ -147,7 +147,8 @@ def run_one(args, key: str) -> dict:
                             micro_batch_size=cfg.ppo.micro_batch_size)
     else:  # the preset's demonstrator, filtered as the preset's warm start is
         kind_of_sft = "sft_filtered" if cfg.sft.filter_success else "sft_unfiltered"
-        stats = run_sft_arm(cfg, folder, kind_of_sft, budget, lr, seed, log)
+        stats = run_sft_arm(cfg, folder, kind_of_sft, budget, lr, seed, log,
+                            micro_batch_size=cfg.ppo.micro_batch_size)
         batch_size = stats["batch_size"]
     results = rr.evaluate_trained(cfg, folder, job, evals)
     return {"arm": arm, "seed": seed, "lr": lr, "matched_to": job.matched_to, "batch_size": batch_size,

@@ -436,3 +436,29 @@ def test_sft_update_in_micro_batches_takes_the_step_of_one_pass(tiny_policy_fact
         assert torch.allclose(a, b, atol=1e-5), name
         moved = max(moved, float((a - start).abs().max()))
     assert moved > 1e-3  # the step did move the weights
+
+
+def test_sft_steps_in_micro_batches_take_the_same_steps(tmp_path, tiny_policy_factory, toy_env_id, monkeypatch):
+    """The SFT arm of a real model accumulates each step over passes of the RL run's micro batch
+    (a whole batch in one pass took 21 GB on household-smol): the same steps, up to float rounding."""
+    from agentgym.registration import get_task_space
+    from agentgym.trainers.sft import oracle_trajectories, sft_samples
+
+    from .conftest import SHORT_CHAT
+
+    whole, split = tiny_policy_factory(), tiny_policy_factory()
+    samples = sft_samples(whole, oracle_trajectories(toy_env_id, get_task_space(toy_env_id).split("train")[:6],
+                                                     SHORT_CHAT, None))
+    a = rr.sft_steps(whole, samples, tmp_path / "a", steps=3, batch_size=6, lr=1e-3, seed=1, log=lambda line: None)
+    import agentgym.trainers.samples as samples_module
+
+    passes, collate = [], samples_module.collate
+    monkeypatch.setattr(samples_module, "collate", lambda chunk, *args, **kw: passes.append(len(chunk)) or
+                        collate(chunk, *args, **kw))
+    b = rr.sft_steps(split, samples, tmp_path / "b", steps=3, batch_size=6, lr=1e-3, seed=1, log=lambda line: None,
+                     micro_batch_size=2)
+    assert passes == [2] * 9  # three passes of two samples a step
+    assert a["tokens"] == b["tokens"] and a["steps"] == b["steps"] == 3
+    assert a["final_loss"] == pytest.approx(b["final_loss"], rel=1e-4)
+    for (name, x), y in zip(whole.model.state_dict().items(), split.model.state_dict().values()):
+        assert torch.allclose(x, y, atol=1e-5), name
