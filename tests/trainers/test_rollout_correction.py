@@ -1,6 +1,7 @@
 """ppo.rollout_correction (trainers/rollout_correction.py): each mode's weight against hand-computed
 values, the mismatch metrics, the loss it feeds, the refusals, and an iteration that logs them."""
 
+import contextlib
 import json
 import math
 
@@ -150,18 +151,18 @@ def test_every_iteration_logs_the_mismatch_by_default(toy_config, tmp_path, sft_
     assert not any(k.startswith("mismatch/") for k in _iterations(tmp_path / "run")[0])
 
 
-def test_the_measured_mismatch_is_the_engines_against_the_trainers(toy_config, tmp_path, sft_model_dir):
-    """An engine whose recorded logprobs are off by log 2 on every token (it reports probabilities
-    twice the trainer's): the first step measures w = 1/2 on each, k3 = 1/2 - 1 + log 2."""
+@contextlib.contextmanager
+def engine_recording(name: str, rewrite):
+    """policy.engine=NAME: the trainer's own HF engine whose recorded logprobs of each reply are
+    `rewrite(logprobs)` (a list, or None for an engine that records none)."""
     from agentgym.policies import engines
-    from agentgym.trainers.training import train
 
-    class Shifted:
+    class Rewritten:
         def __init__(self, trainer):
             self.trainer = trainer
 
-        def __getattr__(self, name):
-            return getattr(self.trainer, name)
+        def __getattr__(self, attr):
+            return getattr(self.trainer, attr)
 
         def generate(self, prompts, sampling=None, contexts=None):
             return self.generate_ids([self.trainer.encode_prompt(m) for m in prompts], sampling)
@@ -169,43 +170,34 @@ def test_the_measured_mismatch_is_the_engines_against_the_trainers(toy_config, t
         def generate_ids(self, prompt_ids, sampling=None, **kwargs):
             out = self.trainer.generate_ids(prompt_ids, sampling, **kwargs)
             for c in out:
-                c.response_logprobs = [lp + math.log(2) for lp in c.response_logprobs]
+                c.response_logprobs = rewrite(c.response_logprobs)
             return out
 
-    engines.register_engine("shifted", lambda trainer, _path, _settings: Shifted(trainer))
+    engines.register_engine(name, lambda trainer, _path, _settings: Rewritten(trainer))
     try:
+        yield
+    finally:
+        engines._ENGINES.pop(name, None)
+
+
+def test_the_measured_mismatch_is_the_engines_against_the_trainers(toy_config, tmp_path, sft_model_dir):
+    """An engine whose recorded logprobs are off by log 2 on every token (it reports probabilities
+    twice the trainer's): the first step measures w = 1/2 on each, k3 = 1/2 - 1 + log 2."""
+    from agentgym.trainers.training import train
+
+    with engine_recording("shifted", lambda logprobs: [lp + math.log(2) for lp in logprobs]):
         train(toy_config(tmp_path, sft_model_dir, "iterations=1", "checkpoint_every=0", "policy.engine=shifted"),
               log=lambda _: None)
-    finally:
-        engines._ENGINES.pop("shifted", None)
     m = _iterations(tmp_path / "run")[0]
     assert m["mismatch/kl_mean"] == pytest.approx(0.5 - 1 + math.log(2), abs=1e-4)
     assert m["mismatch/kl_max"] == pytest.approx(0.5 - 1 + math.log(2), abs=1e-4)
 
 
 def test_an_engine_without_logprobs_leaves_the_metrics_out_and_says_so_once(toy_config, tmp_path, sft_model_dir):
-    from agentgym.policies import engines
     from agentgym.trainers.training import train
 
-    class NoLogprobs:
-        def __init__(self, trainer):
-            self.trainer = trainer
-
-        def __getattr__(self, name):
-            return getattr(self.trainer, name)
-
-        def generate(self, prompts, sampling=None, contexts=None):
-            return self.generate_ids([self.trainer.encode_prompt(m) for m in prompts], sampling)
-
-        def generate_ids(self, prompt_ids, sampling=None, **kwargs):
-            out = self.trainer.generate_ids(prompt_ids, sampling, **kwargs)
-            for c in out:
-                c.response_logprobs = None
-            return out
-
-    engines.register_engine("no-logprobs", lambda trainer, _path, _settings: NoLogprobs(trainer))
     lines: list[str] = []
-    try:
+    with engine_recording("no-logprobs", lambda logprobs: None):
         train(toy_config(tmp_path, sft_model_dir, "iterations=2", "checkpoint_every=0", "policy.engine=no-logprobs"),
               log=lines.append)
         iterations = _iterations(tmp_path / "run")
@@ -216,6 +208,3 @@ def test_an_engine_without_logprobs_leaves_the_metrics_out_and_says_so_once(toy_
             train(toy_config(tmp_path, sft_model_dir, "iterations=1", "checkpoint_every=0",
                              "policy.engine=no-logprobs", "ppo.rollout_correction.mode=tis"),
                   overwrite=True, log=lambda _: None)
-    finally:
-        engines._ENGINES.pop("no-logprobs", None)
-
