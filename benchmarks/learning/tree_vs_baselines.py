@@ -76,7 +76,7 @@ def verdict_results(args) -> tuple[dict, dict]:
 
 def check_verdict_settings(args, whole: dict) -> None:
     """The verdict's runs are this protocol's only when made with the same overrides: refuse in one line."""
-    expected = verdict.COMMON + args.overrides
+    expected = verdict.job_overrides(args)
     found = {str(args.verdict_json): whole.get("overrides")}
     settings = Path(args.verdict_runs) / "settings.json"
     if settings.is_file():
@@ -338,7 +338,7 @@ def report(args, table) -> dict:
         "code_version": ", ".join(sorted({table[k].get("code_version", "unknown") for k in own} or {code_version()})),
         "verdict": {"results": "docs/verdict.json", "setting": SETTING, "code_version": whole.get("code_version"),
                     "baselines": sources},
-        "preset": args.preset, "overrides": verdict.COMMON + args.overrides, "arms_overrides": ARMS,
+        "preset": args.preset, "overrides": verdict.job_overrides(args), "arms_overrides": ARMS,
         "seeds": list(args.seeds),
         "pilot": {"seed": PILOT_SEED, "iterations": PILOT_ITERATIONS, "overrides": PILOT_EVAL,
                   "arms": pilot_figures(pilot),
@@ -391,7 +391,8 @@ def main() -> None:
     args = parser.parse_args()
     if PILOT_SEED in args.seeds:
         parser.error(f"--seeds: seed {PILOT_SEED} is the pilot's, never a reported seed")
-    args.preset, args.grids = verdict.SETTINGS[SETTING].preset, dict(verdict.SETTINGS[SETTING].grids)
+    setting = verdict.SETTINGS[SETTING]
+    args.setting, args.preset, args.grids = SETTING, setting.preset, dict(setting.grids)
     run_root = Path(args.runs)
     if args.job:
         rr.run_worker(run_root, args.job, lambda key: run_job(args, key))
@@ -399,7 +400,7 @@ def main() -> None:
     whole, records = verdict_results(args)
     check_verdict_settings(args, whole)
     if not args.report_only:
-        rr.check_settings(run_root, {"overrides": verdict.COMMON + args.overrides, "arms": ARMS})
+        rr.check_settings(run_root, {"overrides": verdict.job_overrides(args), "arms": ARMS})
     restore(args, run_root)
     all_jobs = jobs(args, own_arms(baseline_sources(args, whole, records)))
     if not args.report_only:

@@ -62,13 +62,16 @@ class Setting:
     preset: str
     grids: dict  # arm -> learning rates, named in docs/verdict.md before any run
     ceiling: bool  # measure the demonstrator's own held-out success (an imperfect demonstrator)
+    overrides: tuple[str, ...] = ()  # every job's, after COMMON (docs/verdict.md's amendments say why)
 
 
 SETTINGS = {
     "tiny": Setting("household-tiny", {"gigpo": (3e-5, 1e-4, 3e-4), "grpo": (3e-5, 1e-4, 3e-4),
                                        "rft": (3e-5, 1e-4, 3e-4), "sft": (3e-4, 1e-3, 3e-3)}, ceiling=True),
     "smol": Setting("household-smol", {"gigpo": (3e-5, 1e-4, 3e-4), "grpo": (3e-5, 1e-4, 3e-4),
-                                       "rft": (1e-4, 3e-4, 1e-3), "sft": (1e-4, 3e-4, 1e-3)}, ceiling=False),
+                                       "rft": (1e-4, 3e-4, 1e-3), "sft": (1e-4, 3e-4, 1e-3)}, ceiling=False,
+                    # the fastest engine when its runs started: the same decoding (docs/engine_speed.md)
+                    overrides=("policy.engine=pool",)),
 }
 
 
@@ -76,10 +79,15 @@ def grid(args, arm: str) -> tuple[float, ...]:
     return args.grids[arm]
 
 
+def job_overrides(args) -> list[str]:
+    """Every job's overrides: COMMON, the setting's own, then the user's (after `--`)."""
+    return [*COMMON, *SETTINGS[args.setting].overrides, *args.overrides]
+
+
 def config(args, seed: int, folder: Path, *extra: str):
     from agentgym.trainers.config import load_config
 
-    return load_config(args.preset, [*COMMON, *args.overrides, f"seed={seed}", f"run_dir={folder}", *extra])
+    return load_config(args.preset, [*job_overrides(args), f"seed={seed}", f"run_dir={folder}", *extra])
 
 
 # --- the jobs -------------------------------------------------------------------------------------
@@ -227,7 +235,7 @@ def report(args, table: rr.DoneTable) -> dict:
                          + " (its dependencies done in RUNS, or restored from this file's jobs)",
         "code_version": ", ".join(sorted({r.get("code_version") or read_code_version(Path(args.runs))
                                           for r in table.done.values()} or {code_version()})),
-        "preset": args.preset, "overrides": COMMON + args.overrides, "seeds": list(args.seeds),
+        "preset": args.preset, "overrides": job_overrides(args), "seeds": list(args.seeds),
         "heldout_tasks": n_tasks, "episodes_per_task": episodes,
         "demonstrator_ceiling": table["ceiling"] if "ceiling" in table else None,
         "arms": arms,
@@ -357,9 +365,11 @@ def main() -> None:
     args.runs = args.runs or f"runs/verdict_{args.setting}"
     run_root = Path(args.runs)
     if args.job:
-        rr.run_worker(run_root, args.job, lambda key: run_job(args, key), (NoSuccessfulRollouts,))
+        # each job records the overrides it ran with: jobs of one table may run on different machines
+        rr.run_worker(run_root, args.job, lambda key: {**run_job(args, key), "overrides": job_overrides(args)},
+                      (NoSuccessfulRollouts,))
         return
-    rr.check_settings(run_root, {"setting": args.setting, "overrides": COMMON + args.overrides,
+    rr.check_settings(run_root, {"setting": args.setting, "overrides": job_overrides(args),
                                  "tune_seed": args.tune_seed, "grids": args.grids, "val_tasks": args.val_tasks})
     if not (run_root / "code_version").is_file():
         (run_root / "code_version").write_text(code_version() + "\n")

@@ -20,7 +20,7 @@ from benchmarks.learning import verdict  # noqa: E402
 def make_args(tmp_path: Path, **kw) -> argparse.Namespace:
     args = argparse.Namespace(seeds=[0, 1, 2], pilot=False, overrides=[], runs=str(tmp_path / "runs"),
                               verdict_runs=str(tmp_path / "verdict"), verdict_json=str(tmp_path / "verdict.json"),
-                              out=str(tmp_path / "out.json"), preset="household-tiny",
+                              out=str(tmp_path / "out.json"), setting="tiny", preset="household-tiny",
                               grids=dict(verdict.SETTINGS["tiny"].grids))
     vars(args).update(kw)
     return args
