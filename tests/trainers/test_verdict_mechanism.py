@@ -1,0 +1,203 @@
+"""benchmarks/diagnostics/verdict_mechanism.py: the demonstrator's targets, the teacher-forced
+scoring in the env, where an episode departs from the demonstrator, the failure classes, and
+which model each arm of the verdict's runs folder is."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
+from benchmarks.diagnostics import verdict_mechanism as vm  # noqa: E402
+from benchmarks.harness import jobs as rr  # noqa: E402
+
+from agentgym.trajectory import Step  # noqa: E402
+
+HOUSEHOLD = "agentgym/Household-v0"
+
+
+def step(action: str, valid: bool = True, progress: float = 0.0) -> Step:
+    return Step(observation="", anchor="", text=action, action=action, action_valid=valid, progress=progress)
+
+
+def heldout_tasks(n: int):
+    from agentgym.registration import get_task_space
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.task_selection import filter_tasks
+
+    cfg = load_config("household-tiny", [])
+    space = get_task_space(HOUSEHOLD)
+    return filter_tasks(space.split("heldout"), cfg.env.task_filter, cfg.env.categories, space)[:n]
+
+
+def test_the_target_is_the_next_valid_command_that_is_not_idle():
+    steps = [step("look"), step("take apple 1 from fridge 1", valid=False), step("go to fridge 1"),
+             step("examine fridge 1"), step("take apple 1 from fridge 1"), step("inventory")]
+    assert vm.demo_targets(steps) == ["go to fridge 1", "go to fridge 1", "go to fridge 1",
+                                      "take apple 1 from fridge 1", "take apple 1 from fridge 1", None]
+    assert [vm.demo_step_kind(s) for s in steps] == ["idle", "slip", "go", "idle", "take", "idle"]
+    assert [vm.command_kind(a) for a in ("put apple 1 in fridge 1", "Heat apple 1 with microwave 1", "use desklamp 1",
+                                         "close drawer 2", "fly", None)] == ["put", "treat", "use", "open", "other",
+                                                                             "other"]
+
+
+def test_failures_follow_the_documented_order():
+    def profile(**counts):
+        p = {"invalid": 0, "idle": 0, "repeat": 0, "new": 0, "max_progress": 0.0, **counts}
+        p["steps"] = p["invalid"] + p["idle"] + p["repeat"] + p["new"]
+        return p
+
+    assert vm.failure_kind(profile(invalid=6, idle=6)) == "invalid"  # the first rule that holds
+    assert vm.failure_kind(profile(invalid=5, idle=6, new=1)) == "idle"
+    assert vm.failure_kind(profile(invalid=3, repeat=6, new=3)) == "looping"
+    assert vm.failure_kind(profile(invalid=5, idle=2, repeat=2, new=3)) == "never_held_goal"
+    assert vm.failure_kind(profile(invalid=5, idle=2, repeat=2, new=3, max_progress=0.5)) == "held_not_done"
+    steps = [step("go to shelf 1"), step("go to shelf 2"), step("go to shelf 1"), step("Go to  shelf 2."),
+             step("look"), step("jump", valid=False), step("take pen 1 from shelf 2", progress=0.5)]
+    assert vm.episode_profile(steps) == {"steps": 7, "invalid": 1, "idle": 1, "repeat": 2, "new": 3,
+                                         "max_progress": 0.5}
+
+
+def test_the_demonstrators_own_episodes_never_depart_and_a_return_to_a_seen_place_does():
+    from agentgym.envs.household.oracle import IDLE_COMMANDS, plan_for
+    from agentgym.envs.household.world import get_layout
+
+    idles = returns = 0
+    for task in heldout_tasks(12):
+        layout = get_layout(task)
+        for seed in range(3):  # any search order is the demonstrator's, idling and slipping as it does
+            plan = plan_for(layout, search_rng=np.random.default_rng(seed), dawdle_prob=0.3)
+            steps = []
+            for command in plan:  # slips: commands that are not admissible leave the state as it is
+                steps += [step("take the moon from nowhere", valid=False), step(command)]
+            assert vm.departure(layout, steps) is None
+            idles += sum(c.startswith(IDLE_COMMANDS) for c in plan)
+        # at the second receptacle visited, going back to the first instead of the plan's next command
+        plan = plan_for(layout, search_rng=np.random.default_rng(0))
+        goes = [i for i, c in enumerate(plan) if c.startswith("go to ")]
+        if len(goes) >= 2 and goes[1] + 1 < len(plan) and plan[goes[1] + 1] != plan[goes[0]]:
+            cut = goes[1] + 1
+            steps = [step(c) for c in plan[:cut]] + [step("look"), step(plan[goes[0]])]
+            left = vm.departure(layout, steps)
+            assert left.pop("expected").startswith("go to " if plan[cut].startswith("go to ") else plan[cut])
+            assert left == {"step": cut + 2, "taken": plan[goes[0]], "expected_kind": vm.command_kind(plan[cut]),
+                            "taken_kind": "go"}  # during a search: one unseen receptacle the demonstrator could pick
+            returns += 1
+    assert idles > 0 and returns >= 3
+
+
+def test_teacher_forced_replies_are_scored_by_the_env_at_the_demonstrators_states():
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.sft import oracle_trajectories
+
+    cfg = load_config("household-tiny", [])
+    demos = oracle_trajectories(HOUSEHOLD, heldout_tasks(3), cfg.env.chat, cfg.env.env_kwargs, seed=0,
+                                slip_prob=0.2, search=True, dawdle_prob=0.4, session=None)
+    targets = [t for d in demos for t in vm.demo_targets(d.steps) if t is not None]
+    kinds = [vm.demo_step_kind(s) for d in demos for s, t in zip(d.steps, vm.demo_targets(d.steps)) if t is not None]
+    assert "idle" in kinds and len(targets) >= 6
+    replies = {"teacher": [t.upper() + " " for t in targets],  # the env reads commands case- and space-blind
+               "idler": ["look"] * len(targets), "nonsense": ["fly to the moon"] * len(targets),
+               "one_off": targets[1:] + targets[:1]}
+    scored = vm.score_replies(cfg, demos, replies)
+    teacher, idler, nonsense = (vm.agreement_summary(scored[a])["all"] for a in ("teacher", "idler", "nonsense"))
+    assert (teacher["match"], teacher["valid"], teacher["idle"], teacher["same_kind"]) == (1.0, 1.0, 0.0, 1.0)
+    assert (idler["match"], idler["valid"], idler["idle"]) == (0.0, 1.0, 1.0)
+    assert (nonsense["match"], nonsense["valid"], nonsense["idle"]) == (0.0, 0.0, 0.0)
+    one_off = vm.agreement_summary(scored["one_off"])
+    assert one_off["all"]["match"] < 1.0 and one_off["all"]["valid"] < 1.0  # scored where it is asked
+    assert [r["kind"] for r in scored["teacher"]] == kinds
+    assert set(one_off["by_kind"]) == set(kinds)
+
+
+def make_runs(tmp_path: Path) -> Path:
+    runs = tmp_path / "runs"
+    (runs / "warm/seed0/sft_model").mkdir(parents=True)
+    (runs / "gigpo/seed0/final_model").mkdir(parents=True)
+    (runs / "tune/rft/lr0.0001/final_model").mkdir(parents=True)
+    table = rr.DoneTable(runs / "done.json")
+    table.mark("warm/seed0", {"model": "RUNS/warm/seed0/sft_model"})
+    table.mark("gigpo/seed0", {})
+    table.mark("sft/seed0", {})
+    for lr, score in ((3e-5, 0.39), (1e-4, 0.40), (3e-4, 0.40)):  # ties go to the first in the grid
+        table.mark(rr.tune_key("rft", lr), {"validation": {"success_rate": score}})
+    (runs / "settings.json").write_text(json.dumps({"setting": "tiny", "overrides": [], "tune_seed": 100,
+                                                    "grids": {"rft": [3e-5, 1e-4, 3e-4], "sft": [3e-4, 1e-3]}}))
+    return runs
+
+
+def test_each_arm_is_its_jobs_model_and_a_job_not_done_is_refused_in_one_line(tmp_path):
+    runs = make_runs(tmp_path)
+    keys = vm.arm_keys(runs, 0, ["warm", "gigpo", "sft"])
+    assert keys == {"warm": "warm/seed0", "gigpo": "gigpo/seed0", "sft": "sft/seed0"}
+    assert vm.model_of(runs, "warm/seed0") == (runs / "warm/seed0/sft_model").resolve()
+    assert vm.model_of(runs, "gigpo/seed0") == runs / "gigpo/seed0/final_model"
+    assert vm.shown(runs / "gigpo/seed0/final_model", runs) == "RUNS/gigpo/seed0/final_model"
+    with pytest.raises(SystemExit, match="no finished job grpo/seed0"):
+        vm.arm_keys(runs, 0, ["gigpo", "grpo"])
+    assert vm.arm_keys(runs, 100, ["rft"]) == {"rft": "tune/rft/lr0.0001"}  # the verdict's choice
+    with pytest.raises(SystemExit, match="sft: its rate is not chosen yet"):
+        vm.arm_keys(runs, 100, ["sft"])
+    with pytest.raises(SystemExit, match="not a verdict runs folder"):
+        vm.arm_keys(tmp_path / "elsewhere", 0, ["warm"])
+    (runs / "gigpo/seed0/final_model").rmdir()
+    with pytest.raises(SystemExit, match="gigpo/seed0: its model .* is missing"):
+        vm.model_of(runs, "gigpo/seed0")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    import torch
+
+    from agentgym.policies.tiny import build_tiny_model
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.run_setup import collect_env_texts
+
+    torch.set_num_threads(1)
+    texts = collect_env_texts(HOUSEHOLD, num_tasks=4, chat=load_config("household-tiny", []).env.chat, session=None)
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"), env_id=HOUSEHOLD, texts=texts, vocab_size=400,
+                            hidden=32, layers=1, heads=2)
+
+
+def test_reply_probabilities_are_the_models_own_over_each_admissible_command(tiny_model):
+    import torch
+
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.sft import oracle_trajectories
+
+    cfg = load_config("household-tiny", [])
+    demos = oracle_trajectories(HOUSEHOLD, heldout_tasks(1), cfg.env.chat, cfg.env.env_kwargs, seed=0,
+                                search=True, dawdle_prob=0.4, session=None)
+    states = vm.demonstrator_states(cfg, demos)[:3]
+    policy = HFPolicy(tiny_model)
+    got = vm.command_probabilities(policy, states, chunk=4)  # passes that cut across states
+    for state, row in zip(states, got):
+        assert state.target in state.admissible and any(vm.command_kind(c) == "idle" for c in state.admissible)
+        p = {}
+        for command in state.admissible:  # the whole sequence's logits, reply tokens and end of reply scored
+            prompt, reply = policy.encode_prompt(state.messages), policy.encode_response(command)
+            ids = torch.tensor([prompt + reply])
+            with torch.no_grad():
+                logp = torch.log_softmax(policy.model(input_ids=ids).logits[0, :-1].double(), -1)
+            p[command] = float(logp[torch.arange(len(prompt) - 1, ids.shape[1] - 1), ids[0, len(prompt):]].sum().exp())
+        assert row["p_target"] == pytest.approx(p[state.target], rel=1e-4)
+        assert row["p_idle"] == pytest.approx(sum(v for c, v in p.items() if vm.command_kind(c) == "idle"), rel=1e-4)
+        assert row["p_admissible"] == pytest.approx(sum(p.values()), rel=1e-4) and row["p_admissible"] < 1
+
+
+def test_a_tiny_model_is_measured_end_to_end(tmp_path, tiny_model):
+    args = argparse.Namespace(runs=None, preset="household-tiny", seed=3, tasks=2, episodes=1, overrides=[])
+    out = vm.measure(args, {"a": tiny_model, "b": tiny_model}, tmp_path, log=lambda line: None)
+    a, b = out["arms"]["a"], out["arms"]["b"]
+    assert out["heldout_tasks"] == 2 and a["own_episodes"]["episodes"] == 2
+    assert a["teacher_forced"]["all"]["steps"] == out["demonstrator"]["scored_steps"] > 0
+    assert a["teacher_forced"] == b["teacher_forced"]  # greedy: the same model answers alike
+    assert a["own_episodes"]["success"] == b["own_episodes"]["success"]  # the same tasks and seeds
+    own = a["own_episodes"]
+    assert own["failed"] == sum(own["failures"].values())
