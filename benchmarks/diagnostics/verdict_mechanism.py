@@ -55,6 +55,11 @@ of its categories, in the split's order):
    demonstrator's next command at every step up to the departure. Limits: where two goal objects
    or destinations are equally near, the planner takes the first, so choosing the other counts as
    a departure; the departure is that of the idle-free demonstrator (its plan, not its dawdling).
+   Reported: the share of episodes (and of failed ones) that depart, the success of those that
+   never do, the departure step, the kinds at the departure (demonstrator's -> episode's, e.g.
+   `take -> go`: it walked away from an object it should have taken; `go -> take`: it took an
+   object the task does not need where the demonstrator would search on) and how many departures
+   went back to a receptacle already visited.
 
 Writes `--out` (JSON: the command, code version, settings, per arm the figures above and its CPU
 seconds) and prints a table. One process, one torch thread.
@@ -261,8 +266,8 @@ class VisitOrder:
 
 def departure(layout, steps) -> dict | None:
     """Where an episode (its steps' action and action_valid) first departs from the demonstrator
-    (the module docstring): {"step": 1-based, "expected", "taken", "expected_kind", "taken_kind"}, or
-    None when it never departs. During a search "expected" is one of the demonstrator's equal
+    (the module docstring): {"step": 1-based, "expected", "taken", "expected_kind", "taken_kind",
+    "revisit": it went back to a receptacle it had been to}, or None when it never departs. During a search "expected" is one of the demonstrator's equal
     choices (the first unseen receptacle by index); past the plan's end it is None."""
     from agentgym.envs.household.commands import GO, entry_for, execute, lookup
     from agentgym.envs.household.oracle import plan_for
@@ -277,15 +282,17 @@ def departure(layout, steps) -> dict | None:
             ops.append((i, step, op))
             execute(world, op)
     plan = plan_for(layout, search_rng=VisitOrder([op[1] for _, _, op in ops if op[0] == GO]))
-    world = World(layout)
+    world, visited = World(layout), set()
     for j, (i, step, op) in enumerate(ops):
         entry = entry_for(world)
         expected = plan[j] if j < len(plan) else None
         if expected is None or entry.table.get(expected) != op:
             return {"step": i + 1, "expected": expected, "taken": step.action,
                     "expected_kind": command_kind(expected) if expected else "none",
-                    "taken_kind": command_kind(step.action)}
+                    "taken_kind": command_kind(step.action), "revisit": op[0] == GO and op[1] in visited}
         execute(world, op)
+        if op[0] == GO:
+            visited.add(op[1])
     return None
 
 
@@ -351,8 +358,9 @@ def own_episodes_summary(trajectories) -> dict:
         "success_never_departed": sum(t.success for t in stayed) / len(stayed) if stayed else None,
         "mean_departure_step": sum(d["step"] for d in departed) / len(departed) if departed else None,
         "departure_steps": {str(k): n for k, n in sorted(Counter(d["step"] for d in departed).items())},
-        "departure_expected_kind": dict(Counter(d["expected_kind"] for d in departed).most_common()),
-        "departure_taken_kind": dict(Counter(d["taken_kind"] for d in departed).most_common()),
+        # what the demonstrator would have done -> what the episode did, at its departure
+        "departure_kinds": dict(Counter(f"{d['expected_kind']} -> {d['taken_kind']}" for d in departed).most_common()),
+        "departure_revisits": sum(d["revisit"] for d in departed),
     }
 
 
@@ -499,6 +507,8 @@ def print_table(out: dict) -> None:
         dep = f"{o['mean_departure_step']:.1f}" if o["mean_departure_step"] is not None else "-"
         print(f"{arm:8s} {o['success']:.3f}  {sh['invalid']:.3f} {sh['idle']:.3f} {sh['repeat']:.3f}  "
               f"{o['mean_steps']:5.2f}  {o['departed']:.2f} @ {dep}  {o['failures']}  ({a['cpu_seconds']} CPU s)")
+        kinds = ", ".join(f"{k} {n}" for k, n in list(o["departure_kinds"].items())[:4])
+        print(f"{'':8s} departures (demonstrator's -> episode's): {kinds}; {o['departure_revisits']} went back")
 
 
 def main() -> None:

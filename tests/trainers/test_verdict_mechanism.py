@@ -63,11 +63,11 @@ def test_failures_follow_the_documented_order():
                                          "max_progress": 0.5}
 
 
-def test_the_demonstrators_own_episodes_never_depart_and_a_return_to_a_seen_place_does():
+def test_the_demonstrators_own_episodes_never_depart_and_leaving_its_plan_does():
     from agentgym.envs.household.oracle import IDLE_COMMANDS, plan_for
     from agentgym.envs.household.world import get_layout
 
-    idles = returns = 0
+    idles = returns = walkaways = 0
     for task in heldout_tasks(12):
         layout = get_layout(task)
         for seed in range(3):  # any search order is the demonstrator's, idling and slipping as it does
@@ -86,9 +86,18 @@ def test_the_demonstrators_own_episodes_never_depart_and_a_return_to_a_seen_plac
             left = vm.departure(layout, steps)
             assert left.pop("expected").startswith("go to " if plan[cut].startswith("go to ") else plan[cut])
             assert left == {"step": cut + 2, "taken": plan[goes[0]], "expected_kind": vm.command_kind(plan[cut]),
-                            "taken_kind": "go"}  # during a search: one unseen receptacle the demonstrator could pick
+                            "taken_kind": "go", "revisit": True}  # during a search: one unseen receptacle it could pick
             returns += 1
-    assert idles > 0 and returns >= 3
+        # walking on from where the goal object lies, to a receptacle not visited yet, instead of taking it
+        first = goes[0]
+        elsewhere = [c for c in layout.rec_names if "go to " + c not in plan[:first + 1]]
+        if plan[first + 1].startswith("take ") and elsewhere:
+            steps = [step(c) for c in plan[:first + 1]] + [step("go to " + elsewhere[0])]
+            left = vm.departure(layout, steps)
+            assert (left["step"], left["expected"], left["revisit"]) == (first + 2, plan[first + 1], False)
+            assert (left["expected_kind"], left["taken_kind"]) == ("take", "go")
+            walkaways += 1
+    assert idles > 0 and returns >= 3 and walkaways >= 3
 
 
 def test_teacher_forced_replies_are_scored_by_the_env_at_the_demonstrators_states():
