@@ -267,8 +267,9 @@ class VisitOrder:
 def departure(layout, steps) -> dict | None:
     """Where an episode (its steps' action and action_valid) first departs from the demonstrator
     (the module docstring): {"step": 1-based, "expected", "taken", "expected_kind", "taken_kind",
-    "revisit": it went back to a receptacle it had been to}, or None when it never departs. During a search "expected" is one of the demonstrator's equal
-    choices (the first unseen receptacle by index); past the plan's end it is None."""
+    "revisit": it went back to a receptacle it had been to}, or None when it never departs. During
+    a search "expected" is one of the demonstrator's equal choices (the first unseen receptacle by
+    index); past the plan's end it is None."""
     from agentgym.envs.household.commands import GO, entry_for, execute, lookup
     from agentgym.envs.household.oracle import plan_for
     from agentgym.envs.household.world import World
