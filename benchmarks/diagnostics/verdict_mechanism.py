@@ -19,18 +19,18 @@ of its categories, in the split's order):
        idle       the answer is a valid idle command (look / inventory / examine)
        same_kind  the answer is a command of the target's kind (below)
 
-   and, of the reply the policy samples there at temperature 1 (its own distribution, the
-   preset's evaluation temperature): P(target), P(idle) (summed over the admissible idle
-   commands) and P(admissible) (over every admissible command; the rest is on replies the env
-   refuses or reads through an alias), each admissible command's text and end of reply scored as
-   SFT scores a target. Greedy answers hardly ever idle (the idle mass is spread over several
-   commands); the sampled episodes do, which these probabilities show.
-
    per *kind of step*: `idle` (the demonstrator idled here), `slip` (it typed a command that is not
    admissible; SFT never trains on these, they are context), else the kind of its command: `go`
    (go to), `open` (open / close), `take`, `put` (move X to Y), `use` (a lamp), `treat`
    (heat / cool / clean), `other`. The searching demonstrator picks its next receptacle at random
    among those it has not seen, so on `go` steps an exact match is partly chance.
+
+   Greedy answers hardly ever idle (a model's idle mass is spread over several commands) while its
+   sampled episodes do; so each state also gets the probabilities of the reply the policy samples
+   there at temperature 1 (its own distribution; household-tiny evaluates at temperature 1):
+   P(target), P(idle) (summed over the admissible idle commands) and P(admissible) (summed over
+   every admissible command; the rest is on replies the env refuses, or reads through an alias),
+   each admissible command's text and end of reply scored as SFT scores a target.
 
 2. **The models' own episodes**: the held-out tasks as the preset evaluates them (eval.temperature,
    eval.episodes_per_task or --episodes, reset and sampling seed = the seed: every arm plays the
@@ -433,6 +433,8 @@ def settings_of(args):
 
 # --- the run ----------------------------------------------------------------------------------------
 def measure(args, models: dict[str, Path], folder: Path, log=print) -> dict:
+    """Parts 1 and 2 of the module docstring for each model ({label: folder}) with the settings of
+    `args` (runs, preset, seed, tasks, episodes, overrides); `folder` takes the tasks file."""
     from agentgym.registration import get_task_space
     from agentgym.tasks.splits import load_split
     from agentgym.trainers.run_setup import make_policy, quiet_transformers
@@ -475,6 +477,7 @@ def measure(args, models: dict[str, Path], folder: Path, log=print) -> dict:
     return {
         "preset": args.preset, "seed": args.seed, "heldout_tasks": len(tasks),
         "episodes_per_task": cfg.eval.episodes_per_task, "eval_temperature": cfg.eval.temperature,
+        "reply_probabilities_temperature": 1.0,
         "demonstrator": {"expert": cfg.sft.expert, "slip_prob": cfg.sft.slip_prob, "dawdle_prob": cfg.sft.dawdle_prob,
                          "filter_success": cfg.sft.filter_success, "episodes": len(demos),
                          "scored_steps": len(states), "steps_by_kind": dict(demo_kinds.most_common())},
