@@ -511,7 +511,7 @@ def print_table(out: dict) -> None:
         dep = f"{o['mean_departure_step']:.1f}" if o["mean_departure_step"] is not None else "-"
         print(f"{arm:8s} {o['success']:.3f}  {sh['invalid']:.3f} {sh['idle']:.3f} {sh['repeat']:.3f}  "
               f"{o['mean_steps']:5.2f}  {o['departed']:.2f} @ {dep}  {o['failures']}  ({a['cpu_seconds']} CPU s)")
-        kinds = ", ".join(f"{k} {n}" for k, n in list(o["departure_kinds"].items())[:4])
+        kinds = ", ".join(f"{k} {n}" for k, n in list(o["departure_kinds"].items())[:4]) or "none"
         print(f"{'':8s} departures (demonstrator's -> episode's): {kinds}; {o['departure_revisits']} went back")
 
 
