@@ -210,10 +210,14 @@ def report(args, table: rr.DoneTable) -> dict:
                        "mean_steps": r["heldout"].get("mean_steps"),
                        "compute": compute_of(r), "cpu_seconds": r.get("cpu_seconds")} for r in records],
             "mean_after": float(np.mean([r["heldout"]["success_rate"] for r in records])) if records else None,
+            "mean_before": float(np.mean([warm[r["seed"]]["success_rate"] for r in records if r["seed"] in warm]))
+            if any(r["seed"] in warm for r in records) else None,
         }
     scored = [a for a in IMITATION_ARMS if arms[a]["mean_after"] is not None]
     best = max(scored, key=lambda a: arms[a]["mean_after"]) if scored else None
     primary = compare(finals, "gigpo", best) if best else None
+    for arm in ARMS:  # every arm against the primary baseline (the baseline's own row: zero)
+        arms[arm]["minus_best_imitation"] = compare(finals, arm, best) if best and finals[arm] else None
     secondary = compare(finals, "gigpo", "grpo")
     gains = {arm: compare({arm: finals[arm], "warm": [{"seed": s, "heldout": w} for s, w in warm.items()]},
                           arm, "warm") for arm in ARMS}
