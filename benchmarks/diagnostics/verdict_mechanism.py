@@ -564,8 +564,17 @@ def main() -> None:
            "code_version": code_version(), **out}
     print_table(out)
     if args.out:
-        rr.write_json(args.out, out)
-        print(f"wrote {args.out}")
+        write_seed(args.out, args.seed, out)
+        print(f"wrote {args.out} (key seed{args.seed})")
+
+
+def write_seed(path: Path, seed: int, results: dict) -> None:
+    """`results` under the key seedN of the JSON file at `path`, the other seeds kept, so that one file
+    holds every seed measured; at the top, the code versions of all of them."""
+    rr.write_json_key(path, f"seed{seed}", results)
+    whole = json.loads(Path(path).read_text())
+    versions = sorted({v["code_version"] for key, v in whole.items() if key.startswith("seed")})
+    rr.write_json_key(path, "code_version", ", ".join(versions))
 
 
 if __name__ == "__main__":

@@ -210,3 +210,13 @@ def test_a_tiny_model_is_measured_end_to_end(tmp_path, tiny_model):
     assert a["own_episodes"]["success"] == b["own_episodes"]["success"]  # the same tasks and seeds
     own = a["own_episodes"]
     assert own["failed"] == sum(own["failures"].values())
+
+
+def test_each_seed_is_kept_under_its_own_key_with_every_code_version_at_the_top(tmp_path):
+    path = tmp_path / "mechanism.json"
+    vm.write_seed(path, 0, {"code_version": "aaa", "arms": {"sft": 0.6}})
+    vm.write_seed(path, 3, {"code_version": "bbb", "arms": {"sft": 0.5}})
+    vm.write_seed(path, 0, {"code_version": "ccc", "arms": {"sft": 0.7}})  # a seed measured again replaces itself
+    whole = json.loads(path.read_text())
+    assert set(whole) == {"seed0", "seed3", "code_version"} and whole["seed0"]["arms"] == {"sft": 0.7}
+    assert whole["code_version"] == "bbb, ccc"
