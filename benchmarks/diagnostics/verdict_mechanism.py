@@ -571,10 +571,7 @@ def main() -> None:
 def write_seed(path: Path, seed: int, results: dict) -> None:
     """`results` under the key seedN of the JSON file at `path`, the other seeds kept, so that one file
     holds every seed measured; at the top, the code versions of all of them."""
-    rr.write_json_key(path, f"seed{seed}", results)
-    whole = json.loads(Path(path).read_text())
-    versions = sorted({v["code_version"] for key, v in whole.items() if key.startswith("seed")})
-    rr.write_json_key(path, "code_version", ", ".join(versions))
+    rr.write_results_key(path, f"seed{seed}", results)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,18 @@ def write_json_key(path: Path, key: str, data) -> None:
     write_json(path, whole)
 
 
+def write_results_key(path: Path, key: str, data: dict) -> None:
+    """Set one top-level entry of a results file that holds several (a setting, a seed), and at its top
+    `code_version`: every entry's code versions, so a file whose figures the docs quote names them."""
+    path = Path(path)
+    whole = json.loads(path.read_text()) if path.is_file() else {}
+    whole[key] = data
+    versions = {v.strip() for entry in whole.values() if isinstance(entry, dict) and entry.get("code_version")
+                for v in entry["code_version"].split(",")}
+    whole["code_version"] = ", ".join(sorted(versions))
+    write_json(path, whole)
+
+
 class DoneTable:
     """{key: result} of the finished jobs, kept in one JSON file."""
 

@@ -261,15 +261,6 @@ def report(args, table: rr.DoneTable) -> dict:
     }
 
 
-def write_setting(path: Path, setting: str, data: dict) -> None:
-    """The setting's key of the results file, and at the top the code versions of every setting's
-    runs (a file whose figures the docs quote names its code version)."""
-    rr.write_json_key(path, setting, data)
-    whole = json.loads(Path(path).read_text())
-    versions = {v.strip() for name in SETTINGS if name in whole for v in whole[name]["code_version"].split(",")}
-    rr.write_json_key(path, "code_version", ", ".join(sorted(versions)))
-
-
 def portable(record: dict, run_root: Path) -> dict:
     """`record` with the runs folder's path written as RUNS (local() reverses it)."""
     text = json.dumps(record)
@@ -388,7 +379,7 @@ def main() -> None:
         (run_root / "code_version").write_text(code_version() + "\n")
     restore(args, run_root)
     out, failed = rr.schedule(args, jobs(args), report, __file__, run_root,
-                              write=lambda path, data: write_setting(path, args.setting, data))
+                              write=lambda path, data: rr.write_results_key(path, args.setting, data))
     for arm, a in out["arms"].items():
         print(f"{arm:6s} lr {a['lr']} after {[round(s['after'], 3) for s in a['seeds']]}")
     print(f"verdict: {out['verdict']}; {out['runs_done']} runs done; wrote {args.out}")
