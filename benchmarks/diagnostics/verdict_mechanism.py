@@ -61,8 +61,9 @@ of its categories, in the split's order):
    object the task does not need where the demonstrator would search on) and how many departures
    went back to a receptacle already visited.
 
-Writes `--out` (JSON: the command, code version, settings, per arm the figures above and its CPU
-seconds) and prints a table. One process, one torch thread.
+Writes `--out` (JSON: under seedN the command, code version, settings, per arm the figures above and
+its CPU seconds; under `over_seeds` the main figures averaged over the seeds in the file) and prints a
+table. One process, one torch thread.
 
     python benchmarks/diagnostics/verdict_mechanism.py --runs RUNS --seed 0 --out docs/verdict_mechanism.json
     python benchmarks/diagnostics/verdict_mechanism.py --runs RUNS --seed 100 --tasks 20 --out /tmp/m.json
@@ -568,10 +569,47 @@ def main() -> None:
         print(f"wrote {args.out} (key seed{args.seed})")
 
 
+# the figures the summary over seeds averages: name -> the path into an arm's record
+SUMMARIZED = {
+    "invalid_steps": ("own_episodes", "step_shares", "invalid"),
+    "idle_steps": ("own_episodes", "step_shares", "idle"),
+    "repeated_steps": ("own_episodes", "step_shares", "repeat"),
+    "failed_invalid": ("own_episodes", "failures", "invalid"),
+    "failed_looping": ("own_episodes", "failures", "looping"),
+    "p_admissible": ("teacher_forced", "all", "p_admissible"),
+    "p_target": ("teacher_forced", "all", "p_target"),
+    "p_idle": ("teacher_forced", "all", "p_idle"),
+}
+
+
+def over_seeds(whole: dict) -> dict:
+    """{"over_seeds": ...}: per arm measured on every seed of the file, each SUMMARIZED figure's mean
+    over those seeds and its value on each; a seed measured on other tasks or episodes is refused."""
+    seeds = sorted(int(key[4:]) for key in whole if key.startswith("seed") and key[4:].isdigit())
+    records = [whole[f"seed{s}"] for s in seeds]
+    shapes = {(r["heldout_tasks"], r["episodes_per_task"]) for r in records}
+    if len(shapes) > 1:
+        raise ValueError(f"the seeds were measured on different tasks x episodes {sorted(shapes)}: "
+                         "measure every seed with the same --tasks and --episodes")
+    arms = [arm for arm in records[0]["arms"] if all(arm in r["arms"] for r in records)] if records else []
+    summary = {}
+    for arm in arms:
+        summary[arm] = {}
+        for name, path in SUMMARIZED.items():
+            values = []
+            for r in records:
+                value = r["arms"][arm]
+                for step in path:
+                    value = value[step]
+                values.append(value)
+            summary[arm][name] = {"mean": sum(values) / len(values), "per_seed": values}
+    return {"over_seeds": {"seeds": seeds, "arms": summary}}
+
+
 def write_seed(path: Path, seed: int, results: dict) -> None:
     """`results` under the key seedN of the JSON file at `path`, the other seeds kept, so that one file
-    holds every seed measured; at the top, the code versions of all of them."""
-    rr.write_results_key(path, f"seed{seed}", results)
+    holds every seed measured; `over_seeds` averages them; at the top, the code versions of all."""
+    rr.write_results_key(path, f"seed{seed}", results, derived=over_seeds)
 
 
 if __name__ == "__main__":

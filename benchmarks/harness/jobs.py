@@ -58,12 +58,16 @@ def write_json_key(path: Path, key: str, data) -> None:
     write_json(path, whole)
 
 
-def write_results_key(path: Path, key: str, data: dict) -> None:
+def write_results_key(path: Path, key: str, data: dict, derived=None) -> None:
     """Set one top-level entry of a results file that holds several (a setting, a seed), and at its top
-    `code_version`: every entry's code versions, so a file whose figures the docs quote names them."""
+    `code_version`: every entry's code versions, so a file whose figures the docs quote names them.
+    `derived(whole) -> {key: entry}`: entries computed from all the others (a summary over seeds),
+    recomputed on every write so that they never fall behind."""
     path = Path(path)
     whole = json.loads(path.read_text()) if path.is_file() else {}
     whole[key] = data
+    if derived is not None:
+        whole.update(derived(whole))
     versions = {v.strip() for entry in whole.values() if isinstance(entry, dict) and entry.get("code_version")
                 for v in entry["code_version"].split(",")}
     whole["code_version"] = ", ".join(sorted(versions))

@@ -212,11 +212,33 @@ def test_a_tiny_model_is_measured_end_to_end(tmp_path, tiny_model):
     assert own["failed"] == sum(own["failures"].values())
 
 
+def _seed_record(code: str, invalid: float, tasks: int = 100) -> dict:
+    arm = {"own_episodes": {"step_shares": {"invalid": invalid, "idle": 0.1, "repeat": 0.05},
+                            "failures": {"invalid": 30, "looping": 2}},
+           "teacher_forced": {"all": {"p_admissible": 0.8, "p_target": 0.4, "p_idle": 0.2}}}
+    return {"code_version": code, "heldout_tasks": tasks, "episodes_per_task": 4, "arms": {"sft": arm}}
+
+
 def test_each_seed_is_kept_under_its_own_key_with_every_code_version_at_the_top(tmp_path):
     path = tmp_path / "mechanism.json"
-    vm.write_seed(path, 0, {"code_version": "aaa", "arms": {"sft": 0.6}})
-    vm.write_seed(path, 3, {"code_version": "bbb", "arms": {"sft": 0.5}})
-    vm.write_seed(path, 0, {"code_version": "ccc", "arms": {"sft": 0.7}})  # a seed measured again replaces itself
+    vm.write_seed(path, 0, _seed_record("aaa", 0.6))
+    vm.write_seed(path, 3, _seed_record("bbb", 0.5))
+    vm.write_seed(path, 0, _seed_record("ccc", 0.7))  # a seed measured again replaces itself
     whole = json.loads(path.read_text())
-    assert set(whole) == {"seed0", "seed3", "code_version"} and whole["seed0"]["arms"] == {"sft": 0.7}
+    assert set(whole) == {"seed0", "seed3", "over_seeds", "code_version"}
+    assert whole["seed0"]["arms"]["sft"]["own_episodes"]["step_shares"]["invalid"] == 0.7
     assert whole["code_version"] == "bbb, ccc"
+
+
+def test_the_summary_over_seeds_follows_every_write_and_refuses_mixed_task_counts(tmp_path):
+    path = tmp_path / "mechanism.json"
+    vm.write_seed(path, 0, _seed_record("aaa", 0.6))
+    vm.write_seed(path, 1, _seed_record("aaa", 0.2))
+    summary = json.loads(path.read_text())["over_seeds"]
+    assert summary["seeds"] == [0, 1]
+    assert summary["arms"]["sft"]["invalid_steps"] == {"mean": pytest.approx(0.4), "per_seed": [0.6, 0.2]}
+    assert summary["arms"]["sft"]["failed_invalid"]["mean"] == 30
+    vm.write_seed(path, 1, _seed_record("aaa", 0.4))  # measured again: the mean follows
+    assert json.loads(path.read_text())["over_seeds"]["arms"]["sft"]["invalid_steps"]["mean"] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="same --tasks"):
+        vm.write_seed(path, 2, _seed_record("aaa", 0.4, tasks=20))
