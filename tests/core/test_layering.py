@@ -1,4 +1,4 @@
-"""Modules import only from their own layer or the layers below (README, "Architecture"):
+"""Modules import only from their own layer or the layers below (docs/architecture.md):
 
     errors -> task spec -> policy contract -> tasks -> core -> envs -> policies -> evaluation -> trainers -> apps
 
