@@ -35,9 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.* imports
 from benchmarks.harness import jobs as rr  # noqa: E402
-from benchmarks.harness.provenance import ROOT, code_version, command, process_cpu_seconds  # noqa: E402
-from benchmarks.learning import tree_vs_baselines as shared  # noqa: E402  (the verdict's runs, read)
+from benchmarks.harness.provenance import code_version, command, process_cpu_seconds  # noqa: E402
 from benchmarks.learning import verdict  # noqa: E402
+from benchmarks.learning import verdict_runs  # noqa: E402  (the verdict's runs, read)
 from benchmarks.learning.rl_vs_baselines import run_sft_arm, validation_file  # noqa: E402
 
 SETTING = "tiny"
@@ -55,7 +55,7 @@ def rl_iterations(args) -> int:
 def chosen_rates(args) -> dict:
     """The verdict's chosen rates (docs/verdict.json): SFT's is used as it is, GiGPO's names the tuning
     run whose compute the seed-100 SFT phase halves. One line while the verdict has not chosen."""
-    chosen = shared.verdict_results(args)[0].get("lr_choice", {}).get("chosen", {})
+    chosen = verdict_runs.verdict_results(args)[0].get("lr_choice", {}).get("chosen", {})
     if not {"sft", "gigpo"} <= set(chosen):
         raise SystemExit("the verdict has not chosen its sft and gigpo rates yet: finish its tuning runs first")
     return {arm: float(chosen[arm]) for arm in ("sft", "gigpo")}
@@ -104,7 +104,7 @@ def run_job(args, key: str) -> dict:
         seed = rr.arm_and_seed(key)[1]
         cfg = verdict.config(args, seed, folder, *rr.warm_overrides(table[f"warm/seed{seed}"]))
         rr.use_threads(cfg)
-        _, records = shared.verdict_results(args)
+        _, records = verdict_runs.verdict_results(args)
         matched = gigpo_run(args, seed)
         if matched not in records:
             raise SystemExit(f"{key}: the verdict's {matched} has not finished: its compute is this phase's budget")
@@ -171,7 +171,7 @@ def sentence(primary: dict | None, planned: int, mdd: float | None) -> str:
 def report(args, table) -> dict:
     import statistics
 
-    whole, records = shared.verdict_results(args)
+    whole, records = verdict_runs.verdict_results(args)
     found = {"sft_then_gigpo": {}, "sft": {}, "gigpo": {}, "half_sft": {}}
     rows = []
     for seed in args.seeds:
@@ -189,7 +189,7 @@ def report(args, table) -> dict:
         arms[arm] = {"seeds": sorted(by_seed), "mean": statistics.fmean(finals) if finals else None,
                      "interval_over_seeds": rr.seed_interval(finals)}
     planned = len(args.seeds)
-    primary = shared.difference(found, "sft_then_gigpo", "sft", planned)
+    primary = verdict_runs.difference(found, "sft_then_gigpo", "sft", planned)
     n_tasks = len(next(iter(found["sft_then_gigpo"].values()))["heldout"]["per_task_success"]) \
         if found["sft_then_gigpo"] else None
     mdd = None
@@ -214,13 +214,13 @@ def report(args, table) -> dict:
         "arms": arms,
         "primary": {"comparison": "sft_then_gigpo - sft", **(primary or {})},
         "secondary": {"comparison": "sft_then_gigpo - gigpo",
-                      **(shared.difference(found, "sft_then_gigpo", "gigpo", planned) or {})},
+                      **(verdict_runs.difference(found, "sft_then_gigpo", "gigpo", planned) or {})},
         "rl_phase_gain": {"comparison": "sft_then_gigpo - half_sft",
-                          **(shared.difference(found, "sft_then_gigpo", "half_sft", planned) or {})},
+                          **(verdict_runs.difference(found, "sft_then_gigpo", "half_sft", planned) or {})},
         "sentence": sentence(primary, planned, mdd),
         "jobs_done": f"{sum(j.key in table for j in jobs(args))} of {len(jobs(args))}",
         # the jobs run here, per-task outcomes included: they seed the done-table of a new --runs folder
-        "jobs": {k: shared.portable(table[k], args) for k in own},
+        "jobs": {k: verdict_runs.portable(table[k], args) for k in own},
     }
 
 
@@ -249,17 +249,7 @@ def main() -> None:
     parser.add_argument("--grid", type=float, nargs="+", default=list(verdict.SETTINGS[SETTING].grids["gigpo"]),
                         help="the RL phase's rates (the protocol's: the verdict's GiGPO grid)")
     parser.add_argument("--val-tasks", type=int, default=100, help="validation tasks for the RL phase's rate")
-    parser.add_argument("--parallel", type=int, default=1, help="runs at once, one thread each")
-    parser.add_argument("--runs", default="runs/sft_then_rl", help="this runner's jobs folder")
-    parser.add_argument("--verdict-runs", default=f"runs/verdict_{SETTING}",
-                        help="the verdict experiment's jobs folder (read only): its warm starts")
-    parser.add_argument("--verdict-json", default=str(ROOT / "docs" / "verdict.json"),
-                        help="the verdict experiment's results (read only): its rates, runs and compute")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "sft_then_rl.json"))
-    parser.add_argument("--report-only", action="store_true", help="rewrite --out from the finished runs")
-    parser.add_argument("--job", help=argparse.SUPPRESS)  # internal: one run, in its own process
-    parser.add_argument("--threads", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("overrides", nargs="*", help="config overrides for every job: the verdict's own")
+    verdict_runs.add_arguments(parser, SETTING, "sft_then_rl")
     args = parser.parse_args()
     if TUNE_SEED in args.seeds:
         parser.error(f"--seeds: seed {TUNE_SEED} is the tuning seed, never a reported one")
@@ -270,8 +260,8 @@ def main() -> None:
     if args.job:
         rr.run_worker(run_root, args.job, lambda key: run_job(args, key))
         return
-    whole, records = shared.verdict_results(args)
-    shared.check_verdict_settings(args, whole)
+    whole, records = verdict_runs.verdict_results(args)
+    verdict_runs.check_verdict_settings(args, whole)
     chosen_rates(args)
     if not args.report_only:
         rr.check_settings(run_root, {"overrides": verdict.job_overrides(args), "grid": args.grid,
@@ -279,7 +269,7 @@ def main() -> None:
     restore(args, run_root)
     all_jobs = jobs(args)
     if not args.report_only:
-        shared.adopt_warm_starts(args, rr.DoneTable(run_root / "done.json"), records, all_jobs)
+        verdict_runs.adopt_warm_starts(args, rr.DoneTable(run_root / "done.json"), records, all_jobs)
     out, failed = rr.schedule(args, all_jobs, report, __file__, run_root)
     for row in out["seed_rows"]:
         print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items() if k != "compute"
