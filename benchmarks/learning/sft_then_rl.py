@@ -52,18 +52,19 @@ def rl_iterations(args) -> int:
     return verdict.config(args, 0, Path(args.runs)).iterations // 2
 
 
-def chosen_rates(args) -> dict:
-    """The verdict's chosen rates (docs/verdict.json): SFT's is used as it is, GiGPO's names the tuning
-    run whose compute the seed-100 SFT phase halves. One line while the verdict has not chosen."""
-    chosen = verdict_runs.verdict_results(args)[0].get("lr_choice", {}).get("chosen", {})
+def chosen_rates(whole: dict) -> dict:
+    """The verdict's chosen rates (`whole`: its results, docs/verdict.json): SFT's is used as it is,
+    GiGPO's names the tuning run whose compute the seed-100 SFT phase halves. One line while the
+    verdict has not chosen."""
+    chosen = whole.get("lr_choice", {}).get("chosen", {})
     if not {"sft", "gigpo"} <= set(chosen):
         raise SystemExit("the verdict has not chosen its sft and gigpo rates yet: finish its tuning runs first")
     return {arm: float(chosen[arm]) for arm in ("sft", "gigpo")}
 
 
-def gigpo_run(args, seed: int) -> str:
-    """The verdict's GiGPO job whose compute the seed's two phases share."""
-    return rr.tune_key("gigpo", chosen_rates(args)["gigpo"]) if seed == TUNE_SEED else f"gigpo/seed{seed}"
+def gigpo_run(rates: dict, seed: int) -> str:
+    """The verdict's GiGPO job whose compute the seed's two phases share (`rates`: chosen_rates)."""
+    return rr.tune_key("gigpo", rates["gigpo"]) if seed == TUNE_SEED else f"gigpo/seed{seed}"
 
 
 def half_budget(gigpo_compute: dict) -> dict:
@@ -104,12 +105,13 @@ def run_job(args, key: str) -> dict:
         seed = rr.arm_and_seed(key)[1]
         cfg = verdict.config(args, seed, folder, *rr.warm_overrides(table[f"warm/seed{seed}"]))
         rr.use_threads(cfg)
-        _, records = verdict_runs.verdict_results(args)
-        matched = gigpo_run(args, seed)
+        whole, records = verdict_runs.verdict_results(args)
+        rates = chosen_rates(whole)
+        matched = gigpo_run(rates, seed)
         if matched not in records:
             raise SystemExit(f"{key}: the verdict's {matched} has not finished: its compute is this phase's budget")
         budget = half_budget(records[matched]["compute"])
-        lr = chosen_rates(args)["sft"]
+        lr = rates["sft"]
         kind = "sft_filtered" if cfg.sft.filter_success else "sft_unfiltered"
         stats = run_sft_arm(cfg, folder, kind, budget, lr, seed, print, micro_batch_size=cfg.ppo.micro_batch_size)
         from agentgym.trainers.checkpoint import latest_checkpoint
@@ -199,6 +201,7 @@ def report(args, table) -> dict:
     tunes = {f"{lr:g}": table[rr.tune_key(ARM, lr)]["validation"]["success_rate"]
              for lr in args.grid if rr.tune_key(ARM, lr) in table}
     own = [key for key in table.done if not key.startswith("warm/") or table[key].get("source") is None]
+    all_jobs = jobs(args)
     return {
         "protocol": "docs/sft_then_rl_protocol.md",
         "command": command(__file__, ["--verdict-runs", "VERDICT_RUNS", "--runs", "RUNS",
@@ -218,7 +221,7 @@ def report(args, table) -> dict:
         "rl_phase_gain": {"comparison": "sft_then_gigpo - half_sft",
                           **(verdict_runs.difference(found, "sft_then_gigpo", "half_sft", planned) or {})},
         "sentence": sentence(primary, planned, mdd),
-        "jobs_done": f"{sum(j.key in table for j in jobs(args))} of {len(jobs(args))}",
+        "jobs_done": f"{sum(j.key in table for j in all_jobs)} of {len(all_jobs)}",
         # the jobs run here, per-task outcomes included: they seed the done-table of a new --runs folder
         "jobs": {k: verdict_runs.portable(table[k], args) for k in own},
     }
@@ -262,7 +265,7 @@ def main() -> None:
         return
     whole, records = verdict_runs.verdict_results(args)
     verdict_runs.check_verdict_settings(args, whole)
-    chosen_rates(args)
+    chosen_rates(whole)
     if not args.report_only:
         rr.check_settings(run_root, {"overrides": verdict.job_overrides(args), "grid": args.grid,
                                      "val_tasks": args.val_tasks})

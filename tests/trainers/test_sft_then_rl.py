@@ -64,10 +64,11 @@ def test_the_sft_phase_is_half_the_gigpo_steps_at_its_tokens_per_step():
 def test_the_seed_100_sft_phase_halves_the_verdicts_tuning_run_at_its_chosen_rate(tmp_path):
     args = make_args(tmp_path)
     write_verdict(args, args.seeds)
-    assert str_.gigpo_run(args, 100) == "tune/gigpo/lr0.0001" and str_.gigpo_run(args, 2) == "gigpo/seed2"
+    rates = str_.chosen_rates(str_.verdict_runs.verdict_results(args)[0])
+    assert str_.gigpo_run(rates, 100) == "tune/gigpo/lr0.0001" and str_.gigpo_run(rates, 2) == "gigpo/seed2"
     Path(args.verdict_json).write_text(json.dumps({"tiny": {"lr_choice": {"chosen": {"gigpo": 1e-4}}}}))
     with pytest.raises(SystemExit, match="has not chosen"):
-        str_.chosen_rates(args)
+        str_.chosen_rates(str_.verdict_runs.verdict_results(args)[0])
 
 
 def test_the_report_pairs_the_arm_with_the_verdicts_sft_and_gigpo_of_each_seed(tmp_path):
