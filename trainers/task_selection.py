@@ -3,6 +3,7 @@ categories (held-out ids refused), a task file, or fresh tasks from the env's ge
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 from agentgym.errors import ConfigError
@@ -18,10 +19,7 @@ def select_train_tasks(env_cfg: EnvConfig, space, seed: int) -> list:
     filtered by env.task_filter / env.categories, held-out ids refused."""
 
     if env_cfg.fresh_tasks:
-        def keep(spec) -> bool:
-            return bool(filter_tasks([spec], env_cfg.task_filter, env_cfg.categories, space))
-
-        tasks = fresh_tasks(space, int(env_cfg.fresh_tasks), seed=seed, keep=keep)
+        tasks = _fresh_draw(env_cfg, space, seed)
     else:
         tasks = load_split(env_cfg.tasks_file) if env_cfg.tasks_file else space.split(env_cfg.split)
         tasks = filter_tasks(tasks, env_cfg.task_filter, env_cfg.categories, space)
@@ -32,6 +30,25 @@ def select_train_tasks(env_cfg: EnvConfig, space, seed: int) -> list:
         raise ConfigError(f"no training tasks left after env.task_filter={env_cfg.task_filter} and "
                           f"env.categories={env_cfg.categories}: loosen the filter")
     return tasks
+
+
+# A run draws its fresh tasks twice (the SFT warm start and the RL loop), seconds each: the draw is
+# deterministic in (space, count, filter, seed), so the second is the first's list, while the space lives.
+_FRESH_DRAWS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _fresh_draw(env_cfg: EnvConfig, space, seed: int) -> list:
+    def keep(spec) -> bool:
+        return bool(filter_tasks([spec], env_cfg.task_filter, env_cfg.categories, space))
+
+    key = (int(env_cfg.fresh_tasks), repr(env_cfg.task_filter), repr(env_cfg.categories), int(seed))
+    try:
+        drawn = _FRESH_DRAWS.setdefault(space, {})
+    except TypeError:  # a space that takes no weak reference: drawn every time
+        drawn = {}
+    if key not in drawn:
+        drawn[key] = fresh_tasks(space, key[0], seed=seed, keep=keep)
+    return list(drawn[key])
 
 
 def filter_tasks(tasks: list, task_filter: dict, categories: list | None = None, space=None) -> list:

@@ -7,6 +7,8 @@ one lower-case word per type ("sinkbasin", "remotecontrol"), instances numbered 
 
 from __future__ import annotations
 
+import functools
+
 TASK_TYPES = (
     "pick_and_place",
     "look_at_obj_in_light",
@@ -104,6 +106,7 @@ def lamp_hosts_in(room: str, lamp: str) -> tuple[str, ...]:
     return tuple(t for t in LAMP_HOSTS[lamp] if t in ROOM_RECEPTACLES[room])
 
 
+@functools.lru_cache(maxsize=None)  # pure in the constants above; hot (every sample and category)
 def rooms_for(task_type: str) -> tuple[str, ...]:
     """Rooms in which a task type can be posed (they hold the appliance or lamp it needs)."""
     if task_type == "look_at_obj_in_light":
@@ -114,11 +117,13 @@ def rooms_for(task_type: str) -> tuple[str, ...]:
     return tuple(r for r in ROOMS if appliance in ROOM_RECEPTACLES[r])
 
 
+@functools.lru_cache(maxsize=None)  # pure in the constants above; hot (every sample and category)
 def objects_for(task_type: str, room: str) -> tuple[str, ...]:
     allowed = TASK_OBJECTS.get(task_type)
     return tuple(o for o in ROOM_OBJECTS[room] if allowed is None or o in allowed)
 
 
+@functools.lru_cache(maxsize=None)  # pure in the constants above; hot (every sample and category)
 def targets_for(task_type: str, room: str) -> tuple[str, ...]:
     """Destination receptacle types of a placing task, or lamp types of a look task."""
     if task_type == "look_at_obj_in_light":

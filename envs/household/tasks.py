@@ -121,9 +121,10 @@ class HouseholdTaskSpace(TaskSpace):
         if task_type not in TASK_TYPES:
             raise ValueError(f"task_type must be one of {', '.join(TASK_TYPES)}, got {task_type!r}")
         tkey = _target_key(task_type)
-        combos = [c for c in goal_combos(task_type, unseen)
-                  if fixed.get("room", c[0]) == c[0] and fixed.get("object", c[1]) == c[1]
-                  and fixed.get(tkey, c[2]) == c[2]]
+        combos = goal_combos(task_type, unseen)
+        if "room" in fixed or "object" in fixed or tkey in fixed:  # else every goal: skip the copy (hot)
+            combos = [c for c in combos if fixed.get("room", c[0]) == c[0] and fixed.get("object", c[1]) == c[1]
+                      and fixed.get(tkey, c[2]) == c[2]]
         if not combos:
             raise ValueError(f"no {task_type} goal matches {fixed} (unseen={unseen})")
         room, obj, target = r.choice(combos)

@@ -226,6 +226,28 @@ def test_fresh_tasks_are_new_valid_and_never_held_out():
     assert len(set(ids) - {t.task_id for t in space.split("train")}) > 250
 
 
+def test_a_runs_second_fresh_draw_is_the_first_without_drawing_again(monkeypatch):
+    """The SFT warm start and the RL loop both ask for the run's fresh tasks: one draw, equal lists
+    (copies, so one caller's edits never reach the other); another seed or count draws anew."""
+    import dataclasses
+
+    from agentgym.trainers import task_selection
+    from agentgym.trainers.config import load_config
+
+    draws = []
+    real = task_selection.fresh_tasks
+    monkeypatch.setattr(task_selection, "fresh_tasks", lambda *a, **k: draws.append(a[1:]) or real(*a, **k))
+    env = dataclasses.replace(load_config("household-tiny").env, fresh_tasks=40)
+    space = type(SPACE)()  # a space of its own, so no earlier test's draw is reused
+    first = task_selection.select_train_tasks(env, space, 5)
+    first.clear()
+    again = task_selection.select_train_tasks(env, space, 5)
+    assert len(again) == 40 and draws == [(40,)]
+    assert [t.task_id for t in task_selection.select_train_tasks(env, space, 6)] != [t.task_id for t in again]
+    assert len(task_selection.select_train_tasks(dataclasses.replace(env, fresh_tasks=30), space, 5)) == 30
+    assert draws == [(40,), (40,), (30,)]
+
+
 def test_fresh_tasks_that_no_sample_passes_is_one_clear_error():
     from agentgym.errors import ConfigError
 

@@ -1,5 +1,5 @@
 """policy.engine=pool on the catalog's real model (SmolLM2-135M-Instruct, 30 layers, 9 query and 3
-key-value heads): in fp32, 64 prompts x 32 greedy tokens identical to the eager HF path, logprobs within
+key-value heads): in fp32, 32 prompts x 32 greedy tokens identical to the eager HF path, logprobs within
 1e-4; with LoRA on the bf16 base, logprobs within 2e-2 where the replies agree."""
 
 from __future__ import annotations
@@ -45,15 +45,15 @@ def _prompts(policy, count: int) -> list[list[int]]:
             for i in range(count)]
 
 
-def test_64_prompts_32_greedy_tokens_identical_to_the_eager_path(eager):
+def test_32_prompts_32_greedy_tokens_identical_to_the_eager_path(eager):
     pooled = _pooled(eager)
-    prompts = _prompts(eager, 64)
+    prompts = _prompts(eager, 32)
     sampling = SamplingParams(temperature=0.0, max_new_tokens=32)
     fast, plain = pooled.generate_ids(prompts, sampling), eager.generate_ids(prompts, sampling)
     assert [c.response_ids for c in fast] == [c.response_ids for c in plain]
     worst = max(abs(a - b) for x, y in zip(fast, plain) for a, b in zip(x.response_logprobs, y.response_logprobs))
     assert worst < 1e-4
-    assert sum(len(c.response_ids) for c in fast) > 64 * 16  # replies long enough to mean something
+    assert sum(len(c.response_ids) for c in fast) > 32 * 16  # replies long enough to mean something
 
 
 def test_lora_on_the_bf16_base_gives_the_updates_logprobs_as_closely_as_the_eager_path():
