@@ -83,6 +83,24 @@ import sys; sys.stdin.read()
 """
 
 
+def _wait_until_group_exits(pgid: int, timeout: float = 20.0) -> None:
+    """Until no live process (zombies aside) is left in process group `pgid`, read from /proc."""
+    def alive() -> bool:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != b"Z":
+                return True
+        return False
+
+    deadline = time.monotonic() + timeout
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_a_killed_process_leaves_folders_the_next_launch_removes():
     from agentgym.envs.webshop.browser import sweep_stale_tmp
 
@@ -99,6 +117,6 @@ def test_a_killed_process_leaves_folders_the_next_launch_removes():
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    time.sleep(0.3)
+    _wait_until_group_exits(proc.pid)  # a dying driver can still write into its folder (seen under load)
     sweep_stale_tmp()  # what every later browser launch does first
     assert _tmp() - before == set(), _tmp() - before
