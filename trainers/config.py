@@ -278,8 +278,11 @@ def safe_yaml(text: str, where: str):
     for text that is not YAML; ConfigError (one line naming `where`) for the rest."""
     import yaml
 
+    # libyaml's parser when PyYAML has it (the same events, types and errors; the pure-Python one
+    # took most of a run's config loading, which parses every override)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     depth = nodes = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in _events(yaml, text, loader, where):
         if isinstance(event, yaml.AliasEvent):
             raise ConfigError(f"{where} uses a YAML alias (*{event.anchor}): configs take no aliases; write the "
                               "values out")
@@ -294,9 +297,19 @@ def safe_yaml(text: str, where: str):
             if nodes > MAX_YAML_NODES:
                 raise ConfigError(f"{where} holds more than {MAX_YAML_NODES} values: not a config")
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=loader)
     except (ValueError, OverflowError, RecursionError) as exc:  # e.g. an integer of 5,000 digits
         raise ConfigError(f"{where} holds a value Python cannot read ({str(exc).splitlines()[0][:100]})") from None
+
+
+def _events(yaml, text: str, loader, where: str):
+    """yaml.parse's events; libyaml stops at 1,000 levels of nesting itself, said as the depth check says it."""
+    try:
+        yield from yaml.parse(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(exc):
+            raise ConfigError(f"{where} nests deeper than {MAX_YAML_DEPTH} levels: not a config") from None
+        raise
 
 
 def _read_yaml(source: str | Path) -> dict:
