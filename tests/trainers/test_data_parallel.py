@@ -62,9 +62,24 @@ def batch(tmp_path_factory, tiny_model_dir, toy_env_id):
     return path
 
 
-def test_two_gloo_ranks_equal_one_process_on_the_combined_batch(batch, tiny_model_dir, tmp_path):
-    one, two, half = tmp_path / "one.pt", tmp_path / "two.pt", tmp_path / "half.pt"
-    _run([str(WORKER), str(tiny_model_dir), str(batch), str(one), str(GROUP)])
+@pytest.fixture(scope="module")
+def one_process(batch, tiny_model_dir, tmp_path_factory):
+    """The one-process update with these worker flags, run once for the module: the reference each
+    data-parallel layout is compared with (the ddp test and fsdp's full-weights case share one)."""
+    done: dict[tuple, Path] = {}
+
+    def run(*flags: str) -> Path:
+        if flags not in done:
+            out = tmp_path_factory.mktemp("one") / "one.pt"
+            _run([str(WORKER), str(tiny_model_dir), str(batch), str(out), str(GROUP), *flags])
+            done[flags] = out
+        return done[flags]
+
+    return run
+
+
+def test_two_gloo_ranks_equal_one_process_on_the_combined_batch(batch, tiny_model_dir, tmp_path, one_process):
+    one, two, half = one_process(), tmp_path / "two.pt", tmp_path / "half.pt"
     _run([str(WORKER), str(tiny_model_dir), str(batch), str(two), str(GROUP)], nproc=2)
     _run([str(WORKER), str(tiny_model_dir), str(batch), str(half), str(GROUP), "2"])
     a, b, h = (torch.load(p, weights_only=False) for p in (one, two, half))
@@ -79,7 +94,8 @@ def test_two_gloo_ranks_equal_one_process_on_the_combined_batch(batch, tiny_mode
 
 
 @pytest.mark.parametrize("variant", ["full", "lora", "value-head"])
-def test_two_fsdp_ranks_equal_one_process_on_the_combined_batch(batch, tiny_model_dir, tmp_path, variant):
+def test_two_fsdp_ranks_equal_one_process_on_the_combined_batch(batch, tiny_model_dir, tmp_path, variant,
+                                                                 one_process):
     """data_parallel=fsdp: each rank holds half of every layer's parameters, gradients and AdamW
     moments; after the same update the gathered weights are one process's, to the ddp tolerance.
     The ranks' micro-batch counts differ (3 vs 2 samples per rank in some minibatches), so the
@@ -87,8 +103,7 @@ def test_two_fsdp_ranks_equal_one_process_on_the_combined_batch(batch, tiny_mode
     model share one clipping norm."""
     lora = variant == "lora"
     extra = {"full": [], "lora": ["--lora"], "value-head": ["--value-head"]}[variant]
-    one, two = tmp_path / "one.pt", tmp_path / "two.pt"
-    _run([str(WORKER), str(tiny_model_dir), str(batch), str(one), str(GROUP), *extra])
+    one, two = one_process(*extra), tmp_path / "two.pt"
     _run([str(WORKER), str(tiny_model_dir), str(batch), str(two), str(GROUP), "--fsdp", *extra], nproc=2)
     a, b = (torch.load(p, weights_only=False) for p in (one, two))
     assert b["world_size"] == 2 and a["stats"]["optimizer_steps"] == b["stats"]["optimizer_steps"] >= 4
