@@ -57,8 +57,10 @@ def filter_tasks(tasks: list, task_filter: dict, categories: list | None = None,
     from fnmatch import fnmatch
 
     def ok(task) -> bool:
-        if categories and not any(fnmatch(space.category(task), pattern) for pattern in categories):
-            return False
+        if categories:
+            category = space.category(task)  # once, not once a pattern
+            if not any(fnmatch(category, pattern) for pattern in categories):
+                return False
         for key, want in task_filter.items():
             have = task.params.get(key)
             if isinstance(want, list) and have not in want:
