@@ -29,36 +29,17 @@ cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 out=${OUT:-out}
 stash=.gpu_stash
+source scripts/gpu_install.sh
 
 case "${1:-}" in
-stash)
-    mkdir -p "$stash"
-    cp .gpu_smol_a/part "$stash/part_a"
-    cp .gpu_smol_a/sha256 "$stash/sha256"
-    echo "gpu_smol_table: stashed the first half ($(stat -c %s "$stash/part_a") bytes) in $stash"
-    exit 0 ;;
+stash) gpu_stash gpu_smol_table; exit 0 ;;
 run|zeroshot|verdict) ;;
 *) echo "usage: bash scripts/gpu_smol_table.sh stash | run [SECONDS] | zeroshot [SECONDS] | verdict [SECONDS]" >&2; exit 2 ;;
 esac
 budget=${2:-470}
 t0=$(date +%s)
 
-if [ -n "${MODEL:-}" ]; then
-    model=$MODEL
-    [ "${INSTALL:-1}" = 0 ] || { echo "gpu_smol_table: MODEL is for a machine with the project installed: add INSTALL=0" >&2; exit 2; }
-else
-    [ -f "$stash/part_a" ] || { echo "gpu_smol_table: no first half in $stash: run 'stash' (carrying .gpu_smol_a) just before, on the same warm machine" >&2; exit 2; }
-    model_dir=$(pwd)/$stash/model
-    mkdir -p "$model_dir"
-    name=$(cut -d' ' -f3 .gpu_smol_b/sha256)
-    cat "$stash/part_a" .gpu_smol_b/part > "$model_dir/$name"
-    repo=$(pwd)
-    (cd "$model_dir" && sha256sum -c --quiet "$repo/.gpu_smol_b/sha256") || { echo "gpu_smol_table: the joined GGUF fails its sha256" >&2; exit 2; }
-    source scripts/gpu_install.sh
-    gpu_install gpu_smol_table .gpu_smol_b/wheels
-    export AGENTGYM_MODEL_CACHE=${AGENTGYM_MODEL_CACHE:-$(pwd)/$stash/cache}
-    model=$model_dir/$name
-fi
+gpu_model gpu_smol_table
 mkdir -p "$out"
 "$python" -c "
 import sys, torch, transformers

@@ -370,8 +370,6 @@ def own_episodes_summary(trajectories) -> dict:
 def arm_keys(runs: Path, seed: int, arms: list[str]) -> dict[str, str]:
     """Each arm's job key in the verdict's done-table: warm/seedN, ARM/seedN, or on the tuning seed
     the arm's tuning run at the rate the verdict chose. One line (SystemExit) for a job not done."""
-    from benchmarks.learning import verdict
-
     table = rr.DoneTable(runs / "done.json")
     settings_file = runs / "settings.json"
     if not table.done or not settings_file.is_file():
@@ -383,9 +381,8 @@ def arm_keys(runs: Path, seed: int, arms: list[str]) -> dict[str, str]:
         if arm == "warm":
             key = f"warm/seed{seed}"
         elif seed == settings["tune_seed"]:
-            grid = argparse.Namespace(grids=settings["grids"])
             try:
-                key = rr.tune_key(arm, verdict.chosen_lr(table, grid, arm))
+                key = rr.tune_key(arm, rr.best_rate(table, arm, settings["grids"][arm]))
             except KeyError:
                 raise SystemExit(f"{arm}: its rate is not chosen yet (a tuning run of tune/{arm}/ is not done in "
                                  f"{runs}): wait for them, or leave {arm} out of --arms") from None

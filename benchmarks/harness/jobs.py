@@ -377,6 +377,16 @@ def tune_key(arm: str, lr: float) -> str:
     return f"tune/{arm}/lr{lr:g}"
 
 
+def best_rate(table, arm: str, rates: Sequence[float]) -> float:
+    """An arm's rate: the only one of `rates`, or the one whose tuning run in `table` (a DoneTable or
+    its records) has the best validation success, the first of equal bests (KeyError while one of
+    those runs is not done)."""
+    if len(rates) == 1:
+        return rates[0]
+    scores = [table[tune_key(arm, lr)]["validation"]["success_rate"] for lr in rates]
+    return rates[max(range(len(rates)), key=lambda i: scores[i])]
+
+
 def arm_evals(cfg, job: ArmJob, folder: Path, validation_file: Callable[[], Path]) -> dict[str, Path]:
     """The tasks files a job is evaluated on besides the run's own held-out set: a tuning run looks at
     validation tasks only (the trainer's own held-out evaluations are cut to one episode of one

@@ -117,11 +117,7 @@ def jobs(args) -> list[rr.Job]:
 
 def chosen_lr(table: rr.DoneTable, args, arm: str) -> float:
     """The arm's rate: the only one given, or the best validation success of its tuning runs."""
-    grid = lr_grid(args, arm)
-    if len(grid) == 1:
-        return grid[0]
-    scores = [table[rr.tune_key(arm, lr)]["validation"]["success_rate"] for lr in grid]
-    return grid[max(range(len(grid)), key=lambda i: scores[i])]  # the first of equal bests
+    return rr.best_rate(table, arm, lr_grid(args, arm))
 
 
 def run_job(args, key: str) -> dict:

@@ -90,9 +90,8 @@ def jobs(args) -> list[rr.Job]:
 
 
 def chosen_lr(table, args) -> float:
-    """The RL phase's rate: the best validation success of its tuning runs (the first of equal bests)."""
-    scores = [table[rr.tune_key(ARM, lr)]["validation"]["success_rate"] for lr in args.grid]
-    return args.grid[max(range(len(scores)), key=lambda i: scores[i])]
+    """The RL phase's rate: the best validation success of its tuning runs."""
+    return rr.best_rate(table, ARM, args.grid)
 
 
 def run_job(args, key: str) -> dict:

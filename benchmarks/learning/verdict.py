@@ -116,13 +116,8 @@ def jobs(args) -> list[rr.Job]:
 
 
 def chosen_lr(table: rr.DoneTable, args, arm: str) -> float:
-    """The arm's rate: the only one given, or the best validation success of its tuning runs
-    (the first of equal bests)."""
-    rates = grid(args, arm)
-    if len(rates) == 1:
-        return rates[0]
-    scores = [table[rr.tune_key(arm, lr)]["validation"]["success_rate"] for lr in rates]
-    return rates[max(range(len(rates)), key=lambda i: scores[i])]
+    """The arm's rate: the only one given, or the best validation success of its tuning runs."""
+    return rr.best_rate(table, arm, grid(args, arm))
 
 
 def run_job(args, key: str) -> dict:

@@ -62,24 +62,29 @@ def batch(tmp_path_factory, tiny_model_dir, toy_env_id):
     return path
 
 
+VARIANTS = ("full", "lora", "value-head")  # dp_worker.py's
+
+
 @pytest.fixture(scope="module")
-def one_process(batch, tiny_model_dir, tmp_path_factory):
-    """The one-process update with these worker flags, run once for the module: the reference each
-    data-parallel layout is compared with (the ddp test and fsdp's full-weights case share one)."""
-    done: dict[tuple, Path] = {}
+def one_process(batch, tiny_model_dir, tmp_path_factory) -> Path:
+    """The one-process update of every variant, in one process for the module: the references each
+    data-parallel layout is compared with (VARIANT.pt in the folder returned)."""
+    out = tmp_path_factory.mktemp("one")
+    _run([str(WORKER), str(tiny_model_dir), str(batch), str(out), str(GROUP), "--variants=" + ",".join(VARIANTS)])
+    return out
 
-    def run(*flags: str) -> Path:
-        if flags not in done:
-            out = tmp_path_factory.mktemp("one") / "one.pt"
-            _run([str(WORKER), str(tiny_model_dir), str(batch), str(out), str(GROUP), *flags])
-            done[flags] = out
-        return done[flags]
 
-    return run
+@pytest.fixture(scope="module")
+def two_fsdp_ranks(batch, tiny_model_dir, tmp_path_factory) -> Path:
+    """Every variant's update on two FSDP ranks, in one torchrun launch for the module."""
+    out = tmp_path_factory.mktemp("fsdp")
+    _run([str(WORKER), str(tiny_model_dir), str(batch), str(out), str(GROUP), "--fsdp",
+          "--variants=" + ",".join(VARIANTS)], nproc=2)
+    return out
 
 
 def test_two_gloo_ranks_equal_one_process_on_the_combined_batch(batch, tiny_model_dir, tmp_path, one_process):
-    one, two, half = one_process(), tmp_path / "two.pt", tmp_path / "half.pt"
+    one, two, half = one_process / "full.pt", tmp_path / "two.pt", tmp_path / "half.pt"
     _run([str(WORKER), str(tiny_model_dir), str(batch), str(two), str(GROUP)], nproc=2)
     _run([str(WORKER), str(tiny_model_dir), str(batch), str(half), str(GROUP), "2"])
     a, b, h = (torch.load(p, weights_only=False) for p in (one, two, half))
@@ -93,22 +98,17 @@ def test_two_gloo_ranks_equal_one_process_on_the_combined_batch(batch, tiny_mode
     assert abs(a["stats"]["grad_norm"] - b["stats"]["grad_norm"]) < 1e-4 * max(1.0, a["stats"]["grad_norm"])
 
 
-@pytest.mark.parametrize("variant", ["full", "lora", "value-head"])
-def test_two_fsdp_ranks_equal_one_process_on_the_combined_batch(batch, tiny_model_dir, tmp_path, variant,
-                                                                 one_process):
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_two_fsdp_ranks_equal_one_process_on_the_combined_batch(variant, one_process, two_fsdp_ranks):
     """data_parallel=fsdp: each rank holds half of every layer's parameters, gradients and AdamW
     moments; after the same update the gathered weights are one process's, to the ddp tolerance.
     The ranks' micro-batch counts differ (3 vs 2 samples per rank in some minibatches), so the
     filler passes are exercised; with a value head (gae) the replicated head and the sharded
     model share one clipping norm."""
-    lora = variant == "lora"
-    extra = {"full": [], "lora": ["--lora"], "value-head": ["--value-head"]}[variant]
-    one, two = one_process(*extra), tmp_path / "two.pt"
-    _run([str(WORKER), str(tiny_model_dir), str(batch), str(two), str(GROUP), "--fsdp", *extra], nproc=2)
-    a, b = (torch.load(p, weights_only=False) for p in (one, two))
+    a, b = (torch.load(folder / f"{variant}.pt", weights_only=False) for folder in (one_process, two_fsdp_ranks))
     assert b["world_size"] == 2 and a["stats"]["optimizer_steps"] == b["stats"]["optimizer_steps"] >= 4
     assert b["numel_held"] <= 0.51 * a["numel_held"]  # rank 0 holds half of the weights
-    trained = [k for k in a["params"] if "lora_" in k] if lora else list(a["params"])
+    trained = [k for k in a["params"] if "lora_" in k] if variant == "lora" else list(a["params"])
     assert trained and (variant != "value-head" or any(k.startswith("value_head.") for k in trained))
     diff = max(float((a["params"][k] - b["params"][k]).abs().max()) for k in trained)
     assert diff < ATOL, f"max |param diff| 1 process vs 2 FSDP ranks: {diff:.2e}"

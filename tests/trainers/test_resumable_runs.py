@@ -202,6 +202,17 @@ def test_rl_vs_baselines_jobs_wait_for_what_they_match_and_tune_on_another_seed(
     assert jobs["tune/sft_filtered/lr0.003"] == {"warm/seed100", "tune/rl/lr0.0001", "tune/rl/lr0.0003"}
 
 
+def test_the_best_rate_is_the_best_validation_success_and_the_first_of_equal_bests(tmp_path):
+    table = rr.DoneTable(tmp_path / "done.json")
+    for lr, score in ((1e-5, 0.25), (3e-5, 0.5), (1e-4, 0.5)):
+        table.mark(rr.tune_key("gigpo", lr), {"validation": {"success_rate": score}})
+    assert rr.best_rate(table, "gigpo", [1e-5, 3e-5, 1e-4]) == 3e-5
+    assert rr.best_rate(table, "gigpo", [1e-4, 3e-5]) == 1e-4  # the order given breaks the tie
+    assert rr.best_rate(table, "sft", [2e-5]) == 2e-5  # one rate given: no tuning run is read
+    with pytest.raises(KeyError):
+        rr.best_rate(table, "gigpo", [1e-5, 3e-4])  # a tuning run not done yet
+
+
 def test_grpo_runs_only_as_the_check_of_its_identity_with_gigpo_omega0(tmp_path):
     """At norm_std=false GRPO is GiGPO with omega=0: grpo runs on the first seeds only, and its other
     seeds are gigpo_omega0's exactly when the checked seeds agree (otherwise only its own runs count)."""
