@@ -56,7 +56,6 @@ Config overrides (for every arm) come last, after `--`.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 

@@ -103,3 +103,19 @@ def test_judged_rubric_end_to_end():
     assert trajs[0].score == pytest.approx(1.0)
     assert 0 <= trajs[1].score < 0.3
     assert trajs[1].metadata["verifiable_score"] == 0.2
+
+
+def test_the_task_space_checks_its_params_and_keeps_the_unseen_template_out_of_training():
+    import numpy as np
+
+    space = BriefingTaskSpace()
+    with pytest.raises(ValueError, match="unknown briefing template 'tax_return'; choose one of meeting_brief"):
+        space.check_params({"template": "tax_return", "level": 1})
+    with pytest.raises(ValueError, match=r"level must be one of \(1, 2, 3\), got 4"):
+        space.check_params({"template": "meeting_brief", "level": 4})
+    rng = np.random.default_rng(0)
+    drawn = {space.sample(rng).params["template"] for _ in range(60)}
+    assert drawn == {"meeting_brief", "week_agenda", "spending_summary"}
+    unseen = space.split("heldout_unseen")
+    assert unseen and all(space.reserved(t) and space.category(t).startswith("unread_digest/L") for t in unseen)
+    assert not any(space.reserved(t) for t in space.split("train"))
