@@ -18,7 +18,7 @@ import multiprocessing as mp
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from agentgym.errors import ConfigError
 from agentgym.tasks.spec import TaskSpec

@@ -16,7 +16,7 @@ proposes them again and reports can count them. Everything is JSON-serializable.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 

@@ -33,7 +33,6 @@ from agentgym.evaluation.stats import (Estimate, bootstrap_mean, bootstrap_ratio
                                       mean_pass_at_k, pass_at_k)
 from agentgym.trajectory import Trajectory, save_trajectories
 from agentgym.turn_monitors import OnTurn, TurnsBar
-from agentgym.registration import get_task_space
 from agentgym.tasks.splits import load_split
 from agentgym.registration import check_env_id, get_task_space
 from agentgym.rollout import RolloutRequest, _turn_limit, play

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from agentgym.errors import AgentGymError, MissingExtraError
+from agentgym.errors import AgentGymError
 from agentgym.figures import pyplot_agg, save_figure
 from agentgym.evaluation.evaluate import METRIC_NAMES, EvalResult, GroupMetrics
 from agentgym.evaluation.stats import Estimate, newcombe_difference

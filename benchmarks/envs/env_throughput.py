@@ -23,7 +23,6 @@ import random
 import statistics
 import tempfile
 import time
-from pathlib import Path
 
 import gymnasium as gym
 

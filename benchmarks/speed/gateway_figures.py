@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import copy
 import json
 import os
 import sys

@@ -244,7 +244,7 @@ def main() -> None:
     c = bench_collect(args.quick)
     print(f"\ncollect on household: {c['episodes']} episodes (random admissible actions, <= 30 steps), "
           f"{c['steps']} env steps in {c['turns']} batched turns; best of runs")
-    print(f"| executor | env steps/s | vs in-process |\n|---|---:|---:|")
+    print("| executor | env steps/s | vs in-process |\n|---|---:|---:|")
     for key, name in (("inprocess", "in-process (fresh envs per collect)"), ("kept", "in-process, envs kept"),
                       ("process2", "process executor, 2 workers"),
                       ("ray1", "Ray, 1 env worker"), ("ray2", "Ray, 2 env workers")):

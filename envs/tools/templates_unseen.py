@@ -3,7 +3,7 @@ same apps, so evaluation measures transfer to goals the agent never trained on."
 
 from __future__ import annotations
 
-from agentgym.envs.tools.goals import Goal, addressed_to, call, new_records, new_sent
+from agentgym.envs.tools.goals import Goal, addressed_to, call, new_sent
 from agentgym.envs.tools.state import EVENT_TITLES, GROCERIES, World, shift, weekday
 from agentgym.envs.tools.templates import STORES, Template, _receipt_lines, _time, write_receipt
 

@@ -7,7 +7,6 @@ up to -o DPkg::Lock::Timeout seconds for the lock, then fails the same way."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time

@@ -1,6 +1,5 @@
 """SWEEnv end to end in the bwrap sandbox: oracle, grading, bad input, limits, infra errors."""
 
-import json
 
 import gymnasium as gym
 import pytest

@@ -6,14 +6,12 @@ import os
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import agentgym  # noqa: F401
 from agentgym.envs.swe.env import SWEEnv
 from agentgym.envs.swe.space import SWETaskSpace
 from agentgym.envs.swe.testing import prepare_grading_copy
-from agentgym.envs.swe.tools import format_call
 from agentgym.tasks import validation as _validation
 from agentgym.tasks.generator import TaskGenerator
 from agentgym.tasks.pool import TaskPool

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from agentgym.envs.tools.tasks import LEVELS, TEMPLATES, ToolUseTaskSpace
+from agentgym.envs.tools.tasks import LEVELS, TEMPLATES
 from agentgym.envs.tools.templates import TRAIN_TEMPLATES
 from agentgym.envs.tools.templates_unseen import UNSEEN_TEMPLATES
 from agentgym.tasks.spec import TaskSpec
