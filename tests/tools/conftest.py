@@ -23,16 +23,3 @@ def spec():
         return TaskSpec("agentgym/ToolUse-v0", {"template": template, "level": level}, seed=seed)
 
     return make
-
-
-@pytest.fixture
-def play():
-    def run(env, task, actions):
-        """Reset on `task`, play `actions`; the last (obs, reward, terminated, truncated, info)."""
-        obs, info = env.reset(options={"task": task})
-        out = (obs, 0.0, False, False, info)
-        for a in actions:
-            out = env.step(a)
-        return out
-
-    return run
