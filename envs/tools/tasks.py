@@ -29,13 +29,13 @@ SPLIT_SIZES = {"train": 400, "heldout": 100, "heldout_unseen": 100}
 SPLIT_SEED_BASE = {"train": 0, "heldout": 10_000_000, "heldout_unseen": 20_000_000}
 
 
-def check_template_level(spec: TaskSpec, templates: dict, what: str = "template") -> tuple[Any, int]:
+def check_template_level(spec: TaskSpec, templates: dict, label: str = "template") -> tuple[Any, int]:
     """The template (of `templates`, by name) and level of a spec: {"template": name, "level": 1..3},
     the params of every task space whose seed generates a World and whose template sets it up.
     ValueError with a clear message when they are wrong."""
     name, level = spec.params.get("template"), spec.params.get("level", 1)
     if name not in templates:
-        raise ValueError(f"unknown {what} {name!r}; choose one of {', '.join(templates)}")
+        raise ValueError(f"unknown {label} {name!r}; choose one of {', '.join(templates)}")
     if level not in LEVELS or isinstance(level, bool):
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     return templates[name], level
@@ -46,10 +46,10 @@ def check_params(spec: TaskSpec) -> tuple[Template, int]:
     return check_template_level(spec, TEMPLATES)
 
 
-def setup_world(spec: TaskSpec, templates: dict, what: str = "template") -> tuple[str, dict, Any]:
+def setup_world(spec: TaskSpec, templates: dict, label: str = "template") -> tuple[str, dict, Any]:
     """The spec's world, generated from its seed and set up by its template: (the initial state as
     JSON, the state itself, what the template's setup returned: a Goal, a Briefing)."""
-    template, level = check_template_level(spec, templates, what)
+    template, level = check_template_level(spec, templates, label)
     world = World(np.random.default_rng(spec.seed))
     made = template.setup(world, level)
     return json.dumps(world.state), world.state, made
@@ -80,8 +80,9 @@ class TemplateTaskSpace(TaskSpace):
     """A task space of params {"template": name, "level": 1..3} whose seed generates the world:
     ToolUse's errands and Briefing's reports. Subclasses name their templates (`templates`, every
     one by name; `unseen_templates`, kept for heldout_unseen), the training ones
-    (`train_templates`), `what` a schema error calls them, `split_sizes` and `split_seed_base`
-    (disjoint seed ranges: no world is shared across splits)."""
+    (`train_templates`), `what` a schema error calls the family (and `template_label` an unknown
+    template), `split_sizes` and `split_seed_base` (disjoint seed ranges: no world is shared across
+    splits)."""
 
     templates: dict[str, Any]
     unseen_templates: list[str]
