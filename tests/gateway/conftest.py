@@ -38,3 +38,32 @@ def gateway(policy):
     recorder = Recorder(policy, model_names=("tiny",), context_len=512, default_max_tokens=16)
     with RunningGateway(recorder, GatewayConfig(port=0)) as running:
         yield running
+
+
+@pytest.fixture
+def gateway_training():
+    """start(cfg, ready_timeout, **kwargs): `train_through_gateway(cfg, GatewayConfig(port=0), **kwargs)` in a
+    thread, returned once the gateway serves: (the thread, its URL, the dict its summary lands in, the
+    exceptions it raised). The caller joins the thread and checks `failed` is empty."""
+    import threading
+
+    from agentgym.integrations.gateway.app import GatewayConfig
+    from agentgym.integrations.gateway.training import train_through_gateway
+
+    def start(cfg, ready_timeout: float = 120, **kwargs):
+        ready, urls, result, failed = threading.Event(), [], {}, []
+
+        def trainer() -> None:
+            try:
+                result.update(train_through_gateway(cfg, GatewayConfig(port=0),
+                                                    on_ready=lambda url: (urls.append(url), ready.set()), **kwargs))
+            except BaseException as exc:  # noqa: BLE001  reported to the test
+                failed.append(exc)
+                ready.set()
+
+        thread = threading.Thread(target=trainer)
+        thread.start()
+        assert ready.wait(ready_timeout) and not failed, failed
+        return thread, urls[0], result, failed
+
+    return start

@@ -8,7 +8,6 @@ import json
 import re
 import runpy
 import sys
-import threading
 from pathlib import Path
 
 import httpx
@@ -16,8 +15,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from agentgym.integrations.gateway.app import GatewayConfig  # noqa: E402
-from agentgym.integrations.gateway.training import gateway_run_dir, train_through_gateway  # noqa: E402
+from agentgym.integrations.gateway.training import gateway_run_dir  # noqa: E402
 from agentgym.trainers.config import load_config  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gateway_agent.py"
@@ -32,28 +30,17 @@ def test_a_gateway_run_has_a_run_dir_of_its_own():
     assert gateway_run_dir("elsewhere", cfg.name) == Path("elsewhere")
 
 
-def test_the_example_agent_trains_through_the_gateway(tiny_model_dir, tmp_path, monkeypatch, capsys):
+def test_the_example_agent_trains_through_the_gateway(tiny_model_dir, tmp_path, monkeypatch, capsys, gateway_training):
     run = tmp_path / "run"
     cfg = load_config("household-tiny", [f"policy.model={tiny_model_dir}", "tiny.build=false", "sft.enabled=false",
                                           "iterations=1", f"run_dir={run}", "torch_threads=1",
                                           "rollout.max_new_tokens=4", "eval.num_tasks=2", "eval.episodes_per_task=1"])
-    ready, urls, summary, failed, lines = threading.Event(), [], {}, [], []
-
-    def trainer() -> None:
-        try:
-            summary.update(train_through_gateway(cfg, GatewayConfig(port=0), episodes_per_iter=4, log=lines.append,
-                                                 on_ready=lambda url: (urls.append(url), ready.set())))
-        except BaseException as exc:  # noqa: BLE001  reported below
-            failed.append(exc)
-            ready.set()
-
-    thread = threading.Thread(target=trainer)
-    thread.start()
-    assert ready.wait(300) and not failed, failed
-    layout = httpx.get(urls[0] + "/layout").json()
+    lines = []
+    thread, url, summary, failed = gateway_training(cfg, 300, episodes_per_iter=4, log=lines.append)
+    layout = httpx.get(url + "/layout").json()
     assert layout["chat"]["parser"] == "raw" and layout["chat"]["history"] == 0  # household-tiny's layout
     # the program as a user runs it: `python examples/gateway_agent.py --gateway URL ...`, until the gateway closes
-    monkeypatch.setattr(sys, "argv", [str(EXAMPLE), "--gateway", urls[0], "--tasks", "2", "--group-size", "2"])
+    monkeypatch.setattr(sys, "argv", [str(EXAMPLE), "--gateway", url, "--tasks", "2", "--group-size", "2"])
     runpy.run_path(str(EXAMPLE), run_name="__main__")
     thread.join(300)
     assert not thread.is_alive() and not failed, failed

@@ -4,7 +4,6 @@ the trainer's own run_iteration updates the policy on them between batches."""
 from __future__ import annotations
 
 import json
-import threading
 
 import httpx
 import pytest
@@ -28,27 +27,17 @@ def program(url: str, episodes: int, group_size: int = 2) -> None:
 
 
 @pytest.mark.parametrize("serve_during_update", [False, True])
-def test_training_through_the_gateway_updates_the_policy(tiny_model_dir, tmp_path, serve_during_update):
+def test_training_through_the_gateway_updates_the_policy(tiny_model_dir, tmp_path, serve_during_update,
+                                                         gateway_training):
     cfg = load_config("household-tiny", [f"policy.model={tiny_model_dir}", "tiny.build=false", "sft.enabled=false",
                                           "iterations=2", f"run_dir={tmp_path / 'run'}", "torch_threads=1",
                                           "estimator.name=grpo", "rollout.max_new_tokens=4", "ppo.lr=0.01",
                                           "eval.num_tasks=2", "eval.episodes_per_task=1"])
-    ready = threading.Event()
-    urls = []
-
-    def on_ready(url):
-        urls.append(url)
-        ready.set()
-
-    result = {}
-    trainer = threading.Thread(target=lambda: result.update(train_through_gateway(
-        cfg, GatewayConfig(port=0), episodes_per_iter=4, serve_during_update=serve_during_update,
-        log=lambda line: None, on_ready=on_ready)))
-    trainer.start()
-    assert ready.wait(120)
-    program(urls[0], episodes=8)
+    trainer, url, result, failed = gateway_training(cfg, episodes_per_iter=4, serve_during_update=serve_during_update,
+                                                    log=lambda line: None)
+    program(url, episodes=8)
     trainer.join(300)
-    assert not trainer.is_alive() and result["gateway"]["episodes_closed"] == 8
+    assert not trainer.is_alive() and not failed and result["gateway"]["episodes_closed"] == 8
     from transformers import AutoModelForCausalLM
 
     start = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()

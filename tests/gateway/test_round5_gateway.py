@@ -376,33 +376,20 @@ def honest_clients(url: str, groups: range, statuses: list) -> None:
             list(pool.map(play, pair, range(2)))
 
 
-def test_a_training_run_survives_a_hostile_client(tiny_model_dir, tmp_path):
+def test_a_training_run_survives_a_hostile_client(tiny_model_dir, tmp_path, gateway_training):
     """Round 5, items 1-8 together: a gateway training run survives a hostile client beside honest ones."""
-    from agentgym.integrations.gateway.training import train_through_gateway
     from agentgym.trainers.config import load_config
 
     cfg = load_config("household-tiny", [f"policy.model={tiny_model_dir}", "tiny.build=false", "sft.enabled=false",
                                           "iterations=3", f"run_dir={tmp_path / 'run'}", "torch_threads=1",
                                           "rollout.max_new_tokens=4", "eval.num_tasks=2", "eval.episodes_per_task=1"])
-    ready, urls, result, failed = threading.Event(), [], {}, []
-
-    def trainer() -> None:
-        try:
-            result.update(train_through_gateway(cfg, GatewayConfig(port=0), episodes_per_iter=4, log=lambda line: None,
-                                                on_ready=lambda url: (urls.append(url), ready.set())))
-        except BaseException as exc:  # noqa: BLE001  reported below
-            failed.append(exc)
-            ready.set()
-
-    thread = threading.Thread(target=trainer)
-    thread.start()
-    assert ready.wait(120) and not failed, failed
+    thread, url, result, failed = gateway_training(cfg, episodes_per_iter=4, log=lambda line: None)
     report, honest = {}, []
-    attacker = threading.Thread(target=hostile_client, args=(urls[0], 4096, report))
+    attacker = threading.Thread(target=hostile_client, args=(url, 4096, report))
     attacker.start()
-    honest_clients(urls[0], range(3), honest)
+    honest_clients(url, range(3), honest)
     attacker.join(120)
-    honest_clients(urls[0], range(3, 4), honest)  # the last batch: 4 honest and 2 hostile groups of 2 make 3
+    honest_clients(url, range(3, 4), honest)  # the last batch: 4 honest and 2 hostile groups of 2 make 3
     thread.join(120)
     assert not thread.is_alive() and not failed, failed
     assert honest == [200] * 8  # every honest episode was served and closed
