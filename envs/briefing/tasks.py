@@ -21,18 +21,19 @@ from agentgym.tasks.spec import TaskSpec
 
 ENV_ID = "agentgym/Briefing-v0"
 TEMPLATES: dict[str, Template] = {t.name: t for t in TRAIN_TEMPLATES + UNSEEN_TEMPLATES}
+TEMPLATE_LABEL = "briefing template"  # what an unknown template is called in its error
 SPLIT_SIZES = {"train": 150, "heldout": 45, "heldout_unseen": 30}
 SPLIT_SEED_BASE = {"train": 0, "heldout": 10_000_000, "heldout_unseen": 20_000_000}
 
 
 def check_params(spec: TaskSpec) -> tuple[Template, int]:
     """The template and level of a Briefing spec; ValueError with a clear message when they are wrong."""
-    return check_template_level(spec, TEMPLATES, "briefing template")
+    return check_template_level(spec, TEMPLATES, TEMPLATE_LABEL)
 
 
 @lru_cache(maxsize=256)
 def _build(task_json: str) -> tuple[str, dict, Briefing]:
-    return setup_world(TaskSpec.from_dict(json.loads(task_json)), TEMPLATES, "briefing template")
+    return setup_world(TaskSpec.from_dict(json.loads(task_json)), TEMPLATES, TEMPLATE_LABEL)
 
 
 def load_briefing(spec: TaskSpec) -> tuple[dict, dict, Briefing]:
@@ -54,7 +55,7 @@ class BriefingTaskSpace(TemplateTaskSpace):
     train_templates = [t.name for t in TRAIN_TEMPLATES]
     unseen_templates = [t.name for t in UNSEEN_TEMPLATES]
     what = "Briefing"
-    template_label = "briefing template"
+    template_label = TEMPLATE_LABEL
     split_sizes = SPLIT_SIZES
     split_seed_base = SPLIT_SEED_BASE
 
