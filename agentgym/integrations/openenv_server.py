@@ -39,13 +39,13 @@ Exposure (the server runs agent-chosen actions, in SWE's case shell commands in 
 from __future__ import annotations
 
 import contextvars
-import ipaddress
 import json
 import threading
 from typing import Any, ClassVar, Optional
 from urllib.parse import urlsplit
 
 from agentgym.errors import AgentGymError, ConfigError, require
+from agentgym.hosts import check_bind, check_host, host_name, is_loopback
 
 require("openenv", "openenv")
 
@@ -65,7 +65,6 @@ MAX_ACTION_CHARS = 1 << 20
 #: Longest client-error message (a client's bad values are echoed at most this far).
 MAX_ERROR_CHARS = 300
 RESET_OPTIONS = ("task_id", "split", "index", "task", "seed", "episode_id")
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 # set per request by _Guard: whether it comes from this machine (held-out splits are listed then)
 _LOCAL_REQUEST: contextvars.ContextVar[bool] = contextvars.ContextVar("agentgym_local_request", default=True)
 _IN_WEBSOCKET: contextvars.ContextVar[bool] = contextvars.ContextVar("agentgym_in_websocket", default=False)
@@ -319,26 +318,10 @@ class _Server(HTTPEnvServer):
                                                       **kwargs)
 
 
-def _host_name(host_header: str) -> str:
-    host = host_header.strip().lower()
-    if host.startswith("["):  # [::1]:8000
-        return host[1:].partition("]")[0]
-    return host.rpartition(":")[0] if host.count(":") == 1 else host
-
-
-def _is_loopback(name: str) -> bool:
-    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
 def _loopback_origin(origin: str) -> bool:
     try:
         parts = urlsplit(origin)
-        return parts.scheme in ("http", "https") and _is_loopback((parts.hostname or "").lower())
+        return parts.scheme in ("http", "https") and is_loopback((parts.hostname or "").lower())
     except ValueError:
         return False
 
@@ -359,7 +342,7 @@ class _Guard:
             return await self.app(scope, receive, send)
         raw = scope.get("headers", [])
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
-        host_local = _is_loopback(_host_name(headers.get("host", "")))
+        host_local = is_loopback(host_name(headers.get("host", "")))
         origin = headers.get("origin")
         problem, status = None, 403
         if sum(k.lower() == b"host" for k, _ in raw) > 1:
@@ -374,7 +357,7 @@ class _Guard:
         if problem is not None:
             return await self._refuse(scope, receive, send, problem, status)
         client = (scope.get("client") or ("", 0))[0] or ""
-        local = host_local and (_is_loopback(client) or client in ("testclient", ""))
+        local = host_local and (is_loopback(client) or client in ("testclient", ""))
         token = _LOCAL_REQUEST.set(local)
         try:
             if scope["type"] == "websocket":
@@ -484,35 +467,6 @@ def create_app(env_id: str, max_sessions: int = 16, env_kwargs: dict | None = No
     return app
 
 
-def check_bind(host: str, port: int, allow_remote: bool = False) -> None:
-    """One line before serving: a non-loopback interface without allow_remote, or an address
-    that cannot be bound, with the real cause (in use, not this machine's, needs privileges)."""
-    import errno
-    import socket
-
-    if not _is_loopback(_host_name(host if ":" not in host or host.startswith("[") else f"[{host}]")) \
-            and not allow_remote:
-        raise ConfigError(f"--host {host} serves other machines (anyone who can reach it can play episodes, and run "
-                          "commands in SWE sandboxes): add --allow-remote to mean it, or use --host 127.0.0.1")
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"--port must be 0-65535, got {port}")
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise AgentGymError(f"cannot serve on {host}:{port}: {host!r} is not a known address ({exc.strerror})") from None
-    family, kind, proto, _, addr = infos[0]
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
-        try:
-            sock.bind(addr)
-        except OSError as exc:
-            why = {errno.EADDRINUSE: "the port is in use (pick another with --port)",
-                   errno.EADDRNOTAVAIL: f"{host} is not an address of this machine",
-                   errno.EACCES: f"port {port} needs privileges (use a port above 1023)"}.get(
-                exc.errno, exc.strerror or str(exc))
-            raise AgentGymError(f"cannot serve on {host}:{port}: {why}") from None
-
-
 def serve(env_id: str, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = 16,
           env_kwargs: dict | None = None, log_level: str = "warning", on_ready=None, idle_timeout_s: float = 300.0,
           allow_remote: bool = False, allowed_origins: tuple[str, ...] | list[str] = (),
@@ -520,7 +474,8 @@ def serve(env_id: str, host: str = "127.0.0.1", port: int = 8000, max_sessions: 
     """Run the server in this process until interrupted."""
     import uvicorn
 
-    check_bind(host, port, allow_remote)
+    check_host(host, allow_remote, "serve")
+    check_bind(host, port)
     app = create_app(env_id, max_sessions=max_sessions, env_kwargs=env_kwargs, idle_timeout_s=idle_timeout_s,
                      allow_remote=allow_remote, allowed_origins=allowed_origins, serve_heldout=serve_heldout)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_ping_interval=10.0,

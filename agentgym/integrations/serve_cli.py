@@ -35,9 +35,12 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--env-kwargs is not valid JSON: {exc}") from None
         if not isinstance(kwargs, dict):
             raise ConfigError("--env-kwargs must be a JSON object")
-        from agentgym.integrations.openenv_server import check_bind, serve  # lazy: `agentgym --help` stays fast
+        from agentgym.hosts import check_bind, check_host
 
-        check_bind(host, port, allow_remote)  # before the env server is built: one line with the real cause
+        # before openenv is imported (seconds: it imports gradio): one line with the real cause
+        check_host(host, allow_remote, "serve")
+        check_bind(host, port)
+        from agentgym.integrations.openenv_server import serve  # lazy: `agentgym --help` stays fast
 
         def ready():
             print(f"serving {env_id} with OpenEnv at http://{host}:{port} "

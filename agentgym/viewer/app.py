@@ -7,12 +7,12 @@ text from trajectories (observations, model replies) shows as text even if it ho
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from pathlib import Path
 from typing import Sequence
 
 from agentgym.errors import ConfigError, require
+from agentgym.hosts import LOOPBACK_NAMES, check_host, is_loopback
 from agentgym.safe_files import UnsafeFileError
 from agentgym.viewer.data import Source
 
@@ -21,23 +21,6 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
                     "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
-
-
-def is_loopback(host: str) -> bool:
-    if host in ("localhost",):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(host: str, allow_remote: bool) -> None:
-    """Trajectories hold prompts, model outputs and task data: other machines see them only when asked."""
-    if not is_loopback(host) and not allow_remote:
-        raise ConfigError(f"--host {host} would serve your trajectories to other machines: pass --allow-remote "
-                          "as well if you mean it (default: 127.0.0.1, this machine only)")
 
 
 def build_app(sources: Sequence[Source], loopback_only: bool = True):
@@ -142,7 +125,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 def make_server(paths: Sequence[str | Path], host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False):
     """(uvicorn.Server, bound socket, url): the caller runs `server.run(sockets=[sock])`."""
-    check_bind(host, allow_remote)
+    check_host(host, allow_remote, "viewer")
     sources = make_sources(paths)
     uvicorn = require("uvicorn", "web")
     app = build_app(sources, loopback_only=is_loopback(host))

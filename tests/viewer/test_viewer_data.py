@@ -19,7 +19,8 @@ from agentgym.trainers.estimators.gigpo import anchor_groups  # noqa: E402
 from agentgym.trainers.estimators import EstimatorConfig, compute_advantages  # noqa: E402
 from agentgym.trainers.records import should_save, train_path  # noqa: E402
 from agentgym.trajectory import load_trajectories  # noqa: E402
-from agentgym.viewer.app import build_app, check_bind, make_sources  # noqa: E402
+from agentgym.hosts import check_host  # noqa: E402
+from agentgym.viewer.app import build_app, make_sources  # noqa: E402
 from agentgym.viewer.data import EpisodeFile  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -131,10 +132,10 @@ def test_nan_in_a_file_becomes_null(tmp_path):
 def test_loopback_only_unless_asked(client):
     for host in ("0.0.0.0", "192.168.1.10", "::", "example.com"):
         with pytest.raises(ConfigError, match="--allow-remote"):
-            check_bind(host, allow_remote=False)
-        check_bind(host, allow_remote=True)
+            check_host(host, False, "viewer")
+        check_host(host, True, "viewer")
     for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
-        check_bind(host, allow_remote=False)
+        check_host(host, False, "viewer")
     # a DNS-rebinding page reaches the loopback server under a foreign Host name: refused
     assert client.get("/api/s/0", headers={"host": "attacker.example"}).status_code == 400
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import ipaddress
 import json
 import threading
 import time
@@ -22,6 +21,7 @@ import uuid
 from dataclasses import dataclass
 
 from agentgym.errors import ConfigError, require
+from agentgym.hosts import check_host, host_name, is_loopback
 from agentgym.integrations.gateway.chat_format import RequestError
 from agentgym.integrations.gateway.recorder import Call, Prepared, Recorder
 
@@ -46,27 +46,6 @@ class GatewayConfig:
 
 # JSON nested deeper than this is refused (no chat request needs it; Python's parser recurses)
 MAX_JSON_DEPTH = 32
-
-
-def is_loopback(name: str) -> bool:
-    try:
-        return name == "localhost" or ipaddress.ip_address(name.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def host_name(header: str) -> str:
-    """The name in a Host header, without its port: `127.0.0.1:8100` -> 127.0.0.1, `[::1]:80` -> [::1]."""
-    if header.startswith("["):
-        return header[:header.find("]") + 1]
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
-
-
-def check_bind(cfg: GatewayConfig) -> None:
-    """One line before serving: a non-loopback host without allow_remote."""
-    if not is_loopback(cfg.host) and not cfg.allow_remote:
-        raise ConfigError(f"--host {cfg.host} serves other machines (anyone who reaches it samples the policy and "
-                          "writes training data): add --allow-remote to mean it, or use --host 127.0.0.1")
 
 
 def error_response(exc: RequestError):
@@ -439,7 +418,7 @@ class RunningGateway:
         import uvicorn
 
         self.cfg = cfg or GatewayConfig()
-        check_bind(self.cfg)
+        check_host(self.cfg.host, self.cfg.allow_remote, "gateway")
         self.recorder = recorder
         config = uvicorn.Config(create_app(recorder, self.cfg), host=self.cfg.host, port=self.cfg.port,
                                 log_level="warning", lifespan="on")
@@ -469,7 +448,7 @@ def serve(recorder: Recorder, cfg: GatewayConfig, on_ready=None) -> None:
     """Serve in the foreground until interrupted."""
     import uvicorn
 
-    check_bind(cfg)
+    check_host(cfg.host, cfg.allow_remote, "gateway")
     server = uvicorn.Server(uvicorn.Config(create_app(recorder, cfg), host=cfg.host, port=cfg.port,
                                            log_level="warning", lifespan="on"))
     if on_ready is not None:

@@ -33,7 +33,8 @@ def register(app: typer.Typer) -> None:
         """Serve the OpenAI API (/v1/chat/completions, /v1/models) backed by the policy, recording every
         episode's exact tokens; with --train, train it on them (docs/gateway.md)."""
         from agentgym.errors import ConfigError
-        from agentgym.integrations.gateway.app import GatewayConfig, check_bind
+        from agentgym.hosts import check_bind, check_host
+        from agentgym.integrations.gateway.app import GatewayConfig
 
         if (model is None) == (train is None):
             raise ConfigError("give --model PATH (serve a model) or --train PRESET (serve and train its policy)")
@@ -44,7 +45,8 @@ def register(app: typer.Typer) -> None:
         cfg = GatewayConfig(host=host, port=port, api_key=api_key, allow_remote=allow_remote,
                             max_body_bytes=int(max_body_mb * 2**20),
                             **({} if gather_s is None else {"gather_s": gather_s}))
-        check_bind(cfg)
+        check_host(cfg.host, cfg.allow_remote, "gateway")
+        check_bind(cfg.host, cfg.port)  # a taken port is one line, before a model loads
         if train is not None:
             from agentgym.integrations.gateway.training import train_through_gateway
             from agentgym.trainers.config import load_config
