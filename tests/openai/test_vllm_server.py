@@ -38,7 +38,9 @@ def served_model(tmp_path_factory):
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
            "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
            "--max-model-len", "2048", "--enforce-eager", "--kv-cache-memory-bytes", str(256 << 20)]
-    env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
+    # the engine in the server's own process: the client sees the same HTTP API, and the server is up
+    # in about 20 s instead of 33 (an engine-core child process imports vLLM a second time)
+    env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     base = f"http://127.0.0.1:{port}/v1"
     try:
@@ -57,7 +59,7 @@ def served_model(tmp_path_factory):
             time.sleep(1)
         yield base, model
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the server and its engine-core child
+        os.killpg(proc.pid, signal.SIGTERM)  # the server and any child it started
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
