@@ -55,8 +55,9 @@ def check_model_path(model: str, what: str = "model") -> None:
     if looks_local(model):
         path = Path(model).expanduser()
         if not path.exists():
-            raise ConfigError(f"{what} path {model!r} does not exist: pass a local HF folder or a hub id, "
-                              "or leave policy.model empty with tiny.build=true to build a tiny model")
+            tiny = ", or leave policy.model empty with tiny.build=true to build a tiny model" \
+                if what in ("model", "policy.model") else ""
+            raise ConfigError(f"{what} path {model!r} does not exist: pass a local HF folder or a hub id{tiny}")
         if path.is_dir() and not any((path / f).is_file() for f in ("config.json", "adapter_config.json")):
             raise ConfigError(f"{what} folder {model!r} holds no config.json: pass the folder a model was saved "
                               "into (e.g. runs/household-tiny/final_model)")

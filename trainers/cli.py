@@ -156,8 +156,6 @@ def train_command(
 
     Ctrl-C stops with exit status 130 and one line naming the last checkpoint and the --resume command."""
     from agentgym import progress
-    from agentgym.trainers.distributed import check_world, launch, world_from_env
-    from agentgym.trainers.run_setup import run_dir_for
 
     # called as a plain function (tests, scripts): a typer OptionInfo default means "not given"
     nproc = nproc if isinstance(nproc, int) else 1
@@ -170,6 +168,10 @@ def train_command(
     cfg = _load(config, overrides, run_dir, imports, env)
     check_before_building(cfg.policy)
     check_setting_extras(cfg)
+    # torch from here on: a config error above is one line within a second
+    from agentgym.trainers.distributed import check_world, launch, world_from_env
+    from agentgym.trainers.run_setup import run_dir_for
+
     if resume and print_config is not True:
         from agentgym.trainers.checkpoint import check_resume
 
@@ -275,16 +277,18 @@ def sft_command(
     reports its held-out success."""
     from agentgym import progress
     from agentgym.registration import get_task_space
+    from agentgym.trainers.config import save_config
+
+    cfg = _load(config, list(overrides or []) + ["sft.enabled=true"], run_dir)
+    check_before_building(cfg.policy)
+    # torch from here on: a config error above is one line within a second
     from agentgym.trainers.training import evaluate_policy
     from agentgym.trainers.run_setup import make_engine, make_policy, prepare_start_model, quiet_transformers
     from agentgym.trainers.run_setup import prepare_run_dir, run_dir_for
     from agentgym.trainers.task_selection import write_eval_tasks
     from agentgym.policies.engines import EngineSettings
     from agentgym.trainers.threads import set_torch_threads
-    from agentgym.trainers.config import save_config
 
-    cfg = _load(config, list(overrides or []) + ["sft.enabled=true"], run_dir)
-    check_before_building(cfg.policy)
     quiet_transformers()
     out = run_dir_for(cfg)
     prepare_run_dir(out)  # a writable folder with no link in it, or one line

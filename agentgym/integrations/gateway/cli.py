@@ -57,6 +57,11 @@ def register(app: typer.Typer) -> None:
                   f"{summary['heldout_success_before']:.3f} -> {summary['heldout_success_after']:.3f}; "
                   f"{summary['run_dir']} (agentgym eval {summary['run_dir']})")
             return
+        from agentgym.policies.model_files import check_model_path
+
+        if engine not in ("hf", "vllm"):
+            raise ConfigError(f"--engine must be hf or vllm, got {engine!r}")
+        check_model_path(model, "--model")  # one line before torch and the model load
         import torch
 
         from agentgym.integrations.gateway.app import serve
@@ -67,12 +72,10 @@ def register(app: typer.Typer) -> None:
             from agentgym.policies.vllm_engine import VLLMPolicy
 
             policy = VLLMPolicy(model)
-        elif engine == "hf":
+        else:
             from agentgym.policies.hf import HFPolicy
 
             policy = HFPolicy(model)
-        else:
-            raise ConfigError(f"--engine must be hf or vllm, got {engine!r}")
         context = getattr(getattr(getattr(policy, "model", None), "config", None), "max_position_embeddings", None)
         recorder = Recorder(policy, model_names=(model_name,), context_len=context, default_max_tokens=max_tokens)
         serve(recorder, cfg, on_ready=lambda: print(f"gateway serving {model_name!r} at http://{host}:{port}/v1 "
