@@ -120,14 +120,16 @@ def test_unknown_challenge_is_a_clear_error():
 
 @pytest.mark.slow
 def test_oracle_wins_generated_games():
-    """4 games of each challenge (2 train, 2 held-out); `AGENTGYM_FULL_SWEEP=1` plays 40 of each,
+    """2 games of each challenge (1 train, 1 held-out); `AGENTGYM_FULL_SWEEP=1` plays 40 of each,
     200 in all (3 of CI's 20 minutes: generating a game is most of the cost)."""
-    per_challenge = 40 if os.environ.get("AGENTGYM_FULL_SWEEP") == "1" else 4
+    per_challenge = 40 if os.environ.get("AGENTGYM_FULL_SWEEP") == "1" else 2
     won = 0
     for challenge, env_id in ENV_IDS.items():
         space = TextWorldTaskSpace(challenge)
         tasks = space.split("train")[:per_challenge // 2] + space.split("heldout")[:per_challenge // 2]
-        trajs = agentgym.collect(env_id, tasks, OraclePolicy(space), executor="process", num_workers=2)
+        # in this process: a pool of two workers spends more on starting them (each imports TextWorld)
+        # than it saves on two games (about 2.5x slower)
+        trajs = agentgym.collect(env_id, tasks, OraclePolicy(space))
         assert all(t.success for t in trajs), [t.error for t in trajs if not t.success][:3]
         won += len(trajs)
     assert won == per_challenge * len(ENV_IDS)
