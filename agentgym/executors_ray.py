@@ -100,15 +100,12 @@ def connect(rc: RayConfig) -> Any:
     ray = import_ray()
     if ray.is_initialized():
         return ray
-    address = rc.address
     kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
-    if address in (None, "", "local"):
-        if os.environ.get("RAY_ADDRESS"):
-            address = os.environ["RAY_ADDRESS"]
-        else:
-            # "local": a new Ray in this process even when another one runs on the machine
-            ray.init(address="local", num_cpus=rc.num_cpus or os.cpu_count() or 1, **kwargs)
-            return ray
+    if (cpus := _new_local_cluster_cpus(rc)) is not None:
+        # "local": a new Ray in this process even when another one runs on the machine
+        ray.init(address="local", num_cpus=cpus, **kwargs)
+        return ray
+    address = rc.address if rc.address not in (None, "", "local") else os.environ["RAY_ADDRESS"]
     if address != "auto":
         _probe(address)
     try:
@@ -121,22 +118,43 @@ def connect(rc: RayConfig) -> Any:
 
 
 def check_resources(rc: RayConfig, with_policy: bool = False) -> dict:
-    """Refuse a request the cluster cannot place: Ray would queue the actors and hang."""
-    ray = connect(rc)
-    have = float(ray.cluster_resources().get("CPU", 0.0))
+    """Refuse a request the cluster cannot place: Ray would queue the actors and hang. A cluster
+    this process would start itself has ray.num_cpus (or this machine's) CPUs: a request over
+    that is refused before Ray starts."""
     need = rc.num_workers * rc.num_cpus_per_worker
     what = f"ray.num_workers={rc.num_workers} x ray.num_cpus_per_worker={rc.num_cpus_per_worker:g}"
     if with_policy:
         need += rc.policy_replicas * rc.policy_num_cpus
         what += f" + ray.policy_replicas={rc.policy_replicas} x ray.policy_num_cpus={rc.policy_num_cpus:g}"
-    if need > have + 1e-9:
-        raise ConfigError(f"{what} = {need:g} CPUs, but the Ray cluster has {have:g}: lower them (fractions such "
-                          "as num_cpus_per_worker=0.5 are allowed) or add nodes")
+
+    def check(have: float) -> None:
+        if need > have + 1e-9:
+            raise ConfigError(f"{what} = {need:g} CPUs, but the Ray cluster has {have:g}: lower them (fractions "
+                              "such as num_cpus_per_worker=0.5 are allowed) or add nodes")
+
+    if (local := _new_local_cluster_cpus(rc)) is not None:
+        check(float(local))
+    ray = connect(rc)
+    have = float(ray.cluster_resources().get("CPU", 0.0))
+    check(have)
     gpus_have = float(ray.cluster_resources().get("GPU", 0.0))
     if with_policy and rc.policy_replicas * rc.policy_num_gpus > gpus_have + 1e-9:
         raise ConfigError(f"ray.policy_replicas={rc.policy_replicas} x ray.policy_num_gpus={rc.policy_num_gpus:g} "
                           f"GPUs, but the Ray cluster has {gpus_have:g}")
     return {"cpus": have, "gpus": gpus_have, "cpus_requested": need}
+
+
+def _new_local_cluster_cpus(rc: RayConfig) -> int | None:
+    """The CPUs of the local cluster `connect` would start for `rc`; None when it would join a
+    running one (ray.address, RAY_ADDRESS, or a Ray already started in this process)."""
+    import sys
+
+    if rc.address not in (None, "", "local") or os.environ.get("RAY_ADDRESS"):
+        return None
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return None
+    return rc.num_cpus or os.cpu_count() or 1
 
 
 # --- the actor ---------------------------------------------------------------------------------

@@ -168,6 +168,28 @@ def test_no_ray_installed_names_the_extra(monkeypatch):
         agentgym.collect(HOUSEHOLD, _tasks(1), RandomPolicy(), executor="ray")
 
 
+def test_a_local_cluster_too_small_is_refused_before_ray_starts(monkeypatch):
+    """A Ray this process would start has ray.num_cpus CPUs: a request over that needs no cluster
+    to refuse. One that fits, or a cluster to join, is checked against the cluster itself."""
+    import sys
+    import types
+
+    from agentgym import executors_ray
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False))
+    started = []
+    monkeypatch.setattr(executors_ray, "connect", lambda rc: started.append(rc) or pytest.fail("Ray was started"))
+    with pytest.raises(ConfigError, match="= 3 CPUs, but the Ray cluster has 2"):
+        executors_ray.check_resources(RayConfig(num_workers=3, num_cpus=2))
+    assert not started
+    joined = types.SimpleNamespace(cluster_resources=lambda: {"CPU": 8.0})
+    monkeypatch.setattr(executors_ray, "connect", lambda rc: started.append(rc) or joined)
+    assert executors_ray.check_resources(RayConfig(num_workers=3, address="auto"))["cpus"] == 8.0
+    assert executors_ray.check_resources(RayConfig(num_workers=2, num_cpus=2))["cpus"] == 8.0
+    assert len(started) == 2
+
+
 def test_train_with_more_ray_workers_than_cpus_stops_before_any_work(tmp_path):
     import subprocess
     import sys
