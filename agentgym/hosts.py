@@ -51,9 +51,9 @@ def check_host(host: str, allow_remote: bool, server: str) -> None:
                           "or use --host 127.0.0.1")
 
 
-def check_bind(host: str, port: int) -> None:
-    """Bind `host:port` once and let go, so that an address that cannot be served fails in one line
-    with its real cause (in use, not this machine's, needs privileges) before the server starts."""
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to `host:port` (SO_REUSEADDR, as uvicorn binds), or one line with the real
+    cause the address cannot be served (in use, not this machine's, needs privileges)."""
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port must be 0-65535, got {port}")
     try:
@@ -61,13 +61,21 @@ def check_bind(host: str, port: int) -> None:
     except socket.gaierror as exc:
         raise ConfigError(f"cannot serve on {host}:{port}: {host!r} is not a known address ({exc.strerror})") from None
     family, kind, proto, _, addr = infos[0]
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
-        try:
-            sock.bind(addr)
-        except OSError as exc:
-            why = {errno.EADDRINUSE: "the port is in use (pick another with --port)",
-                   errno.EADDRNOTAVAIL: f"{host} is not an address of this machine",
-                   errno.EACCES: f"port {port} needs privileges (use a port above 1023)"}.get(
-                exc.errno, exc.strerror or str(exc))
-            raise ConfigError(f"cannot serve on {host}:{port}: {why}") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        why = {errno.EADDRINUSE: "the port is in use (pick another with --port)",
+               errno.EADDRNOTAVAIL: f"{host} is not an address of this machine",
+               errno.EACCES: f"port {port} needs privileges (use a port above 1023)"}.get(
+            exc.errno, exc.strerror or str(exc))
+        raise ConfigError(f"cannot serve on {host}:{port}: {why}") from None
+    return sock
+
+
+def check_bind(host: str, port: int) -> None:
+    """Bind `host:port` once and let go, so that an address that cannot be served fails in one line
+    before a server that binds it later starts."""
+    bound_socket(host, port).close()

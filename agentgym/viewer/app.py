@@ -7,12 +7,11 @@ text from trajectories (observations, model replies) shows as text even if it ho
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Sequence
 
 from agentgym.errors import ConfigError, require
-from agentgym.hosts import LOOPBACK_NAMES, check_host, is_loopback
+from agentgym.hosts import LOOPBACK_NAMES, bound_socket, check_host, is_loopback
 from agentgym.safe_files import UnsafeFileError
 from agentgym.viewer.data import Source
 
@@ -110,26 +109,14 @@ def make_sources(paths: Sequence[str | Path]) -> list[Source]:
     return [Source(p) for p in paths]
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-        sock.listen(128)  # connections queue from now on, so the URL printed before uvicorn starts works
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port") from None
-    return sock
-
-
 def make_server(paths: Sequence[str | Path], host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False):
     """(uvicorn.Server, bound socket, url): the caller runs `server.run(sockets=[sock])`."""
     check_host(host, allow_remote, "viewer")
     sources = make_sources(paths)
     uvicorn = require("uvicorn", "web")
     app = build_app(sources, loopback_only=is_loopback(host))
-    sock = bind_socket(host, port)
+    sock = bound_socket(host, port)
+    sock.listen(128)  # connections queue from now on, so the URL printed before uvicorn starts works
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", loop="asyncio",
                             http="h11", timeout_graceful_shutdown=1)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
