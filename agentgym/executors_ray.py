@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -147,8 +148,6 @@ def check_resources(rc: RayConfig, with_policy: bool = False) -> dict:
 def _new_local_cluster_cpus(rc: RayConfig) -> int | None:
     """The CPUs of the local cluster `connect` would start for `rc`; None when it would join a
     running one (ray.address, RAY_ADDRESS, or a Ray already started in this process)."""
-    import sys
-
     if rc.address not in (None, "", "local") or os.environ.get("RAY_ADDRESS"):
         return None
     ray = sys.modules.get("ray")
