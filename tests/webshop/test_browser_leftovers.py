@@ -78,7 +78,7 @@ from agentgym.envs.webshop.env import WebShopEnv
 from agentgym.envs.webshop.tasks import WebShopTaskSpace
 env = WebShopEnv(backend="browser")
 env.reset(options={"task": WebShopTaskSpace().split("train")[0]})
-print("ready", flush=True)
+print("ready", env.backend.browser_pid, flush=True)
 import sys; sys.stdin.read()
 """
 
@@ -108,7 +108,8 @@ def test_a_killed_process_leaves_folders_the_next_launch_removes():
     proc = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        assert proc.stdout.readline().strip() == "ready"
+        ready, browser = proc.stdout.readline().split()
+        assert ready == "ready"
         left = _tmp() - before
         assert any(n.startswith("agentgym-web-") for n in left), left
         os.killpg(proc.pid, signal.SIGKILL)  # the process, its driver and its browser
@@ -118,5 +119,8 @@ def test_a_killed_process_leaves_folders_the_next_launch_removes():
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     _wait_until_group_exits(proc.pid)  # a dying driver can still write into its folder (seen under load)
+    # Playwright starts Chromium in a process group of its own: orphaned, it shuts down on its
+    # own and writes its profile into the driver's folder as it goes (seen under load)
+    _wait_until_group_exits(int(browser))
     sweep_stale_tmp()  # what every later browser launch does first
     assert _tmp() - before == set(), _tmp() - before
