@@ -7,7 +7,9 @@
 Variants: full (every weight trained, grpo), lora (a fresh r=4 adapter), value-head (gae's value head
 beside every weight). Without --variants, one `full` update is written to OUT (a .pt file); with
 them, each variant's update to OUT/VARIANT.pt, one after another in the same process group: the
-interpreter, torch's import and the rendezvous are paid once, not once per variant.
+interpreter, torch's import and the rendezvous are paid once, not once per variant. A listed
+variant may name its own layout or batch after a colon: `full:ddp` and `full:fsdp` (whatever
+--fsdp says), `full:2` (the first 2 groups only); it is written to OUT/VARIANT-OPTION.pt.
 
 BATCH.pkl holds (trajectories, advantages) of whole groups in order. Each rank takes its block of
 groups (trainers.distributed.DataParallel.shard); rank 0 writes the parameters after the update.
@@ -69,19 +71,24 @@ def update(model: str, trajs: list, advs: list, group_size: int, variant: str, f
 flags = {a for a in sys.argv[1:] if a.startswith("--")}
 device = next((a.split("=", 1)[1] for a in flags if a.startswith("--device=")), "cpu")
 listed = next((a.split("=", 1)[1].split(",") for a in flags if a.startswith("--variants=")), None)
-unknown = set(listed or ()) - set(VARIANTS)
+unknown = {e for e in listed or () if e.partition(":")[0] not in VARIANTS
+           or e.partition(":")[2] not in ("", "ddp", "fsdp") and not e.partition(":")[2].isdigit()}
 if unknown:
-    sys.exit(f"dp_worker: unknown variants {sorted(unknown)}: use {', '.join(VARIANTS)}")
+    sys.exit(f"dp_worker: unknown variants {sorted(unknown)}: use {', '.join(VARIANTS)}, each with an optional "
+             ":ddp, :fsdp or :NUM_GROUPS")
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 model, data, out, group_size = args[0], args[1], Path(args[2]), int(args[3])
 trajs, advs = pickle.load(open(data, "rb"))
 if len(args) > 4:  # a smaller batch, for the test's sensitivity check
     trajs, advs = trajs[: int(args[4]) * group_size], advs[: int(args[4]) * group_size]
 dp = None
-for variant in listed or ["full"]:
-    dp, result = update(model, trajs, advs, group_size, variant, "--fsdp" in flags, device)
+for entry in listed or ["full"]:
+    variant, _, option = entry.partition(":")
+    sharded = option == "fsdp" or ("--fsdp" in flags and option != "ddp")
+    groups = int(option) * group_size if option.isdigit() else len(trajs)
+    dp, result = update(model, trajs[:groups], advs[:groups], group_size, variant, sharded, device)
     if dp.is_main:
-        path = out / f"{variant}.pt" if listed else out
+        path = out / (f"{variant}-{option}.pt" if option else f"{variant}.pt") if listed else out
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(result, path)
 distributed.teardown(dp)

@@ -68,27 +68,29 @@ VARIANTS = ("full", "lora", "value-head")  # dp_worker.py's
 @pytest.fixture(scope="module")
 def one_process(batch, tiny_model_dir, tmp_path_factory) -> Path:
     """The one-process update of every variant, in one process for the module: the references each
-    data-parallel layout is compared with (VARIANT.pt in the folder returned)."""
+    data-parallel layout is compared with (VARIANT.pt in the folder returned), and `full` on the
+    first half of the batch (full-2.pt)."""
     out = tmp_path_factory.mktemp("one")
-    _run([str(WORKER), str(tiny_model_dir), str(batch), str(out), str(GROUP), "--variants=" + ",".join(VARIANTS)])
+    _run([str(WORKER), str(tiny_model_dir), str(batch), str(out), str(GROUP),
+          "--variants=" + ",".join([*VARIANTS, "full:2"])])
     return out
 
 
 @pytest.fixture(scope="module")
-def two_fsdp_ranks(batch, tiny_model_dir, tmp_path_factory) -> Path:
-    """Every variant's update on two FSDP ranks, in one torchrun launch for the module."""
-    out = tmp_path_factory.mktemp("fsdp")
-    _run([str(WORKER), str(tiny_model_dir), str(batch), str(out), str(GROUP), "--fsdp",
-          "--variants=" + ",".join(VARIANTS)], nproc=2)
+def two_ranks(batch, tiny_model_dir, tmp_path_factory) -> Path:
+    """`full` on two ddp ranks (full-ddp.pt), then every variant on two FSDP ranks
+    (VARIANT-fsdp.pt), in one torchrun launch for the module."""
+    out = tmp_path_factory.mktemp("two")
+    _run([str(WORKER), str(tiny_model_dir), str(batch), str(out), str(GROUP),
+          "--variants=" + ",".join(["full:ddp", *(f"{v}:fsdp" for v in VARIANTS)])], nproc=2)
     return out
 
 
-def test_two_gloo_ranks_equal_one_process_on_the_combined_batch(batch, tiny_model_dir, tmp_path, one_process):
-    one, two, half = one_process / "full.pt", tmp_path / "two.pt", tmp_path / "half.pt"
-    _run([str(WORKER), str(tiny_model_dir), str(batch), str(two), str(GROUP)], nproc=2)
-    _run([str(WORKER), str(tiny_model_dir), str(batch), str(half), str(GROUP), "2"])
+def test_two_gloo_ranks_equal_one_process_on_the_combined_batch(one_process, two_ranks):
+    one, two, half = one_process / "full.pt", two_ranks / "full-ddp.pt", one_process / "full-2.pt"
     a, b, h = (torch.load(p, weights_only=False) for p in (one, two, half))
     assert b["world_size"] == 2 and 0 < b["local_samples"] < a["local_samples"]
+    assert b["numel_held"] == a["numel_held"]  # ddp: a whole replica on each rank
     assert a["stats"]["optimizer_steps"] == b["stats"]["optimizer_steps"] >= 4
     diff = max(float((a["params"][k] - b["params"][k]).abs().max()) for k in a["params"])
     moved = max(float((a["params"][k] - h["params"][k]).abs().max()) for k in a["params"])
@@ -99,13 +101,14 @@ def test_two_gloo_ranks_equal_one_process_on_the_combined_batch(batch, tiny_mode
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_two_fsdp_ranks_equal_one_process_on_the_combined_batch(variant, one_process, two_fsdp_ranks):
+def test_two_fsdp_ranks_equal_one_process_on_the_combined_batch(variant, one_process, two_ranks):
     """data_parallel=fsdp: each rank holds half of every layer's parameters, gradients and AdamW
     moments; after the same update the gathered weights are one process's, to the ddp tolerance.
     The ranks' micro-batch counts differ (3 vs 2 samples per rank in some minibatches), so the
     filler passes are exercised; with a value head (gae) the replicated head and the sharded
     model share one clipping norm."""
-    a, b = (torch.load(folder / f"{variant}.pt", weights_only=False) for folder in (one_process, two_fsdp_ranks))
+    a = torch.load(one_process / f"{variant}.pt", weights_only=False)
+    b = torch.load(two_ranks / f"{variant}-fsdp.pt", weights_only=False)
     assert b["world_size"] == 2 and a["stats"]["optimizer_steps"] == b["stats"]["optimizer_steps"] >= 4
     assert b["numel_held"] <= 0.51 * a["numel_held"]  # rank 0 holds half of the weights
     trained = [k for k in a["params"] if "lora_" in k] if variant == "lora" else list(a["params"])
