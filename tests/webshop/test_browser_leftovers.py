@@ -26,15 +26,14 @@ from agentgym.envs.webshop.tasks import WebShopTaskSpace  # noqa: E402
 pytestmark = pytest.mark.timeout(180)
 
 SPACE = WebShopTaskSpace()
-LEFTOVER = ("org.chromium.", ".org.chromium.", "playwright", "agentgym-web-")
+LEFTOVER = ("org.chromium.", ".org.chromium.", "playwright")  # Chromium's and Playwright's own: never left in /tmp
 
 
-def _ours(names) -> set[str]:
-    return {n for n in names if n.startswith(LEFTOVER)}
-
-
-def _tmp() -> set[str]:
-    return _ours(os.listdir(tempfile.gettempdir()))
+def _tmp(pid: int | None = None) -> set[str]:
+    """The temp folders a browser env of process `pid` (default: this one) could leave: ours carry
+    their owner's pid (other processes on the machine, a parallel test run, make their own)."""
+    ours = f"agentgym-web-{pid or os.getpid()}."
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith(LEFTOVER) or n.startswith(ours)}
 
 
 def _solve(env, task) -> bool:
@@ -110,7 +109,7 @@ def test_a_killed_process_leaves_folders_the_next_launch_removes():
     try:
         ready, browser = proc.stdout.readline().split()
         assert ready == "ready"
-        left = _tmp() - before
+        left = _tmp(proc.pid) - before
         assert any(n.startswith("agentgym-web-") for n in left), left
         os.killpg(proc.pid, signal.SIGKILL)  # the process, its driver and its browser
         proc.wait()
@@ -123,4 +122,4 @@ def test_a_killed_process_leaves_folders_the_next_launch_removes():
     # own and writes its profile into the driver's folder as it goes (seen under load)
     _wait_until_group_exits(int(browser))
     sweep_stale_tmp()  # what every later browser launch does first
-    assert _tmp() - before == set(), _tmp() - before
+    assert _tmp(proc.pid) - before == set(), _tmp(proc.pid) - before
