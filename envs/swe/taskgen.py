@@ -40,6 +40,19 @@ ENV_ID = "agentgym/SWE-v0"
 SUPPORT_DIR = Path(__file__).parent / "data" / "sandbox"
 
 
+# what a forked child may map beyond the parent's address space it starts with
+CHILD_MEMORY_BYTES = 1 << 30
+
+
+def _address_space_bytes() -> int | None:
+    """This process's virtual memory size (/proc/self/statm), None where there is no /proc."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def fork_pytest(ws: Path, timeout: float = 20.0) -> TestReport:
     """Run the project's full suite in a forked child (trusted code only)."""
     import pytest  # imported once in the parent so children start warm
@@ -53,8 +66,12 @@ def fork_pytest(ws: Path, timeout: float = 20.0) -> TestReport:
         try:
             import resource
 
-            # a mutant can loop forever or grow without bound: cap it like the sandbox would
-            resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+            # a mutant can loop forever or grow without bound: cap it like the sandbox would. The
+            # cap counts from the parent's own size, which the child inherits: a parent with torch
+            # and a model loaded is already past 1 GiB, and a fixed cap failed every allocation.
+            now = _address_space_bytes()
+            if now is not None:
+                resource.setrlimit(resource.RLIMIT_AS, (now + CHILD_MEMORY_BYTES, now + CHILD_MEMORY_BYTES))
             resource.setrlimit(resource.RLIMIT_CPU, (int(timeout) + 1, int(timeout) + 1))
             os.close(r)
             os.dup2(w, 1)
