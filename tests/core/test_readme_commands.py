@@ -40,7 +40,7 @@ RUN = {
 NOT_RUN = {
     "bash scripts/setup.sh && .venv/bin/agentgym train household-tiny torch_threads=1":
         "the main job (tests/core/test_setup_quiet.py checks the set-up; its figures: test_quoted_figures.py)",
-    "bash scripts/setup.sh && .venv/bin/python -m pytest": "the whole suite itself",
+    "bash scripts/setup.sh && .venv/bin/python -m pytest -n 2 --dist loadfile": "the whole suite itself",
     "agentgym train household-tiny": "the main job (tests/trainers: the loop on tiny settings)",
     "agentgym train household-tiny estimator.name=grpo --run-dir runs/household-grpo":
         "the main job again (a second run in a used run dir: test_config_and_resume.py)",

@@ -186,9 +186,12 @@ def test_agentgym_models_lists_the_catalog_and_the_converted_folders(tmp_path, m
 
     from typer.testing import CliRunner
 
+    from agentgym import cli as agentgym_cli
     from agentgym.cli import app
 
-    monkeypatch.setenv("COLUMNS", "200")
+    # the command prints on agentgym.cli.console, whose width was fixed when it was made (COLUMNS
+    # then, or the log width): set it, not COLUMNS
+    monkeypatch.setattr(agentgym_cli.console, "width", 200)
     source = write_gguf(tmp_path / "mine.gguf")
     folder = mc.converted_folder(source)
     folder.mkdir(parents=True)
