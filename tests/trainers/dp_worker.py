@@ -1,7 +1,7 @@
 """One PPO update on a fixed batch per variant, in one process or as a torchrun rank
 (tests/trainers/test_data_parallel.py).
 
-    python dp_worker.py MODEL_DIR BATCH.pkl OUT GROUP_SIZE [NUM_GROUPS] [--fsdp] [--variants=V,...] [--device=cuda]
+    python dp_worker.py MODEL_DIR BATCH.pkl OUT GROUP_SIZE [--fsdp] [--variants=V,...] [--device=cuda]
     torchrun --standalone --nproc-per-node 2 dp_worker.py MODEL_DIR BATCH.pkl OUT GROUP_SIZE [--fsdp] [--variants=V,...]
 
 Variants: full (every weight trained, grpo), lora (a fresh r=4 adapter), value-head (gae's value head
@@ -71,19 +71,17 @@ def update(model: str, trajs: list, advs: list, group_size: int, variant: str, f
 flags = {a for a in sys.argv[1:] if a.startswith("--")}
 device = next((a.split("=", 1)[1] for a in flags if a.startswith("--device=")), "cpu")
 listed = next((a.split("=", 1)[1].split(",") for a in flags if a.startswith("--variants=")), None)
-unknown = {e for e in listed or () if e.partition(":")[0] not in VARIANTS
-           or e.partition(":")[2] not in ("", "ddp", "fsdp") and not e.partition(":")[2].isdigit()}
+runs = [entry.partition(":")[::2] for entry in listed or ["full"]]  # (variant, option)
+unknown = {f"{v}:{o}" if o else v for v, o in runs
+           if v not in VARIANTS or not (o in ("", "ddp", "fsdp") or o.isdigit())}
 if unknown:
     sys.exit(f"dp_worker: unknown variants {sorted(unknown)}: use {', '.join(VARIANTS)}, each with an optional "
              ":ddp, :fsdp or :NUM_GROUPS")
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 model, data, out, group_size = args[0], args[1], Path(args[2]), int(args[3])
 trajs, advs = pickle.load(open(data, "rb"))
-if len(args) > 4:  # a smaller batch, for the test's sensitivity check
-    trajs, advs = trajs[: int(args[4]) * group_size], advs[: int(args[4]) * group_size]
 dp = None
-for entry in listed or ["full"]:
-    variant, _, option = entry.partition(":")
+for variant, option in runs:
     sharded = option == "fsdp" or ("--fsdp" in flags and option != "ddp")
     groups = int(option) * group_size if option.isdigit() else len(trajs)
     dp, result = update(model, trajs[:groups], advs[:groups], group_size, variant, sharded, device)
