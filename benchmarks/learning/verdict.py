@@ -190,23 +190,39 @@ def verdict_sentence(primary: dict | None, seeds_planned: int, mdd: float | None
     return f"no difference detected{partial}{detectable}"
 
 
+def with_training_cpu(key: str, record: dict, run_root: Path) -> dict:
+    """An RL job's record with `training_cpu_seconds`: its iterations' CPU alone (the trainer's
+    time/iteration_cpu_s, the last log of each iteration, summed), complete even for a resumed job,
+    whose `cpu_seconds` counts only the process that finished it. Read from the job's metrics.jsonl
+    where this machine has it; a job restored from the committed file keeps the figure it has."""
+    folder = rr.job_dir(run_root, key)
+    if record.get("arm") not in RL_ARMS or not (folder / "metrics.jsonl").is_file():
+        return record
+    from benchmarks.learning.real_llm_rl import iteration_cpu_seconds
+
+    per_iteration = iteration_cpu_seconds(folder)
+    return {**record, "training_cpu_seconds": round(sum(per_iteration), 1), "iterations_timed": len(per_iteration)}
+
+
 def report(args, table: rr.DoneTable) -> dict:
     import numpy as np
 
-    finals = {arm: [table[f"{arm}/seed{s}"] for s in args.seeds if f"{arm}/seed{s}" in table] for arm in ARMS}
+    records = {key: with_training_cpu(key, table[key], Path(args.runs)) for key in table.done}
+    finals = {arm: [records[f"{arm}/seed{s}"] for s in args.seeds if f"{arm}/seed{s}" in records] for arm in ARMS}
     warm = {r["seed"]: r["heldout_before"] for r in finals["gigpo"]}
     arms = {}
-    for arm, records in finals.items():
+    for arm, arm_records in finals.items():
         arms[arm] = {
-            "lr": records[0]["lr"] if records else None,
+            "lr": arm_records[0]["lr"] if arm_records else None,
             "seeds": [{"seed": r["seed"], "before": warm[r["seed"]]["success_rate"] if r["seed"] in warm else None,
                        "after": r["heldout"]["success_rate"], "after_unseen": r["heldout_unseen"]["success_rate"],
                        "invalid_action_rate": r["heldout"].get("invalid_action_rate"),
                        "mean_steps": r["heldout"].get("mean_steps"),
-                       "compute": compute_of(r), "cpu_seconds": r.get("cpu_seconds")} for r in records],
-            "mean_after": float(np.mean([r["heldout"]["success_rate"] for r in records])) if records else None,
-            "mean_before": float(np.mean([warm[r["seed"]]["success_rate"] for r in records if r["seed"] in warm]))
-            if any(r["seed"] in warm for r in records) else None,
+                       "compute": compute_of(r), "cpu_seconds": r.get("cpu_seconds"),
+                       "training_cpu_seconds": r.get("training_cpu_seconds")} for r in arm_records],
+            "mean_after": float(np.mean([r["heldout"]["success_rate"] for r in arm_records])) if arm_records else None,
+            "mean_before": float(np.mean([warm[r["seed"]]["success_rate"] for r in arm_records if r["seed"] in warm]))
+            if any(r["seed"] in warm for r in arm_records) else None,
         }
     scored = [a for a in IMITATION_ARMS if arms[a]["mean_after"] is not None]
     best = max(scored, key=lambda a: arms[a]["mean_after"]) if scored else None
@@ -251,8 +267,8 @@ def report(args, table: rr.DoneTable) -> dict:
         "runs_done": f"{sum(j.key in table for j in all_jobs)} of {len(all_jobs)}",
         # every finished job's record, per-task outcomes included: the done-table of a new --runs folder
         # (paths inside the runs folder written as RUNS/..., so no machine's folder is committed)
-        "jobs": {j.key: portable({"code_version": read_code_version(Path(args.runs)), **table[j.key]}, Path(args.runs))
-                 for j in all_jobs if j.key in table},
+        "jobs": {j.key: portable({"code_version": read_code_version(Path(args.runs)), **records[j.key]}, Path(args.runs))
+                 for j in all_jobs if j.key in records},
     }
 
 

@@ -55,3 +55,25 @@ def test_every_arm_is_compared_with_the_better_imitation_arm_over_seeds(tmp_path
     assert against["gigpo"]["mean"] == primary["mean"] and against["gigpo"]["seed_ci"] == primary["seed_ci"]
     assert against["rft"]["mean"] < against["grpo"]["mean"] < 0
     assert out["arms"]["gigpo"]["mean_before"] == 0.25
+
+
+def test_an_rl_jobs_training_cpu_is_summed_from_its_metrics_and_kept_when_the_metrics_are_gone(tmp_path):
+    """A resumed job's process CPU (`cpu_seconds`) misses its earlier processes; the trainer's per-iteration
+    CPU, the last log of each iteration (a resumed iteration logs again), covers every iteration."""
+    import json
+
+    folder = tmp_path / "gigpo" / "seed0"
+    folder.mkdir(parents=True)
+    logs = [(1, 200.0), (2, 210.0), (2, 190.0), (3, 205.5)]  # iteration 2 ran twice: its last log counts
+    (folder / "metrics.jsonl").write_text("".join(json.dumps({"iteration": i, "time/iteration_cpu_s": cpu}) + "\n"
+                                                 for i, cpu in logs))
+    record = {**finished("gigpo", 0, {"t1": 1.0}), "cpu_seconds": 80.7}
+    timed = verdict.with_training_cpu("gigpo/seed0", record, tmp_path)
+    assert timed["training_cpu_seconds"] == 595.5 and timed["iterations_timed"] == 3
+    assert timed["cpu_seconds"] == 80.7  # the process figure is kept beside it
+    # on a machine without the job's folder (restored from the committed file), the recorded figure stays
+    assert verdict.with_training_cpu("gigpo/seed0", timed, tmp_path / "elsewhere") == timed
+    (tmp_path / "sft" / "seed0").mkdir(parents=True)  # an imitation arm's folder: not the RL trainer's iterations
+    (tmp_path / "sft" / "seed0" / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "time/iteration_cpu_s": 9}))
+    sft = finished("sft", 0, {"t1": 1.0})
+    assert "training_cpu_seconds" not in verdict.with_training_cpu("sft/seed0", sft, tmp_path)
