@@ -19,8 +19,29 @@ SETUP = (ROOT / "scripts" / "setup.sh").read_text()
 
 
 def _pip_lines(kind: str) -> list[str]:
+    """The script's pip calls of `kind`: through its venv_pip function or directly."""
     return [line.strip() for line in SETUP.splitlines()
-            if not line.strip().startswith("#") and f".venv/bin/python -m pip {kind} " in line]
+            if not line.strip().startswith("#")
+            and (f".venv/bin/python -m pip {kind} " in line or f"venv_pip {kind} " in line)]
+
+
+def test_only_pips_warnings_about_missing_local_index_folders_are_dropped(tmp_path):
+    """A machine whose pip configuration names local index folders that do not exist gets one
+    WARNING line per package pip looks up; setup.sh's venv_pip drops those lines and no others."""
+    function = re.search(r"^venv_pip\(\) \{\n(.*?)\n\}", SETUP, re.S | re.M)
+    assert function, "setup.sh no longer defines venv_pip"
+    noisy = ("WARNING: Location 'file:///opt/pypi-more/simple/six/' is ignored: it is neither a file nor a directory.\n"
+             "WARNING: Skipping torchvision as it is not installed.\n"
+             "ERROR: No matching distribution found for nonexistent==9\n")
+    fake_pip = tmp_path / ".venv" / "bin" / "python"
+    fake_pip.parent.mkdir(parents=True)
+    fake_pip.write_text(f"#!/usr/bin/env bash\nprintf %s {shlex.quote(noisy)} >&2\nexit 3\n")
+    fake_pip.chmod(0o755)
+    script = f"venv_pip() {{\n{function.group(1)}\n}}\nvenv_pip install -q x; echo \"rc=$?\"; wait"
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "rc=3"  # pip's exit status is kept
+    assert done.stderr.splitlines() == ["WARNING: Skipping torchvision as it is not installed.",
+                                        "ERROR: No matching distribution found for nonexistent==9"]
 
 
 def test_pip_steps_are_quiet_and_only_vllms_known_conflicts_are_unwarned():
