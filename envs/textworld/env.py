@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-import warnings
 
 from agentgym.core import TextEnv
-from agentgym.envs.textworld.games import game_file
+from agentgym.envs.textworld.games import game_file, textworld_noise_off
 from agentgym.envs.textworld.tasks import TextWorldTaskSpace
 from agentgym.errors import require
 from agentgym.snapshot import SnapshotError, need_bool, need_keys, need_str, need_str_list
@@ -57,9 +56,7 @@ class TextWorldEnv(TextEnv):
             self.close()
             infos = textworld.EnvInfos(admissible_commands=True, facts=True, objective=True, won=True, lost=True,
                                        score=True, max_score=True, extras=["walkthrough"])
-            with warnings.catch_warnings():
-                # jericho warns that it cannot track score on TextWorld games; TextWorld itself does.
-                warnings.simplefilter("ignore")
+            with textworld_noise_off():
                 self._env = textworld.start(str(path), request_infos=infos)
             self._game_path = path
         return self._env

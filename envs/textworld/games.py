@@ -7,10 +7,12 @@ enough to replay a game anywhere; generating it costs about a second, once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 from agentgym.errors import ConfigError, require
@@ -51,6 +53,18 @@ def _challenge_args(params: dict) -> list[str]:
 def generation_seed(seed: int, attempt: int) -> int:
     """The seed TextWorld's generator gets on `attempt` (0: the task's own seed)."""
     return seed if attempt == 0 else DERIVED_SEED_BASE + seed * MAX_GENERATION_TRIES + attempt
+
+
+@contextlib.contextmanager
+def textworld_noise_off():
+    """Two warnings that say nothing a user can act on are dropped, and only they: Jericho's on every
+    TextWorld game it loads (TextWorld's challenges load one to set the walkthrough, textworld.start
+    the game played) that it cannot track the score, which TextWorld tracks itself; and TextWorld's
+    generator's when its grammar has few words for a room, which points at its installed files."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Game .* is not fully supported")
+        warnings.filterwarnings("ignore", message=r"Not enough variation for ")
+        yield
 
 
 def _make_game(params: dict, seed: int):
@@ -103,7 +117,8 @@ def game_file(spec: TaskSpec) -> Path:
         return target
     from textworld.generator import compile_game
 
-    game, options = _make_game(params, spec.seed)
+    with textworld_noise_off():
+        game, options = _make_game(params, spec.seed)
     target.parent.parent.mkdir(parents=True, exist_ok=True)
     # Compile into a private folder and rename it into place: parallel workers asking for the
     # same game never see a half-written file.

@@ -155,3 +155,36 @@ def test_a_seed_the_generator_rejects_still_gives_one_playable_game(tmp_path, mo
     assert firsts[0] == firsts[1]
     assert _validation.validate(TextWorldTaskSpace("tw-treasure_hunter"), task)
     assert generation_seed(task.seed, 1) > max(t.seed for t in TextWorldTaskSpace("tw-treasure_hunter").split("heldout"))
+
+
+@pytest.mark.parametrize("env_id", ["agentgym/TextWorld-CoinCollector-v0", "agentgym/TextWorld-Cooking-v0"])
+def test_generating_and_playing_a_game_says_nothing_about_jericho_scores(env_id, tmp_path, monkeypatch):
+    """Jericho warns on each TextWorld game it loads that it cannot track the score (TextWorld does):
+    a user generating and playing a game sees no such warning; other warnings still pass."""
+    import warnings
+
+    monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path))  # a fresh cache: the game is generated here
+    env = gym.make(env_id)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env.reset(options={"task": env.unwrapped.task_space.split("heldout")[0]})
+        env.step("look")
+        warnings.warn("a warning of the user's own", UserWarning)
+    env.close()
+    assert [str(w.message) for w in caught] == ["a warning of the user's own"]
+
+
+def test_the_generators_grammar_warning_is_dropped_and_only_it():
+    """TextWorld's generator warns when its grammar runs short of words ("Not enough variation for
+    ..."), pointing at its installed files: dropped while agentgym generates; others pass."""
+    import warnings
+
+    from agentgym.envs.textworld.games import textworld_noise_off
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with textworld_noise_off():
+            warnings.warn("Not enough variation for '#work_(r)#'. Falling back on using adjective 'serious'.")
+            warnings.warn("Game '/tmp/x/game.z8' is not fully supported. Score, move, change detection will be disabled.")
+            warnings.warn("something else")
+    assert [str(w.message) for w in caught] == ["something else"]
