@@ -160,6 +160,8 @@ def train_sft(policy, samples: list[Sample], epochs: int, lr: float, batch_size:
                 bar.update(step, info=f"loss {losses[-1]:.4f}")
                 if out_of_budget():
                     break
+            if not losses:  # no samples: no step, no loss to show
+                break
             epoch_loss = np.mean(losses[-max(1, len(samples) // batch_size):])
             if bar.active:  # a line per epoch with elapsed time and ETA, on a terminal and in a log
                 bar.line(f"epoch {epoch + 1}/{epochs} loss {epoch_loss:.4f}")
@@ -191,6 +193,13 @@ def run_sft(policy, sft_cfg: SFTConfig, env_cfg: EnvConfig, seed: int, log: Call
 
     full = ChatConfig.of(env_cfg.chat).history == "full"
     samples = sft_episode_samples(policy, trajs) if full else sft_samples(policy, trajs)
+    if len(pick) and not samples:  # else the clone starts RL untrained, a "loss nan" line its only sign
+        why = (f"the demonstrator reached the goal on none of the {len(pick)} training tasks it played (sft.filter_success "
+               "keeps only those)" if sft_cfg.filter_success else
+               f"the demonstrator's episodes on {len(pick)} training tasks gave no step to learn from")
+        raise ConfigError(f"sft: nothing to imitate: {why}; give its episodes more turns, raise sft.num_tasks"
+                          f"{', set sft.filter_success=false' if sft_cfg.filter_success else ''}, or set "
+                          "sft.enabled=false to start RL from the model as it is")
     stats = train_sft(policy, samples, sft_cfg.epochs, sft_cfg.lr, sft_cfg.batch_size, seed=seed,
                       weight_decay=sft_cfg.weight_decay, max_steps=sft_cfg.max_steps, log=log, session=session,
                       matmul_dtype=sft_cfg.matmul_dtype, dtype_setting="sft.matmul_dtype")

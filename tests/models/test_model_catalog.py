@@ -181,17 +181,13 @@ def test_the_trl_adapter_takes_model_names_as_policy_model_does(tmp_path):
         grpo_trainer(str(bad), rollout=None, args=SimpleNamespace(num_generations=2))  # before TRL builds anything
 
 
-def test_agentgym_models_lists_the_catalog_and_the_converted_folders(tmp_path, monkeypatch):
+def test_agentgym_models_lists_the_catalog_and_the_converted_folders(tmp_path, wide_cli_console):
     import json
 
     from typer.testing import CliRunner
 
-    from agentgym import cli as agentgym_cli
     from agentgym.cli import app
 
-    # the command prints on agentgym.cli.console, whose width was fixed when it was made (COLUMNS
-    # then, or the log width): set it, not COLUMNS
-    monkeypatch.setattr(agentgym_cli.console, "width", 200)
     source = write_gguf(tmp_path / "mine.gguf")
     folder = mc.converted_folder(source)
     folder.mkdir(parents=True)

@@ -310,21 +310,17 @@ def test_a_stale_cache_folder_is_converted_afresh_and_replaced(tmp_path, own_cac
     check_model_path(str(source))
 
 
-def test_a_corrupt_cache_record_is_one_line_in_agentgym_models(tmp_path, own_cache, monkeypatch):
+def test_a_corrupt_cache_record_is_one_line_in_agentgym_models(tmp_path, own_cache, monkeypatch, wide_cli_console):
     """Round 5, item 19: a corrupt cache record under `agentgym models`.
 
     It printed a traceback; now a row that says what happens to it, and where the model is named the
     damaged conversion is converted afresh."""
     from typer.testing import CliRunner
 
-    from agentgym import cli as agentgym_cli
     from agentgym.cli import app
 
     source, folder = convert_tiny_gguf(tmp_path, monkeypatch)
     (folder / mc.RECORD).write_text('{"source": ')
-    # the command prints on agentgym.cli.console, whose width was fixed when it was made (COLUMNS
-    # then, or the log width): set it, not COLUMNS
-    monkeypatch.setattr(agentgym_cli.console, "width", 300)
     result = CliRunner().invoke(app, ["models"])
     assert result.exit_code == 0 and result.exception is None, result.output
     assert "damaged record" in result.output and "Traceback" not in result.output, result.output

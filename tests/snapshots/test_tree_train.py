@@ -11,7 +11,8 @@ pytest.importorskip("torch")
 TINY = ["iterations=1", "tiny.num_tasks=6", "tiny.vocab_size=300", "tiny.hidden=32", "tiny.heads=2",
         "sft.num_tasks=6", "sft.epochs=1", "eval.num_tasks=3", "rollout.tasks_per_iter=2", "rollout.group_size=2",
         "ppo.minibatch_size=8", "ppo.micro_batch_size=8", "torch_threads=1", "env.fresh_tasks=0",
-        "log.plot=false", "log.save_trajectories_every=0", "env.env_kwargs.max_episode_steps=6"]
+        "log.plot=false", "log.save_trajectories_every=0", "env.env_kwargs.max_episode_steps=6",
+        "sft.enabled=false"]  # 6 steps: too few for the demonstrator, so no SFT (it would have nothing to imitate)
 
 
 @pytest.mark.slow

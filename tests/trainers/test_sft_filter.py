@@ -56,3 +56,26 @@ def test_unfiltered_demonstrations_keep_the_failures():
     assert len(every) == len(tasks)
     assert any(not t.success for t in every)  # an idling demonstrator at the 12-step limit fails some
     assert [t.task_id for t in kept] == [t.task_id for t in every if t.success]
+
+
+@pytest.mark.parametrize("filter_success", [True, False])
+def test_no_demonstration_to_imitate_is_one_line_not_a_silent_nan(filter_success, tiny_policy_factory, monkeypatch):
+    """The demonstrator reaching no goal (episodes cut short) left SFT with no sample: it ran no step,
+    logged "loss nan" and RL started from the untrained model. Now it is one line that says what to do."""
+    from agentgym.trainers import sft
+
+    monkeypatch.setattr(sft, "oracle_trajectories", lambda *args, **kwargs: [])  # what it keeps of failed episodes
+    cfg = load_config("household-tiny", ["sft.num_tasks=2", f"sft.filter_success={str(filter_success).lower()}"])
+    with pytest.raises(ConfigError, match="sft: nothing to imitate") as info:
+        sft.run_sft(tiny_policy_factory(), cfg.sft, cfg.env, seed=0, session=None)
+    message = str(info.value)
+    assert "\n" not in message and "sft.enabled=false" in message
+    assert ("sft.filter_success=false" in message) is filter_success
+
+
+def test_an_episode_cap_the_demonstrator_cannot_finish_in_is_refused_before_training(tiny_policy_factory):
+    from agentgym.trainers import sft
+
+    cfg = load_config("household-tiny", ["sft.num_tasks=2", "env.env_kwargs.max_episode_steps=1"])
+    with pytest.raises(ConfigError, match="reached the goal on none of the 2 training tasks"):
+        sft.run_sft(tiny_policy_factory(), cfg.sft, cfg.env, seed=0, session=None)
