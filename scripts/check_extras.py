@@ -77,6 +77,7 @@ EXTRAS = {
     "trl": Extra(("tests/trainers/test_trl_adapter.py",), ("trl", "datasets", "transformers", "torch"), torch=True,
                  # unpinned, uv's lowest-direct backtracks to datasets 5.2 though 4.7 installs beside transformers 5
                  floor_pins=("datasets",)),
+    "logging": Extra(("tests/evaluation/test_logging_utils.py",), ("tensorboard", "tensorboardX", "wandb", "matplotlib")),
     "ray": Extra(("tests/scaling/test_ray_executor.py",), ("ray", "numpy"),
                  # runs `agentgym train`: the train extra's torch too
                  deselect=("tests/scaling/test_ray_executor.py::test_train_with_more_ray_workers_than_cpus_stops_"

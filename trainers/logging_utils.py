@@ -196,7 +196,7 @@ class MetricsLogger:
         except ImportError as exc:
             if wanted is True:
                 raise MissingExtraError(
-                    f"TensorBoard logging needs tensorboard (+ torch) or tensorboardX: "
+                    f"TensorBoard logging needs tensorboardX (or tensorboard and torch): "
                     f"run `{install_hint('logging')}` ({exc})"
                 ) from exc
             return None
@@ -212,7 +212,7 @@ class MetricsLogger:
             import wandb
         except ImportError as exc:
             if wanted is True:
-                raise MissingExtraError(f"W&B logging needs wandb: run `pip install wandb` ({exc})") from exc
+                raise MissingExtraError(f"W&B logging needs wandb: run `{install_hint('logging')}` ({exc})") from exc
             return None
         if mode != "offline" and not _wandb_has_credentials():
             print("agentgym: no W&B credentials found; logging to W&B in offline mode "

@@ -76,7 +76,7 @@ def test_wandb_auto_stays_off_unless_asked(tmp_path, monkeypatch):
 def test_wandb_required_but_missing_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)  # as if not installed
     monkeypatch.delenv("WANDB_MODE", raising=False)
-    with pytest.raises(MissingExtraError, match="pip install wandb"):
+    with pytest.raises(MissingExtraError, match="agentgym-credit\\[logging\\]"):
         MetricsLogger(tmp_path, tensorboard=False, wandb=True)
 
 
@@ -88,8 +88,13 @@ def test_tensorboard_required_but_missing_is_one_clear_error(tmp_path, monkeypat
 
 
 @pytest.mark.slow
-def test_tensorboard_event_file_holds_the_logged_scalars(tmp_path):
+@pytest.mark.parametrize("writer", ["tensorboardX", "torch"])
+def test_tensorboard_event_file_holds_the_logged_scalars(tmp_path, monkeypatch, writer):
+    """Either writer, the other one absent: tensorboardX without torch (the logging extra alone),
+    torch's own writer without tensorboardX (the train extra with tensorboard)."""
     pytest.importorskip("tensorboard")
+    pytest.importorskip(writer)
+    monkeypatch.setitem(sys.modules, "torch" if writer == "tensorboardX" else "tensorboardX", None)
     with MetricsLogger(tmp_path, tensorboard=True, wandb=False) as logger:
         assert "tensorboard" in logger.backends
         logger.log({"loss": 0.5}, step=7)
