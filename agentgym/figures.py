@@ -1,6 +1,6 @@
 """Figures: pyplot on a backend that needs no display, and the one way a figure is written (laid
 out, its folder made, saved as PNG and closed: an open matplotlib figure holds memory until the
-process ends). matplotlib is optional (the train extra) and loaded on first use."""
+process ends). matplotlib is optional (the train and logging extras) and loaded on first use."""
 
 from __future__ import annotations
 
@@ -9,12 +9,27 @@ from pathlib import Path
 from agentgym.errors import MissingExtraError, install_hint
 
 
+# What a command prints instead of a figure it was not asked for by name when matplotlib is absent: its
+# data files (JSON, markdown) are written either way, so a plot alone never fails an evaluation.
+NO_MATPLOTLIB = "matplotlib is not installed: `pip install matplotlib` (the train and logging extras have it)"
+
+
+def can_plot() -> bool:
+    """Whether matplotlib can be imported (a core install has no plotting library)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def pyplot_agg():
     """matplotlib's pyplot on the Agg backend (no display needed), imported on first use."""
     try:
         import matplotlib  # optional: only plotting needs it
     except ImportError as exc:
-        raise MissingExtraError(f"plots need matplotlib: run `{install_hint('train')}` ({exc})") from exc
+        raise MissingExtraError(f"plots need matplotlib: run `{install_hint('train')}` or `pip install matplotlib` "
+                                f"({exc})") from exc
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 

@@ -19,7 +19,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agentgym.figures import pyplot_agg, save_figure
+from agentgym.figures import NO_MATPLOTLIB, can_plot, pyplot_agg, save_figure
 from agentgym.progress import output_console
 
 console = output_console()
@@ -181,5 +181,8 @@ def register(app: typer.Typer) -> None:
         if meta.get("generator_stats"):
             rejected = {k.split("/", 1)[1]: v for k, v in meta["generator_stats"].items() if k.startswith("rejected/")}
             console.print(f"proposals rejected: {rejected or 'none'}")
+        if png is None and not can_plot():  # a chart asked for by --png still needs matplotlib (one line)
+            console.print(f"chart not drawn: {NO_MATPLOTLIB}", highlight=False, soft_wrap=True)
+            return
         path = plot_pool(pool, png or pool_file.with_suffix(".png"), title)
         console.print(f"plot written to {path}")

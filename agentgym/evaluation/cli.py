@@ -21,6 +21,7 @@ from typing import Any, Optional
 import typer
 
 from agentgym.errors import ConfigError
+from agentgym.figures import NO_MATPLOTLIB, can_plot
 from agentgym.policies.specs import POLICY_HELP, PolicySpec, resolve_device, load_policy, parse_policy_spec  # noqa: F401
 
 def training_settings(model_path: str) -> dict[str, Any]:
@@ -447,8 +448,10 @@ def register(app: typer.Typer) -> None:
         if layout:
             result.metadata["preset"] = layout["name"]
         if out is not None:
-            paths = write_report(result, out)
+            paths = write_report(result, out, plot=can_plot())
             console.print("report: " + ", ".join(str(p) for p in paths.values()), highlight=False)
+            if "plot" not in paths:
+                console.print(f"report.png not drawn: {NO_MATPLOTLIB}", highlight=False, soft_wrap=True)
         task_folder.cleanup()
 
     @app.command("eval-compare")
@@ -471,10 +474,14 @@ def register(app: typer.Typer) -> None:
         if label and len(set(label)) != len(label):
             raise ConfigError("--label values must be distinct")
         runs = dict(zip(label, results)) if label else results
-        text = compare(runs, out, title=title)
+        plot = can_plot()
+        text = compare(runs, out, title=title, plot=plot)
         console = progress.output_console()
         for warning in comparability_warnings(runs):
             console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
         console.print(Markdown(text))
         if out is not None:
-            console.print(f"written to {out}/compare.md, compare.json, compare.png", highlight=False)
+            console.print(f"written to {out}/compare.md, compare.json" + (", compare.png" if plot else ""),
+                          highlight=False)
+            if not plot:
+                console.print(f"compare.png not drawn: {NO_MATPLOTLIB}", highlight=False, soft_wrap=True)

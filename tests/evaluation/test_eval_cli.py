@@ -64,6 +64,22 @@ def test_eval_random_with_limit_and_split_file_then_compare(counter_env, tmp_pat
     assert (tmp_path / "cmp" / "compare.png").is_file()
 
 
+def test_without_matplotlib_eval_and_compare_write_their_data_and_say_the_figure_was_not_drawn(
+        counter_env, tmp_path, monkeypatch):
+    """A core install (`pip install agentgym-credit`, or the openai extra) has no matplotlib: the
+    evaluation's report.json and report.md are what it is for, so a missing PNG does not fail it."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    for name in ("a", "b"):
+        result = invoke("eval", counter_env, "--policy", "oracle", "--limit", "2", "--out", str(tmp_path / name))
+        assert result.exit_code == 0, result.output
+        assert "report.png not drawn: matplotlib is not installed" in result.output
+        assert (tmp_path / name / "report.json").is_file() and not (tmp_path / name / "report.png").exists()
+    result = invoke("eval-compare", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "cmp"))
+    assert result.exit_code == 0, result.output
+    assert "compare.png not drawn: matplotlib is not installed" in result.output
+    assert (tmp_path / "cmp" / "compare.md").is_file() and not (tmp_path / "cmp" / "compare.png").exists()
+
+
 @pytest.mark.parametrize("args, kind, fragment", [
     (["--split", "validation"], AgentGymError, "unknown split 'validation'"),
     (["--split", "missing/tasks.jsonl"], AgentGymError, "does not exist"),

@@ -1,9 +1,10 @@
 import json
+import sys
 
 import typer
 from typer.testing import CliRunner
 
-from agentgym.errors import ConfigError, SplitFileError, UnknownEnvError
+from agentgym.errors import ConfigError, MissingExtraError, SplitFileError, UnknownEnvError
 from agentgym.tasks_cli import register
 from agentgym.tasks.pool import TaskPool
 
@@ -42,6 +43,20 @@ def test_evolve_then_stats(tmp_path):
     result = runner.invoke(app, ["tasks", "stats", str(out), "--png", str(tmp_path / "p.png")])
     assert result.exit_code == 0, result.output
     assert "succ" in result.output and "pick_two_obj_and_place/" in result.output and (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_stats_without_matplotlib_shows_the_table_and_draws_only_a_chart_asked_for(tmp_path, monkeypatch):
+    out = tmp_path / "pool.json"
+    result = runner.invoke(app, ["tasks", "evolve", HOUSEHOLD, "--rounds", "1", "--policy", "oracle", "--out",
+                                 str(out), "--tasks-per-round", "2", "--group-size", "2", "--seed-tasks", "4"])
+    assert result.exit_code == 0, result.output
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    result = runner.invoke(app, ["tasks", "stats", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "succ" in result.output and "chart not drawn: matplotlib is not installed" in result.output
+    assert not out.with_suffix(".png").exists()
+    result = runner.invoke(app, ["tasks", "stats", str(out), "--png", str(tmp_path / "p.png")])  # asked for
+    assert isinstance(result.exception, MissingExtraError) and "pip install matplotlib" in str(result.exception)
 
 
 def test_user_errors_are_agentgym_errors(tmp_path):
