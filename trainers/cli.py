@@ -168,11 +168,16 @@ def train_command(
     cfg = _load(config, overrides, run_dir, imports, env)
     check_before_building(cfg.policy)
     check_setting_extras(cfg)
+    if print_config is True:  # `is True`: called as a plain function, the default is typer's OptionInfo
+        import yaml  # before torch: the config prints where the train extra is not installed yet
+
+        print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
+        return
     # torch from here on: a config error above is one line within a second
     from agentgym.trainers.distributed import check_world, launch, world_from_env
     from agentgym.trainers.run_setup import run_dir_for
 
-    if resume and print_config is not True:
+    if resume:
         from agentgym.trainers.checkpoint import check_resume
 
         # a broken checkpoint or changed settings: one line before anything starts or is removed
@@ -183,15 +188,10 @@ def train_command(
             output_console().print(finished_line(run_dir_for(cfg), done), markup=False, highlight=False,
                                    soft_wrap=True)
             return
-    if not resume and not overwrite and print_config is not True:
+    if not resume and not overwrite:
         from agentgym.trainers.run_setup import previous_run, refuse_to_replace
 
         refuse_to_replace(run_dir_for(cfg), previous_run(run_dir_for(cfg)))  # before torchrun or a model build
-    if print_config is True:  # `is True`: called as a plain function, the default is typer's OptionInfo
-        import yaml
-
-        print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
-        return
     if nproc > 1:  # check here too, so a bad world size is one line before torchrun starts anything
         check_world(cfg, nproc)
         args = _argv(config, overrides, run_dir, imports, env) + (["--resume"] if resume else []) \

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 
 import pytest
@@ -93,6 +94,16 @@ def test_print_config_refuses_too(capsys):
         cli.train_command("household-tiny", ["ppo.lr=inf"], run_dir=None, resume=False, nproc=1, imports=None,
                           print_config=True)
     assert "ppo" not in capsys.readouterr().out
+
+
+def test_print_config_needs_no_torch(capsys, monkeypatch):
+    """The resolved config prints before the train extra is installed (torch is imported after it)."""
+    from agentgym.trainers import cli
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if not installed
+    cli.train_command("household-tiny", ["iterations=3"], run_dir=None, resume=False, nproc=1, imports=None,
+                      print_config=True)
+    assert "iterations: 3" in capsys.readouterr().out
 
 
 def test_a_tasks_file_of_another_env_or_with_extra_params_is_one_line(tmp_path):
