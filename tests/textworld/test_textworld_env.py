@@ -171,7 +171,11 @@ def test_generating_and_playing_a_game_says_nothing_about_jericho_scores(env_id,
         env.step("look")
         warnings.warn("a warning of the user's own", UserWarning)
     env.close()
-    assert [str(w.message) for w in caught] == ["a warning of the user's own"]
+    messages = [str(w.message) for w in caught]
+    assert "a warning of the user's own" in messages
+    # only these two are dropped: another library's own warning may pass (textworld 1.6.2 with numpy 1.25+
+    # warns of an array-to-scalar conversion, which 1.7 no longer does)
+    assert not [m for m in messages if "is not fully supported" in m or "Not enough variation" in m], messages
 
 
 def test_the_generators_grammar_warning_is_dropped_and_only_it():
