@@ -80,7 +80,7 @@ EXTRAS = {
                      # the newest gradio (an openenv requirement) needs fastapi 0.133; gradio 6.15 takes 0.116
                      floor_pins=("fastapi",)),
     "openai": Extra(("tests/openai",), ("openai", "httpx"), test_tools=("starlette", "uvicorn")),
-    "web": Extra(("tests/webshop", "tests/search"), ("starlette", "uvicorn", "bm25s", "playwright", "httpx"),
+    "web": Extra(("tests/webshop", "tests/search", "tests/viewer"), ("starlette", "uvicorn", "bm25s", "playwright", "httpx"),
                  test_tools=("psutil",)),
     "search": Extra(("tests/search",), ("bm25s", "numpy")),
     "textworld": Extra(("tests/textworld",), ("textworld",)),
