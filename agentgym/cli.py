@@ -228,7 +228,8 @@ EXTRA_OF_MODULE = {
                     "train"),
     "vllm": "vllm", "openai": "openai", "httpx": "openai", "starlette": "web", "uvicorn": "web", "playwright": "web",
     "bm25s": "search", "docker": "swe", "textworld": "textworld", "alfworld": "alfworld", "fast_downward": "alfworld",
-    "tensorboard": "logging", "tensorboardX": "logging", "wandb": "logging", "ray": "ray", "openenv": "openenv", "trl": "trl", "datasets": "trl",
+    "tensorboard": "logging", "tensorboardX": "logging", "wandb": "logging", "ray": "ray", "openenv": "openenv",
+    "trl": "trl", "datasets": "trl",
 }
 
 

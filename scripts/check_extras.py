@@ -80,21 +80,23 @@ EXTRAS = {
                      # the newest gradio (an openenv requirement) needs fastapi 0.133; gradio 6.15 takes 0.116
                      floor_pins=("fastapi",)),
     "openai": Extra(("tests/openai",), ("openai", "httpx"), test_tools=("starlette", "uvicorn")),
-    "web": Extra(("tests/webshop", "tests/search", "tests/viewer"), ("starlette", "uvicorn", "bm25s", "playwright", "httpx"),
+    "web": Extra(("tests/webshop", "tests/search", "tests/viewer"),
+                 ("starlette", "uvicorn", "bm25s", "playwright", "httpx"),
                  test_tools=("psutil",)),
     "search": Extra(("tests/search",), ("bm25s", "numpy")),
     "textworld": Extra(("tests/textworld",), ("textworld",)),
     "trl": Extra(("tests/trainers/test_trl_adapter.py",), ("trl", "datasets", "transformers", "torch"), torch=True,
                  # unpinned, uv's lowest-direct backtracks to datasets 5.2 though 4.7 installs beside transformers 5
                  floor_pins=("datasets",)),
-    "logging": Extra(("tests/evaluation/test_logging_utils.py",), ("tensorboard", "tensorboardX", "wandb", "matplotlib")),
+    "logging": Extra(("tests/evaluation/test_logging_utils.py",),
+                     ("tensorboard", "tensorboardX", "wandb", "matplotlib")),
     "ray": Extra(("tests/scaling/test_ray_executor.py",), ("ray", "numpy"),
                  # runs `agentgym train`: the train extra's torch too
                  deselect=("tests/scaling/test_ray_executor.py::test_train_with_more_ray_workers_than_cpus_stops_"
                            "before_any_work",)),
 }
 TEST_TOOLS = ("pytest", "pytest-timeout", "hypothesis")
-# `pip check` lines that are known and harmless, with the reason (none so far; see docs/extras.md).
+# `pip check` lines that are known and harmless, with the reason (docs/extras.md).
 KNOWN_CONFLICTS: dict[str, str] = {
     r"^textworld [0-9.]+ is not supported on this platform$":
         "textworld's wheels write their platform tags compressed on one `Tag:` line of WHEEL "
