@@ -9,8 +9,10 @@ of its categories, in the split's order):
    as the warm start's are, sft.filter_success) plays the tasks once (trainers/sft.py's
    `oracle_trajectories`, the very code that makes the SFT arms' data). At each of its steps
    every model answers the step's recorded prompt (the rollout's own chat layout) greedily with
-   the preset's reply budget, and the answer is tried in the env at that state (ChatEnv snapshot
-   and restore: the env's own parser and validity). Scored per step:
+   the preset's reply budget, decoded as the preset's rollouts decode (freely, or within the
+   admissible commands in the env's action format under rollout.admissible_only, as household-smol
+   does: every answer is then valid), and the answer is tried in the env at that state (ChatEnv
+   snapshot and restore: the env's own parser and validity). Scored per step:
 
        match      the answer is the demonstrator's *target*: its next valid command that is not
                   idle, at this step or after (idle commands and slips change nothing, so the
@@ -30,7 +32,10 @@ of its categories, in the split's order):
    there at temperature 1 (its own distribution; household-tiny evaluates at temperature 1):
    P(target), P(idle) (summed over the admissible idle commands) and P(admissible) (summed over
    every admissible command; the rest is on replies the env refuses, or reads through an alias),
-   each admissible command's text and end of reply scored as SFT scores a target.
+   each admissible command in the env's action format and end of reply scored as SFT scores a
+   target. Under admissible-only decoding the policy is the model renormalized at each token within
+   the admissible replies' trie (policies/hf.py), so these are of that distribution and
+   P(admissible) is 1.
 
 2. **The models' own episodes**: the held-out tasks as the preset evaluates them (eval.temperature,
    eval.episodes_per_task or --episodes, reset and sampling seed = the seed: every arm plays the
@@ -52,9 +57,11 @@ of its categories, in the split's order):
    plans from the initial state with full knowledge of what it has seen): while the episode has
    not departed, its state is one the demonstrator reaches when it searches the receptacles in the
    order the episode visits them, so the planner run with that search order gives the
-   demonstrator's next command at every step up to the departure. Limits: where two goal objects
-   or destinations are equally near, the planner takes the first, so choosing the other counts as
-   a departure; the departure is that of the idle-free demonstrator (its plan, not its dawdling).
+   demonstrator's next command at every step up to the departure. The oracle demonstrator
+   (sft.expert oracle, household-smol's) does not search: its plan from the layout is the reference.
+   Limits: where two goal objects or destinations are equally near, the planner takes the first,
+   so choosing the other counts as a departure; the departure is that of the idle-free
+   demonstrator (its plan, not its dawdling).
    Reported: the share of episodes (and of failed ones) that depart, the success of those that
    never do, the departure step, the kinds at the departure (demonstrator's -> episode's, e.g.
    `take -> go`: it walked away from an object it should have taken; `go -> take`: it took an
@@ -164,37 +171,86 @@ def demonstrator_states(cfg, demos: list) -> list[DemoState]:
             for _, info, step, target in replay(cfg, demos)]
 
 
-def greedy_replies(policy, states: list[DemoState], max_new_tokens: int) -> list[str]:
-    """The policy's greedy reply at each state, decoded freely as its rollouts decode."""
+def admissible_replies(policy, state: DemoState, format_action) -> list[list[int]]:
+    """The token ids of each admissible command at `state`, in the env's action format and with the
+    end of the reply: the replies admissible-only decoding walks (agentgym/continuation.py's
+    AdmissibleReplies) and SFT's targets (encode_response)."""
+    return [list(policy.encode_response(format_action(command), add_eos=True)) for command in state.admissible]
+
+
+def greedy_replies(policy, states: list[DemoState], max_new_tokens: int, format_action=None) -> list[str]:
+    """The policy's greedy reply at each state, decoded as its rollouts decode: freely, or with
+    `format_action` (admissible-only decoding) within the state's admissible commands."""
     from agentgym.policies.base import SamplingParams
 
     sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
     out: list[str] = []
     for first in range(0, len(states), GENERATE_CHUNK):
-        out += [c.text for c in policy.generate([s.messages for s in states[first:first + GENERATE_CHUNK]], sampling)]
+        chunk = states[first:first + GENERATE_CHUNK]
+        if format_action is None:
+            out += [c.text for c in policy.generate([s.messages for s in chunk], sampling)]
+        else:
+            out += [c.text for c in policy.generate_ids([policy.encode_prompt(s.messages) for s in chunk], sampling,
+                                                        allowed_replies=[admissible_replies(policy, s, format_action)
+                                                                         for s in chunk])]
     return out
 
 
-def command_probabilities(policy, states: list[DemoState], chunk: int = GENERATE_CHUNK) -> list[dict]:
+def trie_allowed(replies: list[list[int]], max_new_tokens: int) -> list[list[list[int]] | None]:
+    """Per reply, per token, the ids admissible-only decoding allows there: the children of the
+    reply's prefix in the replies' trie (policies/hf.py's, with its rule for replies that cannot end
+    within max_new_tokens); None for a reply the trie left out (decoding never gives it)."""
+    from agentgym.policies.hf import _reply_trie
+
+    root = _reply_trie(replies, max_new_tokens)
+    out = []
+    for reply in replies:
+        node, allowed = root, []
+        for token in reply:
+            if node is None or int(token) not in node:
+                allowed = None
+                break
+            allowed.append(sorted(node))
+            node = node[int(token)]
+        out.append(allowed if node == {} else None)  # a reply ends at a leaf
+    return out
+
+
+def command_probabilities(policy, states: list[DemoState], chunk: int = GENERATE_CHUNK, format_action=None,
+                          admissible_within: int | None = None) -> list[dict]:
     """At each state, the probability that the policy's reply (sampled at temperature 1, its own
     distribution) is exactly the target, an idle command, or any admissible command: each
-    admissible command's text and end of reply scored as a target (the rest of the mass is on
-    replies the env refuses, or reads through an alias). `chunk`: sequences per forward pass."""
+    admissible command's text in the env's action format (`format_action`; as written when None)
+    and end of reply scored as a target. Free decoding: the rest of the mass is on replies the env
+    refuses, or reads through an alias. `admissible_within` (the reply budget, max_new_tokens):
+    admissible-only decoding, whose policy is the model renormalized within the admissible replies'
+    trie at each token, so P(admissible) is 1. `chunk`: sequences per forward pass."""
     import numpy as np
     import torch
 
     from agentgym.trainers.ppo import token_logprobs
     from agentgym.trainers.samples import collate, sft_sample
 
-    samples = [sft_sample(prompt, policy.encode_response(command))
-               for state in states for prompt in [policy.encode_prompt(state.messages)] for command in state.admissible]
+    format_action = format_action or (lambda command: command)
+    samples, never = [], []  # never: replies admissible-only decoding cannot give (probability 0)
+    for state in states:
+        prompt, replies = policy.encode_prompt(state.messages), admissible_replies(policy, state, format_action)
+        tries = trie_allowed(replies, admissible_within) if admissible_within is not None else [None] * len(replies)
+        for reply, allowed in zip(replies, tries):
+            sample = sft_sample(prompt, reply)
+            if allowed is not None:
+                sample.allowed = {len(prompt) + k: ids for k, ids in enumerate(allowed)}
+            never.append(admissible_within is not None and allowed is None)
+            samples.append(sample)
     logp = np.zeros(len(samples))
     with torch.no_grad():
         for first in range(0, len(samples), chunk):
             batch = collate(samples[first:first + chunk], policy.tokenizer.pad_token_id, device=policy.device)
             mask = batch["loss_mask"]
-            token_logp, _ = token_logprobs(policy.model, batch["input_ids"], batch["attention_mask"], positions=mask)
+            token_logp, _ = token_logprobs(policy.model, batch["input_ids"], batch["attention_mask"], positions=mask,
+                                           allowed=batch.get("allowed"))
             logp[first:first + len(mask)] = (token_logp * mask).sum(-1).double().cpu().numpy()
+    logp[np.array(never, dtype=bool)] = -np.inf
     out = [{"p_target": 0.0, "p_idle": 0.0, "p_admissible": 0.0} for _ in states]
     k = 0
     for i, state in enumerate(states):
@@ -265,12 +321,13 @@ class VisitOrder:
         return sorted(items, key=lambda r: (self.rank.get(int(r), len(self.rank)), int(r)))
 
 
-def departure(layout, steps) -> dict | None:
+def departure(layout, steps, search: bool = True) -> dict | None:
     """Where an episode (its steps' action and action_valid) first departs from the demonstrator
     (the module docstring): {"step": 1-based, "expected", "taken", "expected_kind", "taken_kind",
     "revisit": it went back to a receptacle it had been to}, or None when it never departs. During
     a search "expected" is one of the demonstrator's equal choices (the first unseen receptacle by
-    index); past the plan's end it is None."""
+    index); past the plan's end it is None. `search`: the demonstrator searches (sft.expert
+    searching); otherwise it is the oracle, which knows the layout and plans without a search."""
     from agentgym.envs.household.commands import GO, entry_for, execute, lookup
     from agentgym.envs.household.oracle import plan_for
     from agentgym.envs.household.world import World
@@ -283,7 +340,7 @@ def departure(layout, steps) -> dict | None:
                 raise ValueError(f"an episode's valid command {step.action!r} is not admissible on replay")
             ops.append((i, step, op))
             execute(world, op)
-    plan = plan_for(layout, search_rng=VisitOrder([op[1] for _, _, op in ops if op[0] == GO]))
+    plan = plan_for(layout, search_rng=VisitOrder([op[1] for _, _, op in ops if op[0] == GO]) if search else None)
     world, visited = World(layout), set()
     for j, (i, step, op) in enumerate(ops):
         entry = entry_for(world)
@@ -335,8 +392,8 @@ def step_shares(profiles: list[dict]) -> dict | None:
         if profiles else None
 
 
-def own_episodes_summary(trajectories) -> dict:
-    """The figures of a model's own episodes (infra errors left out)."""
+def own_episodes_summary(trajectories, search: bool = True) -> dict:
+    """The figures of a model's own episodes (infra errors left out); `search` as departure's."""
     from agentgym.envs.household.world import get_layout
     from agentgym.tasks.spec import TaskSpec
 
@@ -344,7 +401,7 @@ def own_episodes_summary(trajectories) -> dict:
     if not live:
         raise RuntimeError("every episode failed with an infra error: nothing to measure")
     profiles = [episode_profile(t.steps) for t in live]
-    departures = [departure(get_layout(TaskSpec.from_dict(t.task)), t.steps) for t in live]
+    departures = [departure(get_layout(TaskSpec.from_dict(t.task)), t.steps, search) for t in live]
     failed = [i for i, t in enumerate(live) if not t.success]
     departed = [d for d in departures if d is not None]
     stayed = [t for t, d in zip(live, departures) if d is None]
@@ -440,9 +497,15 @@ def measure(args, models: dict[str, Path], folder: Path, log=print) -> dict:
     from agentgym.trainers.task_selection import write_eval_tasks
     from agentgym.trainers.training import heldout_result
 
+    from agentgym.chat import ChatConfig
+    from agentgym.rollout import make_chat_env
+
     cfg = settings_of(args)
-    if cfg.rollout.admissible_only:
-        raise SystemExit("the preset decodes admissible-only: this measure asks the models for free replies")
+    env = make_chat_env(cfg.env.id, cfg.env.env_kwargs, **ChatConfig.of(cfg.env.chat).kwargs())
+    format_action = env.format_action  # replies as the rollout writes them (household-smol: <action>...</action>)
+    env.close()
+    within = cfg.rollout.max_new_tokens if cfg.rollout.admissible_only else None
+    search = cfg.sft.expert == "searching"
     if args.episodes:
         cfg.eval.episodes_per_task = args.episodes
     quiet_transformers()
@@ -453,7 +516,7 @@ def measure(args, models: dict[str, Path], folder: Path, log=print) -> dict:
         raise SystemExit(f"--tasks {args.tasks}: the preset has {len(tasks)} held-out tasks of its categories; "
                          f"ask for at most {len(tasks)}")
     demos = oracle_trajectories(cfg.env.id, tasks, cfg.env.chat, cfg.env.env_kwargs, seed=args.seed,
-                                slip_prob=cfg.sft.slip_prob, search=cfg.sft.expert == "searching",
+                                slip_prob=cfg.sft.slip_prob, search=search,
                                 dawdle_prob=cfg.sft.dawdle_prob, filter_success=cfg.sft.filter_success)
     states = demonstrator_states(cfg, demos)
     log(f"demonstrator: {len(demos)} episodes kept of {len(tasks)} tasks, {len(states)} states with a target")
@@ -461,10 +524,11 @@ def measure(args, models: dict[str, Path], folder: Path, log=print) -> dict:
     for arm, path in models.items():
         start = time.process_time()
         policy = make_policy(cfg.policy, path)
-        replies[arm] = greedy_replies(policy, states, cfg.rollout.max_new_tokens)
-        probabilities[arm] = command_probabilities(policy, states)
+        replies[arm] = greedy_replies(policy, states, cfg.rollout.max_new_tokens,
+                                      format_action if within is not None else None)
+        probabilities[arm] = command_probabilities(policy, states, format_action=format_action, admissible_within=within)
         result = heldout_result(cfg.eval, cfg.env, policy, tasks_file, cfg.seed, cfg.rollout, session=None)
-        own[arm] = own_episodes_summary(result.trajectories)
+        own[arm] = own_episodes_summary(result.trajectories, search)
         cpu[arm] = round(time.process_time() - start, 1)
         log(f"{arm}: success {own[arm]['success']:.3f} on {own[arm]['episodes']} episodes ({cpu[arm]} CPU s)")
     scored = score_replies(cfg, demos, replies)
@@ -475,6 +539,7 @@ def measure(args, models: dict[str, Path], folder: Path, log=print) -> dict:
     return {
         "preset": args.preset, "seed": args.seed, "heldout_tasks": len(tasks),
         "episodes_per_task": cfg.eval.episodes_per_task, "eval_temperature": cfg.eval.temperature,
+        "decoding": "admissible-only" if within is not None else "free",
         "reply_probabilities_temperature": 1.0,
         "demonstrator": {"expert": cfg.sft.expert, "slip_prob": cfg.sft.slip_prob, "dawdle_prob": cfg.sft.dawdle_prob,
                          "filter_success": cfg.sft.filter_success, "episodes": len(demos),

@@ -35,6 +35,17 @@ def heldout_tasks(n: int):
     return filter_tasks(space.split("heldout"), cfg.env.task_filter, cfg.env.categories, space)[:n]
 
 
+def searching_demo_states(n_tasks: int, dawdle_prob: float = 0.0):
+    """The states with a target of the searching demonstrator's episodes on the first held-out tasks."""
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.sft import oracle_trajectories
+
+    cfg = load_config("household-tiny", [])
+    demos = oracle_trajectories(HOUSEHOLD, heldout_tasks(n_tasks), cfg.env.chat, cfg.env.env_kwargs, seed=0,
+                                search=True, dawdle_prob=dawdle_prob, session=None)
+    return vm.demonstrator_states(cfg, demos)
+
+
 def test_the_target_is_the_next_valid_command_that_is_not_idle():
     steps = [step("look"), step("take apple 1 from fridge 1", valid=False), step("go to fridge 1"),
              step("examine fridge 1"), step("take apple 1 from fridge 1"), step("inventory")]
@@ -177,13 +188,8 @@ def test_reply_probabilities_are_the_models_own_over_each_admissible_command(tin
     import torch
 
     from agentgym.policies.hf import HFPolicy
-    from agentgym.trainers.config import load_config
-    from agentgym.trainers.sft import oracle_trajectories
 
-    cfg = load_config("household-tiny", [])
-    demos = oracle_trajectories(HOUSEHOLD, heldout_tasks(1), cfg.env.chat, cfg.env.env_kwargs, seed=0,
-                                search=True, dawdle_prob=0.4, session=None)
-    states = vm.demonstrator_states(cfg, demos)[:3]
+    states = searching_demo_states(1, dawdle_prob=0.4)[:3]
     policy = HFPolicy(tiny_model)
     got = vm.command_probabilities(policy, states, chunk=4)  # passes that cut across states
     for state, row in zip(states, got):
@@ -200,11 +206,96 @@ def test_reply_probabilities_are_the_models_own_over_each_admissible_command(tin
         assert row["p_admissible"] == pytest.approx(sum(p.values()), rel=1e-4) and row["p_admissible"] < 1
 
 
+def test_the_oracles_own_episodes_never_depart_and_walking_away_from_the_goal_does():
+    """household-smol's demonstrator is the oracle, which knows the layout: no search to replay."""
+    from agentgym.envs.household.oracle import plan_for
+    from agentgym.envs.household.world import get_layout
+
+    walkaways = 0
+    for task in heldout_tasks(12):
+        layout = get_layout(task)
+        plan = plan_for(layout)
+        assert vm.departure(layout, [step(c) for c in plan], search=False) is None
+        # the searching replay reads the oracle's straight walk as a search in that order: also no departure
+        assert vm.departure(layout, [step(c) for c in plan]) is None
+        first = next(i for i, c in enumerate(plan) if c.startswith("go to "))
+        elsewhere = [c for c in layout.rec_names if "go to " + c not in plan[:first + 1]]
+        if plan[first + 1].startswith("take ") and elsewhere:
+            left = vm.departure(layout, [step(c) for c in plan[:first + 1]] + [step("go to " + elsewhere[0])],
+                                search=False)
+            assert (left["step"], left["expected"], left["expected_kind"], left["taken_kind"]) == \
+                (first + 2, plan[first + 1], "take", "go")
+            walkaways += 1
+    assert walkaways >= 3
+
+
+def renormalized_logp(policy, prompt: list[int], reply: list[int], allowed: list[list[int]]) -> float:
+    """log pi(reply) with pi the model renormalized over `allowed` ids at each reply token, from the
+    whole sequence's logits (an independent reading of admissible-only decoding's policy)."""
+    import torch
+
+    ids = torch.tensor([prompt + reply])
+    with torch.no_grad():
+        logits = policy.model(input_ids=ids).logits[0].double()
+    total = 0.0
+    for k, (token, ids_here) in enumerate(zip(reply, allowed)):
+        row = logits[len(prompt) - 1 + k]
+        total += float(row[token] - torch.logsumexp(row[ids_here], 0))
+    return total
+
+
+def test_admissible_only_probabilities_are_the_renormalized_policys_and_sum_to_one(tiny_model):
+    from agentgym.policies.hf import HFPolicy
+
+    states = searching_demo_states(1, dawdle_prob=0.4)[:3]
+    policy = HFPolicy(tiny_model)
+    got = vm.command_probabilities(policy, states, chunk=4, admissible_within=24)
+    free = vm.command_probabilities(policy, states, chunk=4)
+    for state, row, free_row in zip(states, got, free):
+        prompt = policy.encode_prompt(state.messages)
+        replies = vm.admissible_replies(policy, state, lambda c: c)
+        allowed = vm.trie_allowed(replies, 24)
+        p = {c: float(np.exp(renormalized_logp(policy, prompt, r, a))) for c, r, a in zip(state.admissible, replies,
+                                                                                          allowed)}
+        assert row["p_admissible"] == pytest.approx(1.0, abs=1e-5) and free_row["p_admissible"] < 1
+        assert row["p_target"] == pytest.approx(p[state.target], rel=1e-4)
+        assert row["p_idle"] == pytest.approx(sum(v for c, v in p.items() if vm.command_kind(c) == "idle"), rel=1e-4)
+        assert row["p_target"] > free_row["p_target"]  # the mass off the admissible replies moved onto them
+
+
+def test_replies_the_reply_budget_cuts_off_are_never_given():
+    replies = [[5, 7, 2], [5, 8, 9, 9, 2], [6, 2]]
+    assert vm.trie_allowed(replies, 4) == [[[5, 6], [7], [2]], None, [[5, 6], [2]]]
+    assert vm.trie_allowed(replies, 5) == [[[5, 6], [7, 8], [2]], [[5, 6], [7, 8], [9], [9], [2]], [[5, 6], [2]]]
+    assert vm.trie_allowed([[1, 2, 3, 2]], 2) == [[[1], [2], [3], [2]]]  # none fits: decoding keeps them all
+
+
+def test_greedy_answers_under_admissible_only_decoding_are_admissible_commands(tiny_model):
+    from agentgym.policies.hf import HFPolicy
+
+    states = searching_demo_states(2)
+    policy = HFPolicy(tiny_model)
+    within = vm.greedy_replies(policy, states, 24, format_action=lambda c: c)
+    assert all(reply in state.admissible for reply, state in zip(within, states))
+    free = vm.greedy_replies(policy, states, 24)
+    assert any(reply not in state.admissible for reply, state in zip(free, states))  # an untrained model's
+
+
+def test_a_tiny_model_is_measured_end_to_end_under_admissible_only_decoding(tmp_path, tiny_model):
+    args = argparse.Namespace(runs=None, preset="household-tiny", seed=3, tasks=2, episodes=1,
+                              overrides=["rollout.admissible_only=true"])
+    out = vm.measure(args, {"a": tiny_model}, tmp_path, log=lambda line: None)
+    a = out["arms"]["a"]
+    assert out["decoding"] == "admissible-only" and a["own_episodes"]["episodes"] == 2
+    assert a["teacher_forced"]["all"]["valid"] == 1.0 and a["own_episodes"]["step_shares"]["invalid"] == 0.0
+    assert a["teacher_forced"]["all"]["p_admissible"] == pytest.approx(1.0, abs=1e-5)
+
+
 def test_a_tiny_model_is_measured_end_to_end(tmp_path, tiny_model):
     args = argparse.Namespace(runs=None, preset="household-tiny", seed=3, tasks=2, episodes=1, overrides=[])
     out = vm.measure(args, {"a": tiny_model, "b": tiny_model}, tmp_path, log=lambda line: None)
     a, b = out["arms"]["a"], out["arms"]["b"]
-    assert out["heldout_tasks"] == 2 and a["own_episodes"]["episodes"] == 2
+    assert out["decoding"] == "free" and out["heldout_tasks"] == 2 and a["own_episodes"]["episodes"] == 2
     assert a["teacher_forced"]["all"]["steps"] == out["demonstrator"]["scored_steps"] > 0
     assert a["teacher_forced"] == b["teacher_forced"]  # greedy: the same model answers alike
     assert a["own_episodes"]["success"] == b["own_episodes"]["success"]  # the same tasks and seeds
