@@ -13,12 +13,16 @@ User corpora are JSONL, one document per line: {"id": str, "title": str, "text":
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from agentgym.envs.search.names import article
 from agentgym.envs.search.world import Entity, World
 from agentgym.errors import ConfigError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -215,28 +219,40 @@ def _disambiguation_docs(world: World) -> list[Document]:
 
 
 # --- user corpora -------------------------------------------------------------------------------
-def load_corpus_jsonl(path: str | Path) -> list[Document]:
-    """Documents from a JSONL file ({"id", "title"?, "text"} per line); a bad line is a ConfigError."""
+DOCUMENT_LINE = '{"id": ..., "title": ..., "text": ...}'
+
+
+def read_jsonl(path: str | Path, what: str, line_shape: str, parse: Callable[[dict], T]) -> Iterator[tuple[int, T]]:
+    """(line number, parse(object)) for each non-blank line of a user's JSONL file of `what`s
+    ("document", "question"). A missing file, or a line that is not JSON or that parse refuses
+    (KeyError, TypeError, ValueError), is a ConfigError naming the file and line and showing
+    `line_shape`, the object every line must be."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"corpus file {path} does not exist: pass a JSONL file with one "
-                          '{"id": ..., "title": ..., "text": ...} document per line')
-    docs: list[Document] = []
-    seen: set[str] = set()
+        raise ConfigError(f"{what}s file {path} does not exist: pass a JSONL file of {what}s, one {line_shape} "
+                          "per line")
     with path.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-                doc = Document(str(obj["id"]), str(obj.get("title") or obj["id"]), str(obj["text"]))
+                parsed = parse(json.loads(line))
             except (ValueError, KeyError, TypeError) as exc:
-                raise ConfigError(f"{path}:{lineno}: not a document ({type(exc).__name__}: {exc}); each line "
-                                  'must be {"id": ..., "title": ..., "text": ...}') from None
-            if doc.id in seen:
-                raise ConfigError(f"{path}:{lineno}: duplicate document id {doc.id!r}; ids must be unique")
-            seen.add(doc.id)
-            docs.append(doc)
+                raise ConfigError(f"{path}:{lineno}: not a {what} ({type(exc).__name__}: {exc}); each line must be "
+                                  f"{line_shape}") from None
+            yield lineno, parsed
+
+
+def load_corpus_jsonl(path: str | Path) -> list[Document]:
+    """Documents from a JSONL file ({"id", "title"?, "text"} per line); a bad line is a ConfigError."""
+    docs: list[Document] = []
+    seen: set[str] = set()
+    for lineno, doc in read_jsonl(path, "document", DOCUMENT_LINE, lambda obj: Document(
+            str(obj["id"]), str(obj.get("title") or obj["id"]), str(obj["text"]))):
+        if doc.id in seen:
+            raise ConfigError(f"{path}:{lineno}: duplicate document id {doc.id!r}; ids must be unique")
+        seen.add(doc.id)
+        docs.append(doc)
     if not docs:
         raise ConfigError(f"corpus file {path} holds no documents")
     return docs

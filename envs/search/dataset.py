@@ -14,11 +14,10 @@ User question files are JSONL, one question per line:
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 
-from agentgym.envs.search.corpus import Document, load_corpus_jsonl, render_corpus
+from agentgym.envs.search.corpus import Document, load_corpus_jsonl, read_jsonl, render_corpus
 from agentgym.envs.search.index import SearchIndex, corpus_key
 from agentgym.envs.search.questions import Question, resolve
 from agentgym.envs.search.world import World, generate_world
@@ -125,35 +124,26 @@ def _file_source(path: str, mtime_ns: int, size: int) -> QASource:
     return QASource(load_corpus_jsonl(path), path)
 
 
+QUESTION_LINE = '{"id": ..., "question": ..., "answer": ..., "supporting": [...]}'
+
+
 def load_questions_jsonl(path: str | Path) -> list[dict]:
     """Question records of a user file, checked line by line (a bad line is a ConfigError)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"questions file {path} does not exist: pass a JSONL file with one "
-                          '{"id": ..., "question": ..., "answer": ..., "supporting": [...]} per line')
     out, seen = [], set()
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                qid, text, answer = str(obj["id"]), obj["question"], obj["answer"]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ConfigError(f"{path}:{lineno}: not a question ({type(exc).__name__}: {exc}); each line must "
-                                  'be {"id": ..., "question": ..., "answer": ..., "supporting": [...]}') from None
-            answers = [answer] if isinstance(answer, str) else answer
-            if not isinstance(text, str) or not isinstance(answers, list) or not answers:
-                raise ConfigError(f"{path}:{lineno}: 'question' must be a string and 'answer' a string or a list")
-            split = obj.get("split", "")
-            if split not in ("", "train", "heldout", "heldout_unseen"):
-                raise ConfigError(f"{path}:{lineno}: split must be train, heldout or heldout_unseen, got {split!r}")
-            if qid in seen:
-                raise ConfigError(f"{path}:{lineno}: duplicate question id {qid!r}")
-            seen.add(qid)
-            out.append({"id": qid, "question": text, "answers": [str(a) for a in answers],
-                        "supporting": [str(s) for s in obj.get("supporting", [])],
-                        "type": str(obj.get("type") or "qa"), "split": split})
+    for lineno, (qid, text, answer, obj) in read_jsonl(path, "question", QUESTION_LINE, lambda obj: (
+            str(obj["id"]), obj["question"], obj["answer"], obj)):
+        answers = [answer] if isinstance(answer, str) else answer
+        if not isinstance(text, str) or not isinstance(answers, list) or not answers:
+            raise ConfigError(f"{path}:{lineno}: 'question' must be a string and 'answer' a string or a list")
+        split = obj.get("split", "")
+        if split not in ("", "train", "heldout", "heldout_unseen"):
+            raise ConfigError(f"{path}:{lineno}: split must be train, heldout or heldout_unseen, got {split!r}")
+        if qid in seen:
+            raise ConfigError(f"{path}:{lineno}: duplicate question id {qid!r}")
+        seen.add(qid)
+        out.append({"id": qid, "question": text, "answers": [str(a) for a in answers],
+                    "supporting": [str(s) for s in obj.get("supporting", [])],
+                    "type": str(obj.get("type") or "qa"), "split": split})
     if not out:
         raise ConfigError(f"questions file {path} holds no questions")
     return out
