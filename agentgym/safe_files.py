@@ -4,20 +4,24 @@ stated number of bytes, JSON without deep nesting tracebacks.
 `open()` on a FIFO waits for a writer for good, `read()` of `/dev/zero` (or a link to it) never
 ends and fills memory, and `json.loads` of 100,000 nested brackets raises RecursionError. Every
 reader of a file that comes from a data folder, a cache or a run folder goes through here, and
-each refusal is one line naming the file.
+each refusal is one line naming the file. It imports only agentgym.errors, so every layer can
+use it (docs/architecture.md).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from agentgym.errors import AgentGymError
 
 MiB = 1 << 20
+T = TypeVar("T")
 
 
 class UnsafeFileError(AgentGymError, OSError):
@@ -77,3 +81,32 @@ def is_regular(path: str | os.PathLike) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
+
+
+def read_jsonl(path: str | os.PathLike, record: str, line_shape: str, parse: Callable[[Any], T],
+               error: type[AgentGymError] = UnsafeFileError, file_label: str | None = None) -> Iterator[tuple[int, T]]:
+    """(line number, parse(object)) of each non-blank line of a JSONL file a user gave, whose lines
+    are `record`s ("TaskSpec", "document") each of `line_shape` (shown in errors). Every refusal is
+    one `error` line naming the file and, for a bad line, its number: a missing file or one that
+    is not a regular file (a FIFO is refused, never waited on), a line that is not JSON or nests
+    too deeply to parse, and one that parse refuses with KeyError, TypeError or ValueError.
+    `file_label` names the file in the first kind ("split file"; default "<record>s file")."""
+    label = file_label or f"{record}s file"
+    if not os.path.exists(path):
+        raise error(f"{label} {path} does not exist: pass a JSONL file of {record}s, one {line_shape} per line")
+    try:
+        binary = open_regular(path, label)
+    except UnsafeFileError as exc:  # a FIFO, a device, a folder: said as the caller's error
+        raise error(str(exc)) from None
+    with io.TextIOWrapper(binary, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                parsed = parse(json.loads(line))
+            except RecursionError:
+                raise error(f"{path}:{lineno}: not a {record}: its JSON nests too deeply to read") from None
+            except (ValueError, KeyError, TypeError) as exc:
+                raise error(f"{path}:{lineno}: not a {record} ({type(exc).__name__}: {exc}); each line must be "
+                            f"{line_shape}") from None
+            yield lineno, parsed

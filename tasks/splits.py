@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Iterable
 
 from agentgym.errors import HeldoutTaskError, SplitFileError
+from agentgym.safe_files import read_jsonl
 from agentgym.tasks.spec import TaskSpec
 
 TRAIN_SPLITS = ("train",)
@@ -22,22 +23,9 @@ def save_split(path: str | Path, tasks: Iterable[TaskSpec]) -> None:
 
 
 def load_split(path: str | Path) -> list[TaskSpec]:
-    path = Path(path)
-    if not path.is_file():
-        raise SplitFileError(f"split file {path} does not exist: pass a JSONL file of TaskSpecs")
-    tasks = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                tasks.append(TaskSpec.from_dict(json.loads(line)))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise SplitFileError(
-                    f"{path}:{lineno}: not a TaskSpec ({type(exc).__name__}: {exc}); each line must be "
-                    '{"env_id": ..., "params": {...}, "seed": N}'
-                ) from None
-    return tasks
+    """The TaskSpecs of a split manifest; a missing file or a bad line is one SplitFileError line."""
+    return [task for _, task in read_jsonl(path, "TaskSpec", '{"env_id": ..., "params": {...}, "seed": N}',
+                                           TaskSpec.from_dict, SplitFileError, "split file")]
 
 
 def is_heldout(task: TaskSpec, heldout_ids: set[str], reserved=None) -> bool:

@@ -13,16 +13,13 @@ User corpora are JSONL, one document per line: {"id": str, "title": str, "text":
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from agentgym.envs.search.names import article
 from agentgym.envs.search.world import Entity, World
 from agentgym.errors import ConfigError
-
-T = TypeVar("T")
+from agentgym.safe_files import read_jsonl
 
 
 @dataclass(frozen=True)
@@ -222,33 +219,12 @@ def _disambiguation_docs(world: World) -> list[Document]:
 DOCUMENT_LINE = '{"id": ..., "title": ..., "text": ...}'
 
 
-def read_jsonl(path: str | Path, what: str, line_shape: str, parse: Callable[[dict], T]) -> Iterator[tuple[int, T]]:
-    """(line number, parse(object)) for each non-blank line of a user's JSONL file of `what`s
-    ("document", "question"). A missing file, or a line that is not JSON or that parse refuses
-    (KeyError, TypeError, ValueError), is a ConfigError naming the file and line and showing
-    `line_shape`, the object every line must be."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{what}s file {path} does not exist: pass a JSONL file of {what}s, one {line_shape} "
-                          "per line")
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                parsed = parse(json.loads(line))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ConfigError(f"{path}:{lineno}: not a {what} ({type(exc).__name__}: {exc}); each line must be "
-                                  f"{line_shape}") from None
-            yield lineno, parsed
-
-
 def load_corpus_jsonl(path: str | Path) -> list[Document]:
     """Documents from a JSONL file ({"id", "title"?, "text"} per line); a bad line is a ConfigError."""
     docs: list[Document] = []
     seen: set[str] = set()
     for lineno, doc in read_jsonl(path, "document", DOCUMENT_LINE, lambda obj: Document(
-            str(obj["id"]), str(obj.get("title") or obj["id"]), str(obj["text"]))):
+            str(obj["id"]), str(obj.get("title") or obj["id"]), str(obj["text"])), ConfigError, "corpus file"):
         if doc.id in seen:
             raise ConfigError(f"{path}:{lineno}: duplicate document id {doc.id!r}; ids must be unique")
         seen.add(doc.id)

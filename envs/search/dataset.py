@@ -17,11 +17,12 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from agentgym.envs.search.corpus import Document, load_corpus_jsonl, read_jsonl, render_corpus
+from agentgym.envs.search.corpus import Document, load_corpus_jsonl, render_corpus
 from agentgym.envs.search.index import SearchIndex, corpus_key
 from agentgym.envs.search.questions import Question, resolve
 from agentgym.envs.search.world import World, generate_world
 from agentgym.errors import AgentGymError, ConfigError
+from agentgym.safe_files import read_jsonl
 
 
 class InvalidQuestionError(AgentGymError, ValueError):
@@ -131,7 +132,7 @@ def load_questions_jsonl(path: str | Path) -> list[dict]:
     """Question records of a user file, checked line by line (a bad line is a ConfigError)."""
     out, seen = [], set()
     for lineno, (qid, text, answer, obj) in read_jsonl(path, "question", QUESTION_LINE, lambda obj: (
-            str(obj["id"]), obj["question"], obj["answer"], obj)):
+            str(obj["id"]), obj["question"], obj["answer"], obj), ConfigError):
         answers = [answer] if isinstance(answer, str) else answer
         if not isinstance(text, str) or not isinstance(answers, list) or not answers:
             raise ConfigError(f"{path}:{lineno}: 'question' must be a string and 'answer' a string or a list")

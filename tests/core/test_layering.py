@@ -20,6 +20,7 @@ LAYERS = ["errors", "task spec", "policy contract", "tasks", "core", "envs", "po
 # the longest matching prefix names a module's layer; command-line modules are apps wherever they live
 PREFIXES = {
     "agentgym.errors": "errors",
+    "agentgym.safe_files": "errors",  # reading files users give: every layer's readers
     "agentgym.tasks.spec": "task spec",  # TaskSpec: plain data, below the Policy contract that names it
     "agentgym.policies.base": "policy contract",
     "agentgym.tasks": "tasks",
