@@ -12,12 +12,12 @@ the task's record, keyed by the same content hash, and never regenerated once wr
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from agentgym.policies.base import SamplingParams
+from agentgym.rewards.append_log import AppendLog
 from agentgym.rewards.rubric import Criterion
 from agentgym.trajectory import Trajectory
 
@@ -40,25 +40,29 @@ def parse_rubric(text: str) -> list[Criterion]:
     return criteria
 
 
+def _stored_rubric(row) -> tuple[str, list[Criterion]] | None:
+    """A rubric store line's (task id, criteria), or None when it is not one."""
+    task_id, criteria = row["task_id"], row["criteria"]
+    if not isinstance(task_id, str) or not isinstance(criteria, list):
+        return None
+    return task_id, [Criterion.from_dict(c) for c in criteria]
+
+
 class RubricStore:
+    """Rubrics by task id, optionally kept in a JSONL file of {task_id, criteria} across runs (an
+    AppendLog: a line torn by a killed run is skipped, and its task's rubric asked for again)."""
+
     def __init__(self, path: str | Path | None = None):
-        self.path = Path(path) if path else None
-        self.data: dict[str, list[Criterion]] = {}
-        if self.path and self.path.exists():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    row = json.loads(line)
-                    self.data[row["task_id"]] = [Criterion.from_dict(c) for c in row["criteria"]]
+        self.log = AppendLog(path, "rubric store", "rubrics", "give RubricStore a JSONL file of its own")
+        self.path = self.log.path
+        self.data: dict[str, list[Criterion]] = dict(self.log.read(_stored_rubric))
 
     def get(self, task_id: str) -> list[Criterion] | None:
         return self.data.get(task_id)
 
     def put(self, task_id: str, criteria: list[Criterion]) -> None:
         self.data[task_id] = criteria
-        if self.path:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps({"task_id": task_id, "criteria": [c.to_dict() for c in criteria]}) + "\n")
+        self.log.append({"task_id": task_id, "criteria": [c.to_dict() for c in criteria]})
 
     def for_trajectory(self, traj: Trajectory) -> list[Criterion] | None:
         return self.get(traj.task_id)

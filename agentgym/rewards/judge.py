@@ -23,15 +23,15 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import json
-import os
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from agentgym.errors import AgentGymError, ConfigError
+from agentgym.errors import ConfigError
 from agentgym.policies.base import Policy, SamplingParams
+from agentgym.rewards.append_log import AppendLog
 from agentgym.rewards.base import NO_VERDICT, Verdict
 from agentgym.trajectory import Trajectory
 
@@ -112,46 +112,29 @@ def render_episode(traj: Trajectory, max_chars_per_turn: int = 600, max_turns: i
     return "\n".join(lines)
 
 
+def _judge_answer(row) -> tuple[str, str] | None:
+    """A judge cache line's (key, answer), or None when it is not one."""
+    key, answer = row["key"], row["answer"]
+    return (key, answer) if isinstance(key, str) and isinstance(answer, str) else None
+
+
 class JudgeCache:
-    """Judge answers keyed by content; optionally kept in a JSONL file across runs."""
+    """Judge answers keyed by content; optionally kept in a JSONL file across runs (an AppendLog:
+    torn and foreign lines skipped and counted in `skipped_lines`)."""
 
     # A cache of a long run's judge answers is tens of MB; a larger file is not one.
     MAX_BYTES = 1 << 30
 
     def __init__(self, path: str | Path | None = None):
-        self.path = Path(path) if path else None
-        self.data: dict[str, str] = {}
+        self.log = AppendLog(path, "judge cache", "judge answers",
+                             "point env.reward.judge.cache at a JSONL file of its own", self.MAX_BYTES)
+        self.path = self.log.path
         self.hits = self.misses = 0
-        self.skipped_lines = 0  # torn or foreign lines, left out (a run killed mid-append tears the last one)
-        self._torn_end = False  # the file ends mid-line: the next answer starts on a line of its own
-        if self.path is not None and os.path.lexists(self.path):
-            self._load()
+        self.data: dict[str, str] = dict(self.log.read(_judge_answer))
 
-    def _load(self) -> None:
-        from agentgym.safe_files import read_regular
-
-        try:
-            text = read_regular(self.path, self.MAX_BYTES, "judge cache").decode("utf-8", "replace")
-        except OSError as exc:  # not a regular file, too large, unreadable (/proc/self/mem)
-            why = str(exc) if isinstance(exc, AgentGymError) else f"cannot read judge cache {self.path} " \
-                f"({exc.strerror or type(exc).__name__})"
-            raise ConfigError(f"{why}: point env.reward.judge.cache at a JSONL file of its own") from None
-        self._torn_end = bool(text) and not text.endswith("\n")
-        lines = [line for line in text.splitlines() if line.strip()]
-        for line in lines:
-            try:
-                row = json.loads(line)
-                key, answer = row["key"], row["answer"]
-            except (ValueError, RecursionError, TypeError, KeyError):
-                self.skipped_lines += 1
-                continue
-            if isinstance(key, str) and isinstance(answer, str):
-                self.data[key] = answer
-            else:
-                self.skipped_lines += 1
-        if lines and not self.data:
-            raise ConfigError(f"judge cache {self.path} holds no judge answers ({len(lines)} other lines): point "
-                              "env.reward.judge.cache at a JSONL file of its own (it is appended to)")
+    @property
+    def skipped_lines(self) -> int:
+        return self.log.skipped_lines
 
     @staticmethod
     def key(judge_name: str, messages: list[dict]) -> str:
@@ -168,12 +151,7 @@ class JudgeCache:
 
     def put(self, key: str, answer: str) -> None:
         self.data[key] = answer
-        if self.path:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(("\n" if self._torn_end else "") + json.dumps({"key": key, "answer": answer},
-                                                                      ensure_ascii=False) + "\n")
-            self._torn_end = False
+        self.log.append({"key": key, "answer": answer})
 
     @property
     def hit_rate(self) -> float:

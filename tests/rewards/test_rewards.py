@@ -186,6 +186,22 @@ def test_generated_rubric_is_stored_with_the_task(tmp_path):
     assert rubric.score([episode("x", task="t9")])[0].score == 0.0
 
 
+def test_a_rubric_store_torn_by_a_killed_run_skips_the_torn_line_and_appends_on_a_line_of_its_own(tmp_path):
+    path = tmp_path / "rubrics.jsonl"
+    path.write_text('{"task_id": "t1", "criteria": [{"name": "c1", "weight": 2.0, "description": "States it"}]}\n'
+                    '{"task_id": "t2", "crit')  # killed mid-append
+    store = RubricStore(path)
+    assert list(store.data) == ["t1"] and store.get("t1")[0].weight == 2.0 and store.log.skipped_lines == 1
+    store.put("t2", [Criterion("c1", 1.0, "Is polite")])
+    again = RubricStore(path)
+    assert again.get("t2")[0].description == "Is polite" and again.get("t1")[0].description == "States it"
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"key": "k", "answer": "Score: 1"}\n')  # a judge cache, not rubrics
+    with pytest.raises(ConfigError, match="holds no rubrics") as err:
+        RubricStore(other)
+    assert "\n" not in str(err.value)
+
+
 def test_guards_refuse_long_or_malformed_answers_before_the_judge():
     policy = ScriptedJudge(lambda t: "Score: 1")
     guarded = Guarded(JudgeReward(policy), max_chars=30, pattern=r"\$\d+")
