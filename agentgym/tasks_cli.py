@@ -11,7 +11,6 @@ pool's success posteriors. `stats` prints the pool by category (table) and draws
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -166,10 +165,10 @@ def register(app: typer.Typer) -> None:
         png: Optional[Path] = typer.Option(None, help="bar chart path (default: next to the pool file)"),
     ):
         """Show a task pool by category: tasks, retirements, rollouts and success estimates."""
-        from agentgym.tasks.pool import TaskPool  # lazy: `agentgym --help` stays fast
+        from agentgym.tasks.pool import TaskPool, read_pool_file  # lazy: `agentgym --help` stays fast
 
         pool = TaskPool.load(pool_file)
-        meta = json.loads(Path(pool_file).read_text())
+        meta = read_pool_file(pool_file)
         title = f"{meta.get('env_id', 'task pool')} ({pool_file.name})"
         console.print(pool_table(pool, title))
         summary = pool.summary()

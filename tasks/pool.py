@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from agentgym.errors import ConfigError
+from agentgym.errors import ConfigError, SplitFileError
+from agentgym.safe_files import UnsafeFileError, read_json
 from agentgym.tasks.spec import TaskSpec
-from agentgym.errors import SplitFileError
 
 ACTIVE, MASTERED, IMPOSSIBLE = "active", "mastered", "impossible"
 STATUSES = (ACTIVE, MASTERED, IMPOSSIBLE)
@@ -224,16 +224,35 @@ class TaskPool:
     def load(cls, path: str | Path) -> "TaskPool":
 
         path = Path(path)
+        state = read_pool_file(path)
         try:
-            state = json.loads(path.read_text())
             pool = cls()
             pool.load_state_dict(state)
-        except FileNotFoundError:
-            raise SplitFileError(f"pool file {path} does not exist: write one with `agentgym tasks evolve --out`") from None
         except (ValueError, KeyError, TypeError) as exc:
             raise SplitFileError(f"{path} is not a task pool file ({type(exc).__name__}: {exc}); "
                                  "write one with `agentgym tasks evolve --out`") from None
         return pool
+
+
+# A pool of a long evolution is a few MB; a larger file is not one.
+MAX_POOL_BYTES = 256 << 20
+
+
+def read_pool_file(path: str | Path) -> dict:
+    """The JSON of a pool file (`TaskPool.save`'s, with its extra keys such as env_id); a missing
+    file, one that is not a regular file, too large, not JSON or not an object is one SplitFileError."""
+    path = Path(path)
+    if not path.exists():
+        raise SplitFileError(f"pool file {path} does not exist: write one with `agentgym tasks evolve --out`")
+    try:
+        state = read_json(path, MAX_POOL_BYTES, "pool file")
+    except UnsafeFileError as exc:
+        raise SplitFileError(f"{path} is not a task pool file ({exc}); write one with `agentgym tasks evolve --out`") \
+            from None
+    if not isinstance(state, dict):
+        raise SplitFileError(f"{path} is not a task pool file (a JSON {type(state).__name__}, not an object); "
+                             "write one with `agentgym tasks evolve --out`")
+    return state
 
 
 def pool_from_tasks(tasks: Sequence[TaskSpec], category_of, **config) -> TaskPool:

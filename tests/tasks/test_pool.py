@@ -109,3 +109,21 @@ def test_bad_input_gives_clear_errors(tmp_path):
         TaskPool.load(tmp_path / "bad.json")
     with pytest.raises(SplitFileError, match="does not exist"):
         TaskPool.load(tmp_path / "missing.json")
+
+
+def test_a_pool_file_that_is_a_fifo_nests_too_deeply_or_is_no_object_is_one_line(tmp_path):
+    import os
+
+    from typer.testing import CliRunner
+
+    from agentgym.cli import app
+
+    os.mkfifo(tmp_path / "pipe.json")  # read_text() would wait for a writer for good
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)  # RecursionError in json.loads
+    (tmp_path / "list.json").write_text("[1, 2]")
+    for name, why in (("pipe.json", "a FIFO"), ("deep.json", "nests too deeply"), ("list.json", "not an object")):
+        with pytest.raises(SplitFileError, match="not a task pool file") as err:
+            TaskPool.load(tmp_path / name)
+        assert why in str(err.value) and "\n" not in str(err.value)
+        result = CliRunner().invoke(app, ["tasks", "stats", str(tmp_path / name)])
+        assert result.exit_code != 0 and isinstance(result.exception, (SplitFileError, SystemExit))
