@@ -190,7 +190,7 @@ def run_settings(run_dir: str | Path) -> dict[str, Any]:
 
         try:
             summary = json.loads((root / "summary.json").read_text())
-        except ValueError:
+        except (ValueError, RecursionError):  # a summary that does not parse only loses its figures
             summary = {}
     return {"env_id": env["id"], "tasks": str(tasks), "episodes": int(ev.get("episodes_per_task", 1)),
             "temperature": float(ev.get("temperature", 0.0)),

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from agentgym.errors import AgentGymError
+from agentgym.safe_files import UnsafeFileError, read_json
 from agentgym.figures import pyplot_agg, save_figure
 from agentgym.evaluation.evaluate import METRIC_NAMES, EvalResult, GroupMetrics
 from agentgym.evaluation.stats import Estimate, newcombe_difference
@@ -201,6 +202,10 @@ def write_report(result: EvalResult, out_dir: str | Path, *, plot: bool = True, 
     return paths
 
 
+# A report holds per-task figures, not episodes: a few MB for thousands of tasks; a larger file is not one.
+MAX_REPORT_BYTES = 512 << 20
+
+
 def load_report(path: str | Path) -> EvalResult:
     """An EvalResult from a report.json (or the folder holding one)."""
     path = Path(path)
@@ -209,7 +214,9 @@ def load_report(path: str | Path) -> EvalResult:
     if not path.is_file():
         raise ReportError(f"no evaluation report at {path}: pass a report.json written by `agentgym eval --out`")
     try:
-        return EvalResult.from_dict(json.loads(path.read_text()))
+        return EvalResult.from_dict(read_json(path, MAX_REPORT_BYTES, "evaluation report"))
+    except UnsafeFileError as exc:  # not JSON, nested too deeply, too large, not a regular file
+        raise ReportError(f"{path} is not an agentgym evaluation report ({exc})") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise ReportError(f"{path} is not an agentgym evaluation report ({type(exc).__name__}: {exc})") from None
 

@@ -72,6 +72,10 @@ def test_load_report_errors_are_clear(tmp_path):
     (tmp_path / "report.json").write_text('{"env_id": 1}')
     with pytest.raises(ReportError, match="not an agentgym evaluation report"):
         load_report(tmp_path)
+    (tmp_path / "report.json").write_text("[" * 100_000 + "]" * 100_000)  # a RecursionError in json.loads
+    with pytest.raises(ReportError, match="not an agentgym evaluation report .*nests too deeply") as err:
+        load_report(tmp_path)
+    assert "\n" not in str(err.value)
 
 
 def test_newcombe_difference_hand_computed():
