@@ -213,7 +213,7 @@ def _check_safetensors(file: Path) -> None:
         end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
         if 8 + n + end > size:
             raise ValueError(f"{size} bytes, the header needs {8 + n + end}")
-    except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, AttributeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, AttributeError, RecursionError) as exc:
         raise CheckpointError(f"{file}: the weights file is truncated or corrupt ({str(exc)[:120] or 'unreadable'}); "
                               "resume from an earlier checkpoint or start again without --resume") from None
 

@@ -105,13 +105,16 @@ def _corrupt(ckpt: Path, case: str) -> None:
         state.write_bytes(b"\xff\xfe\x00")
     elif case == "safetensors truncated":
         weights.write_bytes(weights.read_bytes()[:1000])
+    elif case == "safetensors header nested too deeply":  # a RecursionError in json.loads
+        header = b"[" * 50_000 + b"]" * 50_000
+        weights.write_bytes(len(header).to_bytes(8, "little") + header)
     elif case == "model folder missing":
         shutil.rmtree(ckpt / "model")
 
 
 CORRUPTIONS = ["trainer.pt truncated", "trainer.pt random", "trainer.pt empty", "trainer.pt missing keys",
                "state.json truncated", "state.json {}", "state.json NaN", "state.json binary",
-               "safetensors truncated", "model folder missing"]
+               "safetensors truncated", "safetensors header nested too deeply", "model folder missing"]
 
 
 @pytest.mark.parametrize("case", CORRUPTIONS)
