@@ -103,7 +103,7 @@ class JSONToolCallParser(ActionParser):
             if isinstance(args, str):  # OpenAI sends arguments as a JSON string
                 try:
                     call["arguments"] = json.loads(args)
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested past the limit
                     return ParsedAction(None, f"arguments of {call['name']} are not valid JSON")
             elif not isinstance(args, dict):
                 return ParsedAction(None, f"arguments of {call['name']} must be an object")

@@ -64,7 +64,7 @@ def parse_json(space, text: str) -> TaskSpec | None:
         obj = json.loads(match.group(0))
         params = obj.get("params", obj)
         return TaskSpec(space.env_id, params=params, seed=int(obj.get("seed", 0)))
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, RecursionError):  # a model's text: anything may come
         return None
 
 

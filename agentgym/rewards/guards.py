@@ -35,7 +35,7 @@ def final_answer(traj: Trajectory) -> str:
     last = traj.steps[-1]
     try:
         call = json.loads(last.action or "")
-    except ValueError:
+    except (ValueError, RecursionError):
         call = None
     calls = call if isinstance(call, list) else [call]
     for c in reversed(calls):

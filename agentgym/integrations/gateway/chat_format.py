@@ -99,7 +99,7 @@ def call_text(tool_calls: list[dict]) -> str:
         fn = call.get("function") or {}
         try:
             args = json.loads(fn.get("arguments") or "{}")
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             args = fn.get("arguments")
         out.append("<tool_call>" + json.dumps({"name": fn.get("name"), "arguments": args}) + "</tool_call>")
     return "".join(out)
@@ -145,7 +145,7 @@ def parse_reply(text: str, tools: list[dict]) -> Reply:
     for match in TOOL_CALL.finditer(text):
         try:
             data = json.loads(match.group(1))
-        except ValueError:
+        except (ValueError, RecursionError):  # the model's text: "[[[[..." nested past the limit is not a call
             continue
         if not isinstance(data, dict) or data.get("name") not in names or not isinstance(data.get("arguments", {}), dict):
             continue
