@@ -254,11 +254,11 @@ def command_probabilities(policy, states: list[DemoState], chunk: int = GENERATE
     out = [{"p_target": 0.0, "p_idle": 0.0, "p_admissible": 0.0} for _ in states]
     k = 0
     for i, state in enumerate(states):
-        for command in state.admissible:
+        for admissible in state.admissible:
             p = float(np.exp(logp[k]))
             out[i]["p_admissible"] += p
-            out[i]["p_idle"] += p if command_kind(command) == "idle" else 0.0
-            out[i]["p_target"] += p if command == state.target else 0.0
+            out[i]["p_idle"] += p if command_kind(admissible) == "idle" else 0.0
+            out[i]["p_target"] += p if admissible == state.target else 0.0
             k += 1
     return out
 
