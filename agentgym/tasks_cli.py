@@ -167,8 +167,8 @@ def register(app: typer.Typer) -> None:
         """Show a task pool by category: tasks, retirements, rollouts and success estimates."""
         from agentgym.tasks.pool import TaskPool, read_pool_file  # lazy: `agentgym --help` stays fast
 
-        pool = TaskPool.load(pool_file)
-        meta = read_pool_file(pool_file)
+        meta = read_pool_file(pool_file)  # read once: the pool and its header (env_id, generator_stats)
+        pool = TaskPool.from_file_state(meta, pool_file)
         title = f"{meta.get('env_id', 'task pool')} ({pool_file.name})"
         console.print(pool_table(pool, title))
         summary = pool.summary()

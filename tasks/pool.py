@@ -222,9 +222,13 @@ class TaskPool:
 
     @classmethod
     def load(cls, path: str | Path) -> "TaskPool":
+        """The pool a file written by `save` holds (read_pool_file's errors)."""
+        return cls.from_file_state(read_pool_file(path), path)
 
-        path = Path(path)
-        state = read_pool_file(path)
+    @classmethod
+    def from_file_state(cls, state: dict, path: str | Path) -> "TaskPool":
+        """The pool of a pool file's JSON (read_pool_file), read once by a caller that also wants the
+        file's other keys; a state that is not a pool's is one SplitFileError naming `path`."""
         try:
             pool = cls()
             pool.load_state_dict(state)

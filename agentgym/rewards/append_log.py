@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from agentgym.errors import AgentGymError, ConfigError
+from agentgym.safe_files import read_regular
 
 T = TypeVar("T")
 
@@ -33,8 +34,6 @@ class AppendLog:
         """parse(row) of each line that holds JSON, in file order; a line that is not JSON, nests too
         deeply, or that parse refuses (None, or KeyError / TypeError / ValueError) is skipped and
         counted. No file yet: no records."""
-        from agentgym.safe_files import read_regular
-
         if self.path is None or not os.path.lexists(self.path):
             return []
         try:
