@@ -490,15 +490,14 @@ def settings_of(args):
 def measure(args, models: dict[str, Path], folder: Path, log=print) -> dict:
     """Parts 1 and 2 of the module docstring for each model ({label: folder}) with the settings of
     `args` (runs, preset, seed, tasks, episodes, overrides); `folder` takes the tasks file."""
+    from agentgym.chat import ChatConfig
     from agentgym.registration import get_task_space
+    from agentgym.rollout import make_chat_env
     from agentgym.tasks.splits import load_split
     from agentgym.trainers.run_setup import make_policy, quiet_transformers
     from agentgym.trainers.sft import oracle_trajectories
     from agentgym.trainers.task_selection import write_eval_tasks
     from agentgym.trainers.training import heldout_result
-
-    from agentgym.chat import ChatConfig
-    from agentgym.rollout import make_chat_env
 
     cfg = settings_of(args)
     env = make_chat_env(cfg.env.id, cfg.env.env_kwargs, **ChatConfig.of(cfg.env.chat).kwargs())
