@@ -93,7 +93,7 @@ def read_jsonl(path: str | os.PathLike, record: str, line_shape: str, parse: Cal
     `file_label` names the file in the first kind ("split file"; default "<record>s file")."""
     label = file_label or f"{record}s file"
     if not os.path.exists(path):
-        raise error(f"{label} {path} does not exist: pass a JSONL file of {record}s, one {line_shape} per line")
+        raise error(f"{label} {path} does not exist: pass a JSONL file of {record} lines, one {line_shape} per line")
     try:
         binary = open_regular(path, label)
     except UnsafeFileError as exc:  # a FIFO, a device, a folder: said as the caller's error

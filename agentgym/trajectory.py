@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from agentgym.safe_files import UnsafeFileError, read_jsonl
+
 
 _SCALARS = (str, int, float, bool, type(None))
 _NUMBER_LISTS = frozenset({"prompt_ids", "response_ids", "response_logprobs"})  # list[int] / list[float]
@@ -117,12 +119,32 @@ def save_trajectories(path: str | Path, trajectories: Iterable[Trajectory], appe
             f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
 
 
+TRAJECTORY_LINE = '{"task_id": ..., "group_id": ..., "steps": [{...}, ...], ...}'  # shown in errors
+
+
+class TrajectoryFileError(UnsafeFileError, ValueError):
+    """A trajectories file that cannot be read: missing, not a regular file, or a line that is not
+    a trajectory. Both an OSError and a ValueError, as the open and JSON errors it replaces were."""
+
+
+def _trajectory(obj: Any) -> Trajectory:
+    if not isinstance(obj, dict):
+        raise TypeError(f"a JSON object was expected, not {type(obj).__name__}")
+    steps = obj.get("steps", [])
+    if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+        raise TypeError("its steps must be a list of JSON objects")
+    return Trajectory.from_dict(obj)
+
+
 def iter_trajectories(path: str | Path) -> Iterator[Trajectory]:
-    with Path(path).open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield Trajectory.from_dict(json.loads(line))
+    """The trajectories of a JSONL file `save_trajectories` wrote, one at a time. A file that cannot
+    be read, or a line that is not a trajectory, is one TrajectoryFileError line naming the file
+    and line (a FIFO is refused, never waited on)."""
+    for _, trajectory in read_jsonl(path, "trajectory", TRAJECTORY_LINE,
+                                    _trajectory, error=TrajectoryFileError, file_label="trajectories file"):
+        yield trajectory
 
 
 def load_trajectories(path: str | Path) -> list[Trajectory]:
+    """All trajectories of a JSONL file `save_trajectories` wrote (see iter_trajectories)."""
     return list(iter_trajectories(path))
