@@ -52,7 +52,6 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("alfworld", reason="needs the alfworld extra: pip install 'agentgym[alfworld]'")
 
-from agentgym.envs.alfworld import games, searching  # noqa: E402
+from agentgym.envs.alfworld import games  # noqa: E402
 from agentgym.envs.alfworld.engine import Engine  # noqa: E402
 from agentgym.envs.alfworld.tasks import ALFWorldTaskSpace  # noqa: E402
 

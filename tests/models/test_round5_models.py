@@ -24,7 +24,6 @@ gguf = pytest.importorskip("gguf", reason="pip install 'agentgym-credit[train]'"
 pytest.importorskip("transformers", reason="pip install 'agentgym-credit[train]'")
 
 from agentgym.errors import ConfigError  # noqa: E402
-from agentgym import chat_template as ct  # noqa: E402
 from agentgym.policies import model_catalog as mc  # noqa: E402
 from agentgym.policies.model_files import check_model_path, encode_chat_prompt, resolve_model  # noqa: E402
 

@@ -7,7 +7,6 @@ valid accepted value, never a traceback."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 

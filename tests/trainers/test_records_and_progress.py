@@ -20,7 +20,7 @@ STATUS = r"(\d+)/(\d+) {unit} \(\d+%\)  elapsed [\d:]+  eta [\d:?]+"
 def test_train_command_saves_trajectories_and_logs_a_line_per_iteration(tmp_path, toy_config, sft_model_dir, capsys):
     from agentgym.trainers.cli import train_command
     from agentgym.trainers.config import save_config
-    from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
+    from agentgym.trainers.estimators import compute_advantages
 
     cfg = toy_config(tmp_path, sft_model_dir, "log.save_trajectories_every=2", "iterations=2", "checkpoint_every=0")
     save_config(cfg, tmp_path / "cfg.yaml")
