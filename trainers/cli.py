@@ -150,9 +150,10 @@ def train_command(
     env: Optional[str] = typer.Option(None, "--env", help="train this registered env (yours too, with --import): "
                                       "the generic preset (or CONFIG) fitted to what its task space provides"),
 ):
-    """Train an LLM agent with RL (GiGPO, SPA, LOOP, GRPO, RLOO, PPO): collect, advantages, PPO-clip
-    update, held-out eval, checkpoints. `agentgym train household-tiny` is the CPU main job;
-    `agentgym train --env mypkg/MyEnv-v0 --import mypkg` trains your own env.
+    """Train an LLM agent with RL (GiGPO, SPA, LOOP, GRPO, RLOO, PPO) from a preset or config file.
+
+    Collect, advantages, PPO-clip update, held-out eval, checkpoints. `agentgym train household-tiny`
+    is the CPU main job; `agentgym train --env mypkg/MyEnv-v0 --import mypkg` trains your own env.
 
     Ctrl-C stops with exit status 130 and one line naming the last checkpoint and the --resume command."""
     from agentgym import progress
@@ -273,8 +274,9 @@ def sft_command(
     overrides: Optional[List[str]] = typer.Argument(None, help=OVERRIDES_HELP),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help="output folder (default runs/<name>)"),
 ):
-    """Behaviour cloning on oracle trajectories (the RL warm start); saves <run_dir>/sft_model and
-    reports its held-out success."""
+    """Behaviour cloning on oracle trajectories: the RL warm start, saved as <run_dir>/sft_model.
+
+    Reports the model's held-out success when it is done."""
     from agentgym import progress
     from agentgym.registration import get_task_space
     from agentgym.trainers.config import save_config

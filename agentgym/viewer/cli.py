@@ -16,9 +16,10 @@ def view_command(
     allow_remote: bool = typer.Option(False, "--allow-remote",
                                       help="allow a non-loopback --host: anyone who reaches it reads the trajectories"),
 ):
-    """Browse runs in the browser: iterations, groups, episodes, steps with their advantages and GiGPO
-    anchor groups, tree rollouts' branches under the steps they start from, evaluation reports side by
-    side, learning curves. Serves http://127.0.0.1:8765/."""
+    """Browse runs in the browser (http://127.0.0.1:8765/): episodes, advantages, evaluations, curves.
+
+    Iterations, groups, episodes, steps with their advantages and GiGPO anchor groups, tree rollouts'
+    branches under the steps they start from, evaluation reports side by side, learning curves."""
     from rich.console import Console
 
     from agentgym.viewer.app import make_server  # lazy: `agentgym --help` stays fast

@@ -125,3 +125,24 @@ def test_an_eoferror_is_not_taken_for_ctrl_c(monkeypatch):
     with pytest.raises(SystemExit) as exit_:
         cli.main()
     assert exit_.value.code == 130
+
+
+def test_every_command_has_a_one_line_summary_in_the_command_list():
+    """`agentgym --help` lists each command by its docstring's first paragraph, keeping its line
+    breaks, so a summary over two lines wrapped mid-sentence there: the first paragraph is one line,
+    the details come after a blank line."""
+    import inspect
+
+    import typer
+
+    def commands(group, prefix: str = ""):  # typer's own click groups (it vendors click): anything with commands
+        for name, command in group.commands.items():
+            yield prefix + name, command
+            if hasattr(command, "commands"):
+                yield from commands(command, f"{prefix}{name} ")
+
+    listed = dict(commands(typer.main.get_command(app)))
+    assert {"train", "sft", "view", "gateway", "tasks evolve"} <= set(listed)
+    for name, command in listed.items():
+        summary = inspect.cleandoc(command.short_help or command.help or "").split("\n\n")[0]
+        assert summary and "\n" not in summary and len(summary) <= 110, f"agentgym {name}: {summary!r}"

@@ -30,8 +30,10 @@ def register(app: typer.Typer) -> None:
                                                  "samples once no call has come for this many seconds (default 0.25)"),
         max_body_mb: float = typer.Option(4.0, help="a request body over this many MiB is refused (413) unread"),
     ):
-        """Serve the OpenAI API (/v1/chat/completions, /v1/models) backed by the policy, recording every
-        episode's exact tokens; with --train, train it on them (docs/gateway.md)."""
+        """Serve the OpenAI API backed by the policy, recording each episode's tokens; --train trains on them.
+
+        /v1/chat/completions and /v1/models; every episode's exact tokens are recorded, and with --train
+        the policy trains on them as they come (docs/gateway.md)."""
         from agentgym.errors import ConfigError
         from agentgym.hosts import check_bind, check_host
         from agentgym.integrations.gateway.app import GatewayConfig
