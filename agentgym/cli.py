@@ -7,6 +7,7 @@ Errors a user can cause (AgentGymError) are printed as one line, exit code 2, no
 from __future__ import annotations
 
 import errno
+import inspect
 import os
 import sys
 from importlib.metadata import entry_points
@@ -191,7 +192,31 @@ def _register_plugins() -> None:
         ep.load()(app)
 
 
+def unwrap_help(text: str) -> str:
+    """A docstring as --help should print it: each paragraph on one line, for the terminal to wrap.
+    typer keeps a paragraph's line breaks, so a docstring wrapped at 100 columns came out in ragged
+    half lines in an 80-column terminal. A list (lines led by "-") or click's no-rewrap mark stays."""
+    def paragraph(text: str) -> str:
+        lines = text.splitlines()
+        if text.startswith("\b") or any(line.lstrip().startswith("- ") for line in lines):
+            return text
+        return " ".join(line.strip() for line in lines)
+
+    return "\n\n".join(paragraph(part) for part in inspect.cleandoc(text).split("\n\n"))
+
+
+def _unwrap_command_help(group: typer.Typer) -> None:
+    """Give every command of `group` (and of its subgroups) its docstring unwrapped as its help."""
+    for info in group.registered_commands:
+        doc = info.help if info.help is not None else inspect.getdoc(info.callback)
+        if doc:
+            info.help = unwrap_help(doc)
+    for sub in group.registered_groups:
+        _unwrap_command_help(sub.typer_instance)
+
+
 _register_plugins()
+_unwrap_command_help(app)
 
 
 def main() -> None:

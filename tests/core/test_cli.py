@@ -146,3 +146,14 @@ def test_every_command_has_a_one_line_summary_in_the_command_list():
     for name, command in listed.items():
         summary = inspect.cleandoc(command.short_help or command.help or "").split("\n\n")[0]
         assert summary and "\n" not in summary and len(summary) <= 110, f"agentgym {name}: {summary!r}"
+
+
+def test_a_command_help_is_wrapped_by_the_terminal_not_by_the_docstring():
+    """typer keeps a docstring paragraph's line breaks in --help, so `agentgym eval --help` printed
+    "...final model the" / "way the trainer did..." in an 80-column terminal: each paragraph now
+    reaches the terminal as one line, and lists keep their lines."""
+    out = runner.invoke(app, ["eval", "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"}).output
+    assert "evaluates a training run's final model the way the trainer did" in out, out
+
+    from agentgym.cli import unwrap_help
+    assert unwrap_help("First line.\n\n    one\n    two\n\n    - a\n    - b\n") == "First line.\n\none two\n\n- a\n- b"
