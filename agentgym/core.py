@@ -202,7 +202,7 @@ class TextEnv(gym.Env[str, str]):
                                  '(a TaskSpec, a task id, a task dict, or None for a random train task)')
         self.task = self.resolve_task(options.get("task"))
         obs, info = self._reset(self.task)
-        self._last_obs = obs
+        self._last_obs = self._checked_observation(obs)
         self.steps_played = 0
         return obs, self._checked(info)
 
@@ -212,7 +212,7 @@ class TextEnv(gym.Env[str, str]):
         if not isinstance(action, str):
             action = "" if action is None else str(action)
         obs, reward, terminated, truncated, info = self._step(action)
-        self._last_obs = obs
+        self._last_obs = self._checked_observation(obs)
         self.steps_played += 1
         return obs, float(reward), bool(terminated), bool(truncated), self._checked(info)
 
@@ -279,6 +279,12 @@ class TextEnv(gym.Env[str, str]):
             return canonical(self.task_space, task)
         raise TaskParamError(f"options['task'] must be a TaskSpec, a task id, a task dict or None (pass one of those), "
                              f"got {type(task).__name__}")
+
+    @staticmethod
+    def _checked_observation(obs: str) -> str:
+        if not isinstance(obs, str):
+            raise TypeError(f"environment bug: the observation must be a str, got {type(obs).__name__}")
+        return obs
 
     @staticmethod
     def _checked(info: dict) -> StepInfo:

@@ -6,7 +6,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import agentgym
-from agentgym.errors import UnknownEnvError
+from agentgym.errors import UnknownEnvError, UnknownTaskError
 from agentgym.toy import CounterEnv
 
 
@@ -44,6 +44,28 @@ def test_reset_is_deterministic_and_rejects_bad_task_option():
 def test_step_before_reset():
     with pytest.raises(gym.error.ResetNeeded):
         CounterEnv().step("inc")
+
+
+def test_an_env_whose_first_reset_raised_plays_after_a_good_reset():
+    """gymnasium 1.4's PassiveEnvChecker marked the first reset checked before running it: after a
+    mistyped task id, a good reset then every step raised "cannot unpack non-iterable NoneType"."""
+    env = gym.make("agentgym/Household-v0")
+    with pytest.raises(UnknownTaskError):
+        env.reset(options={"task": "no-such-task"})
+    env.reset(seed=0)
+    assert isinstance(env.step("look")[0], str) and isinstance(env.step("look")[0], str)
+
+
+def test_an_observation_that_is_not_text_is_an_environment_bug():
+    class NumberEnv(CounterEnv):
+        def _step(self, action):
+            obs, *rest = super()._step(action)
+            return 3, *rest
+
+    env = NumberEnv()
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match="environment bug: the observation must be a str, got int"):
+        env.step("inc")
 
 
 # --- the task space declared where the env is registered ------------------------------------------
