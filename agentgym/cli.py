@@ -116,8 +116,14 @@ def rollout_command(
     max_live_envs: int = typer.Option(64, help="at most this many environments at once (each closed when its episode ends)"),
 ):
     """Play tasks with a scripted policy and summarize the episodes."""
+    from agentgym.output_folders import prepare_output_file
+
     env_id = agentgym.registration.check_env_id(env)
+    if episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, got {episodes}")
     task_list = load_tasks(env_id, tasks, limit)
+    if out is not None:  # before the episodes, not after them
+        prepare_output_file(out, "--out file", "pass --out a JSONL file in a folder you can write")
     pol = make_scripted_policy(policy, env_id, seed)
     console.print(f"{len(task_list)} tasks x {episodes} episodes = {len(task_list) * episodes} episodes"
                   + ("" if limit else " (--limit N plays only the first N tasks)"), highlight=False)

@@ -112,6 +112,7 @@ def register(app: typer.Typer) -> None:
         """Run the self-evolving task generator with rollouts of a policy; write the pool as JSON."""
         import agentgym  # lazy: `agentgym --help` stays fast
         from agentgym.errors import ConfigError
+        from agentgym.output_folders import prepare_output_file
         from agentgym.policies.base import SamplingParams
         from agentgym.tasks.source import make_task_source
         from agentgym.trainers.estimators import EstimatorConfig, compute_advantages
@@ -120,6 +121,7 @@ def register(app: typer.Typer) -> None:
         env_id = agentgym.registration.check_env_id(env)
         if rounds < 1 or tasks_per_round < 1 or group_size < 1:
             raise ConfigError("--rounds, --tasks-per-round and --group-size must be >= 1")
+        prepare_output_file(out, "--out file", "pass --out a file in a folder you can write")
         space = agentgym.get_task_space(env_id)
         player = load_policy(parse_policy_spec(policy), env_id, seed=seed, device=device, task_space=space)
         proposer = None

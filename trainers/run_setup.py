@@ -261,31 +261,18 @@ def prepare_run_dir(run_dir: Path) -> None:
     in, and nothing the run writes there (RUN_WRITES) is or holds a link (it would take the run's
     writes outside: a final_model linked to another folder had its model files written there).
     One line otherwise."""
-    import errno
     import os
-    import tempfile
 
-    fix = "set --run-dir (run_dir=) to a folder you can write"
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise ConfigError(f"run dir {run_dir} is a file, not a folder: {fix}") from None
-    except NotADirectoryError:
-        above = next((p for p in run_dir.parents if p.exists() and not p.is_dir()), None)
-        raise ConfigError(f"run dir {run_dir} cannot be made: {above or 'a folder above it'} is a file, not a "
-                          f"folder: {fix}") from None
-    except OSError as exc:
-        raise ConfigError(f"run dir {run_dir} cannot be made ({_why(exc)}): {fix}") from None
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".agentgym-write-check-", dir=run_dir)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-            from agentgym.trainers.disk import disk_full_error
+    from agentgym.output_folders import DISK_FULL_ERRNOS, prepare_output_folder
 
-            raise disk_full_error(run_dir, exc) from None
-        raise ConfigError(f"cannot write in run dir {run_dir} ({_why(exc)}): {fix}") from None
+    try:
+        prepare_output_folder(run_dir, "run dir", "set --run-dir (run_dir=) to a folder you can write")
+    except OSError as exc:
+        if exc.errno not in DISK_FULL_ERRNOS:
+            raise
+        from agentgym.trainers.disk import disk_full_error
+
+        raise disk_full_error(run_dir, exc) from None
     written = [run_dir / name for name in RUN_WRITES] + sorted(run_dir.glob("eval_*.jsonl"))
     for top in written:
         inside = [top] + ([Path(f) / n for f, dirs, files in os.walk(top) for n in dirs + files]  # links not followed
@@ -295,13 +282,6 @@ def prepare_run_dir(run_dir: Path) -> None:
                 raise ConfigError(f"{path} is a link (to {os.readlink(path)}): a run writes only inside its run dir "
                                   f"{run_dir}; remove the link (copy what it names in its place), or use another "
                                   "--run-dir")
-
-
-def _why(exc: OSError) -> str:
-    import errno
-
-    return {errno.EROFS: "it is on a read-only filesystem", errno.EACCES: "permission denied",
-            errno.EPERM: "permission denied"}.get(exc.errno, exc.strerror or type(exc).__name__)
 
 
 def finished_run(run_dir: Path, iterations: int) -> dict | None:

@@ -22,6 +22,7 @@ import typer
 
 from agentgym.errors import ConfigError
 from agentgym.figures import NO_MATPLOTLIB, can_plot
+from agentgym.output_folders import prepare_output_folder
 from agentgym.policies.specs import POLICY_HELP, PolicySpec, resolve_device, load_policy, parse_policy_spec  # noqa: F401
 
 def training_settings(model_path: str) -> dict[str, Any]:
@@ -423,6 +424,8 @@ def register(app: typer.Typer) -> None:
 
         if (too_small := power_warning(len(tasks), episodes)) is not None:
             console.print(f"[yellow]warning:[/yellow] {too_small}")
+        if out is not None:  # before the episodes, not after them
+            prepare_output_folder(out, "--out folder", "pass --out a folder you can write")
         console.print(f"loading {spec.label}", highlight=False, markup=False)
         source = run or layout
         hf_kwargs = {k: source[k] for k in ("dtype", "max_prompt_tokens") if source.get(k) is not None}
@@ -469,6 +472,8 @@ def register(app: typer.Typer) -> None:
         from agentgym.evaluation.report import comparability_warnings, compare, load_report
 
         results = [load_report(p) for p in reports]
+        if out is not None:
+            prepare_output_folder(out, "--out folder", "pass --out a folder you can write")
         if label and len(label) != len(results):
             raise ConfigError(f"got {len(label)} --label values for {len(results)} reports: give one per report")
         if label and len(set(label)) != len(label):

@@ -96,6 +96,18 @@ def test_a_usage_error_is_a_usage_line_not_a_traceback():
     assert done.returncode == 2 and "No such option" in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+def test_rollout_refuses_bad_episodes_and_an_unwritable_out_before_playing(tmp_path):
+    """--episodes 0 was a ValueError traceback, and an --out under a file a traceback after every
+    episode was played: both are one line now, before the first episode."""
+    assert "--episodes must be >= 1, got 0" in _agentgym("rollout", "agentgym/Household-v0", "--episodes", "0").stderr
+    in_the_way = tmp_path / "afile"
+    in_the_way.write_text("x")
+    for out, words in ((in_the_way / "t.jsonl", "afile is a file, not a folder"), (tmp_path, "is a folder, not a file")):
+        result = runner.invoke(app, ["rollout", COUNTER_ID, "--out", str(out)], standalone_mode=False)
+        assert isinstance(result.exception, agentgym.errors.ConfigError) and words in str(result.exception)
+        assert "success" not in result.output
+
+
 def test_an_eoferror_is_not_taken_for_ctrl_c(monkeypatch):
     """click maps any EOFError escaping a command to Abort, which main() exited 130 on with no
     message (issue 38: an empty trainer.pt did that); it now surfaces as the error it is, while a

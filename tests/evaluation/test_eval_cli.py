@@ -106,6 +106,18 @@ def test_compare_errors_are_one_line(tmp_path):
     assert "no evaluation report" in one_line_error(invoke("eval-compare", str(tmp_path)))
 
 
+def test_an_out_folder_that_cannot_be_made_is_one_line_before_any_episode(counter_env, tmp_path):
+    """It was a FileExistsError traceback after the last episode, the evaluation lost."""
+    in_the_way = tmp_path / "report"
+    in_the_way.write_text("a file")
+    result = invoke("eval", counter_env, "--policy", "oracle", "--out", str(in_the_way))
+    assert "is a file, not a folder: pass --out a folder you can write" in one_line_error(result, ConfigError)
+    assert "loading" not in result.output
+    assert invoke("eval", counter_env, "--policy", "oracle", "--out", str(tmp_path / "good")).exception is None
+    result = invoke("eval-compare", str(tmp_path / "good"), "--out", str(in_the_way / "compare"))
+    assert "report is a file, not a folder" in one_line_error(result, ConfigError)
+
+
 def test_policy_spec_parsing():
     assert parse_policy_spec("random").kind == "random"
     spec = parse_policy_spec("openai:http://localhost:8000/v1:Qwen/Qwen2.5-1.5B-Instruct")

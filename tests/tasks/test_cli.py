@@ -83,3 +83,11 @@ def test_the_agentgym_app_has_the_tasks_group_and_nothing_imports_torch():
             "assert 'torch' not in sys.modules, 'torch imported'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_evolve_refuses_an_out_it_cannot_write_before_any_round(tmp_path):
+    in_the_way = tmp_path / "afile"
+    in_the_way.write_text("x")
+    result = runner.invoke(app, ["tasks", "evolve", HOUSEHOLD, "--out", str(in_the_way / "pool.json")],
+                           standalone_mode=False)
+    assert isinstance(result.exception, ConfigError) and "afile is a file, not a folder" in str(result.exception)
