@@ -360,7 +360,10 @@ def parse_overrides(pairs: list[str]) -> dict:
     tree: dict = {}
     for pair in pairs:
         if "=" not in pair:
-            raise ConfigError(f"override {pair!r} is not of the form key=value (e.g. estimator.name=grpo)")
+            # `train PRESET --resume runs/x` reads the path as an override: --resume takes no value
+            path_hint = ("; a run dir is given as --run-dir PATH (--resume and --overwrite take no value)"
+                         if "/" in pair or pair.startswith(".") else "")
+            raise ConfigError(f"override {pair!r} is not of the form key=value (e.g. estimator.name=grpo){path_hint}")
         key, raw = pair.split("=", 1)
         try:
             value = safe_yaml(raw, f"override {key.strip()}") if raw != "" else ""

@@ -21,6 +21,16 @@ def test_overrides_are_typed_and_nested():
     assert cfg.env.chat.history == "full" and cfg.env.chat.memory == 0 and cfg.policy.lora == {}
 
 
+def test_a_path_given_to_resume_is_told_where_a_run_dir_goes():
+    """`agentgym train PRESET --resume runs/x` read the path as an override and said only that it
+    was not key=value."""
+    with pytest.raises(ConfigError, match=r"a run dir is given as --run-dir PATH \(--resume and --overwrite"):
+        parse_overrides(["runs/x"])
+    with pytest.raises(ConfigError) as plain:
+        parse_overrides(["grpo"])
+    assert "--run-dir" not in str(plain.value)
+
+
 def test_dict_fields_merge_into_their_defaults():
     cfg = load_config(None, ["tiny.build=true", "estimator.omega=0.5"])
     assert (cfg.estimator.name, cfg.estimator.omega, cfg.estimator.gamma) == ("gigpo", 0.5, 0.95)
