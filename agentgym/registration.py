@@ -58,6 +58,9 @@ def register_env(
     the env's constructor is; either may be an import string "module:name" ("name" may be dotted,
     e.g. "mypkg.env:MyEnv.task_space"), loaded on first use so registering imports nothing.
     None: get_task_space builds the env once and reads its `task_space` attribute."""
+    if not (isinstance(entry_point, str) and ":" in entry_point) and not callable(entry_point):
+        raise ConfigError(f"register_env({id!r}, ...): entry_point must be the env class, a function making the env, "
+                          f"or an import string 'module:Class', got {entry_point!r}")
     full_id = id if "/" in id else f"{NAMESPACE}/{id}"
     if full_id in gym.registry:
         del gym.registry[full_id]

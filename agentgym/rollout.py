@@ -36,7 +36,7 @@ from agentgym.continuation import (CachedPrompts, TokenContinuation, caches_pref
                                    supports_tokens)
 from agentgym.tasks.spec import TaskSpec
 from agentgym.trajectory import Step, Trajectory
-from agentgym.registration import check_env_id
+from agentgym.registration import check_env_id, get_task_space
 from agentgym.snapshot import SnapshotError, require_snapshots
 from agentgym.turn_monitors import (EpisodeStatus, OnProgress, OnTurn, RolloutProgress, TurnMonitor, TurnsBar,
                                     long_tail_rules)
@@ -141,6 +141,8 @@ class RolloutRequest:
     (a time limit, over-sampling) is not part of it: those wrap the rollout (agentgym.turn_monitors).
 
     env: a registered id, or a picklable factory returning a ChatEnv.
+    tasks: TaskSpecs; with a registered id, also task ids (looked up in its task space, as
+        env.reset's options["task"] is) or task dicts.
     seed: the reset seed of group g is `seed + g`, shared by the group's episodes.
     chat: ChatEnv's options, a ChatConfig or a dict of its keys (parser, history, memory, ...).
     executor: a registered executor name ("inprocess", "threads", "process", "ray", or your own:
@@ -160,7 +162,7 @@ class RolloutRequest:
     """
 
     env: str | Callable[[], ChatEnv]
-    tasks: Sequence[TaskSpec]
+    tasks: Sequence[TaskSpec | str | dict]
     group_size: int = 1
     seed: int = 0
     sampling: SamplingParams | None = None
@@ -176,7 +178,7 @@ class RolloutRequest:
     branch: BranchConfig | dict | int | None = None  # tree rollouts (BranchConfig); the env must snapshot
 
 
-def collect(env: str | Callable[[], ChatEnv], tasks: Sequence[TaskSpec], policy: Policy, group_size: int = 1, *,
+def collect(env: str | Callable[[], ChatEnv], tasks: Sequence[TaskSpec | str | dict], policy: Policy, group_size: int = 1, *,
             on_turn: Callable[[int, int], None] | None = None, episode_time_limit: float | None = None,
             keep_groups: int | None = None, monitors: Sequence[TurnMonitor] = (),
             session: Any = progress.CURRENT, **options: Any) -> list[Trajectory]:
@@ -201,6 +203,28 @@ def collect(env: str | Callable[[], ChatEnv], tasks: Sequence[TaskSpec], policy:
         return play(request, policy, monitors=[*rules, TurnsBar(bar)])
 
 
+def _task_specs(tasks: Sequence[TaskSpec | str | dict], env_id: str | None) -> list[TaskSpec]:
+    """The tasks as TaskSpecs: a task id is looked up in the env's task space (as env.reset's
+    options["task"] is), a dict is read as a TaskSpec; anything else is one line."""
+    if isinstance(tasks, (str, dict, TaskSpec)):
+        raise ConfigError(f"tasks must be a list of tasks, got one {type(tasks).__name__}: wrap it in a list")
+    specs = []
+    for task in tasks:
+        if isinstance(task, str) and env_id is not None:
+            task = get_task_space(check_env_id(env_id)).find(task)
+        elif isinstance(task, dict):
+            try:
+                task = TaskSpec.from_dict(task)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ConfigError(f"a task dict is not a task ({type(exc).__name__}: {exc}): pass TaskSpecs, task "
+                                  'ids, or {"env_id": ..., "params": {...}, "seed": N}') from None
+        if not isinstance(task, TaskSpec):
+            raise ConfigError(f"tasks must be TaskSpecs{', task ids' if env_id else ''} or task dicts (e.g. "
+                              f"get_task_space(env_id).split('heldout')), got {type(task).__name__}")
+        specs.append(task)
+    return specs
+
+
 def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], None] | None = None,
          on_progress: Callable[[RolloutProgress], None] | None = None, *,
          monitors: Sequence[TurnMonitor] = ()) -> list[Trajectory]:
@@ -217,6 +241,10 @@ def play(request: RolloutRequest, policy: Policy, on_turn: Callable[[int, int], 
                 *([OnProgress(on_progress)] if on_progress is not None else []), *monitors]
     if group_size < 1:
         raise ValueError("group_size must be >= 1")
+    if not callable(getattr(policy, "generate", None)):
+        raise ConfigError(f"policy must be an agentgym Policy (with generate(), e.g. agentgym.policies.RandomPolicy() "
+                          f"or HFPolicy), got {type(policy).__name__}")
+    tasks = _task_specs(tasks, env if isinstance(env, str) else None)
     continuation = None
     admissible_only = r.sampling is not None and r.sampling.admissible_only
     if admissible_only and not constrains_replies(policy):

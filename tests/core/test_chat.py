@@ -47,6 +47,17 @@ def test_unparseable_reply_is_an_invalid_action_that_costs_a_turn(env_id):
     assert trunc and not term  # the env's time limit still applies
 
 
+def test_an_assistant_message_plays_as_its_text(env_id):
+    """A chat API's reply is a message dict; passing it as returned was "the reply was not text"."""
+    env = _chat(env_id, history="full")
+    env.reset(options={"task": env.unwrapped.task_space.split("train")[8]})
+    msgs, _, _, _, info = env.step({"role": "assistant", "content": "thinking <action>inc</action>"})
+    assert info["action_valid"] is True and info["action"] == "inc"
+    assert msgs[2] == {"role": "assistant", "content": "thinking <action>inc</action>"}
+    *_, info = env.step({"role": "user", "content": "<action>inc</action>"})  # not the model's reply
+    assert info["action_valid"] is False and info["parse_error"]
+
+
 def test_bad_history_option(env_id):
     with pytest.raises(ValueError):
         _chat(env_id, history=-1)

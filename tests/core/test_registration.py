@@ -20,6 +20,14 @@ def test_third_party_registration_is_one_call():
     assert env_id in agentgym.registered_envs()
 
 
+@pytest.mark.parametrize("entry_point", [42, "mypkg.envs.MyEnv", None])
+def test_an_entry_point_that_cannot_make_an_env_is_refused_when_registered(entry_point):
+    """It was accepted, and gym.make failed later with "'int' object has no attribute 'split'"."""
+    with pytest.raises(agentgym.errors.ConfigError, match="entry_point must be the env class"):
+        agentgym.register_env("NotAnEnv-v0", entry_point)
+    assert "agentgym/NotAnEnv-v0" not in gym.registry
+
+
 def test_unknown_env_id_is_one_clear_error():
     with pytest.raises(UnknownEnvError, match="agentgym envs"):
         agentgym.make("agentgym/Nope-v0")

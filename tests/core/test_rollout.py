@@ -124,6 +124,27 @@ def test_bad_arguments():
         agentgym.collect(COUNTER_ID, TASKS[:1], RandomPolicy(), executor="ray-someday")
 
 
+def test_tasks_given_by_id_or_dict_play_as_their_taskspec():
+    """collect took TaskSpecs only: a task id (what env.reset's options["task"] takes, and what
+    `agentgym tasks list` prints) failed with "'str' object has no attribute 'task_id'"."""
+    by_spec = agentgym.collect(COUNTER_ID, TASKS[:2], OraclePolicy(SPACE), seed=3)
+    by_id = agentgym.collect(COUNTER_ID, [TASKS[0].task_id, TASKS[1].to_dict()], OraclePolicy(SPACE), seed=3)
+    assert [t.to_dict() for t in by_id] == [t.to_dict() for t in by_spec]
+
+
+@pytest.mark.parametrize("tasks, policy, words", [
+    (["no-such-id"], RandomPolicy(), "unknown task id 'no-such-id'"),
+    ([3], RandomPolicy(), "tasks must be TaskSpecs, task ids or task dicts"),
+    (TASKS[0], RandomPolicy(), "got one TaskSpec: wrap it in a list"),
+    (TASKS[:1], "random", "policy must be an agentgym Policy"),
+])
+def test_a_task_or_policy_of_the_wrong_kind_is_one_line(tasks, policy, words):
+    from agentgym.errors import AgentGymError
+
+    with pytest.raises(AgentGymError, match=words):
+        agentgym.collect(COUNTER_ID, tasks, policy)
+
+
 def test_a_caller_composed_stop_rule_and_watcher_wrap_play():
     """Stopping early and watching progress are monitors the caller hands to `play`: a rule stops
     episode 1 before its third turn (truncated, marked with its reason), the others play on, and the
