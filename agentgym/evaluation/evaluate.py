@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 from agentgym import progress
 from agentgym.chat import ChatConfig
 from agentgym.errors import ConfigError, SplitFileError
+from agentgym.output_folders import prepare_output_file
 from agentgym.policies.base import Policy, SamplingParams
 from agentgym.tasks.spec import TaskSpec
 from agentgym.evaluation.stats import (Estimate, bootstrap_mean, bootstrap_ratio, clustered_wilson_interval,
@@ -399,6 +400,8 @@ def run_eval(request: EvalRequest, policy: Policy, *, on_progress: Callable[[int
 
     r = request
     env_id, space, label, tasks = r.resolve()
+    if trajectories_path is not None:  # before the episodes, not after them
+        prepare_output_file(Path(trajectories_path), "trajectories_path", "pass a JSONL file in a folder you can write")
     episodes_per_task, seed = r.episodes_per_task, r.seed
     total = len(tasks) * episodes_per_task
     tasks_per_batch = max(1, r.max_batch_episodes // episodes_per_task)

@@ -89,6 +89,20 @@ def test_oracle_solves_every_heldout_task(counter_env):
     assert r.policy == "OraclePolicy" and r.split == "heldout"
 
 
+def test_a_trajectories_path_it_cannot_write_is_refused_before_any_episode(counter_env, tmp_path):
+    """It was an IsADirectoryError after the last episode, the evaluation lost."""
+    class Counting(OraclePolicy):
+        calls = 0
+
+        def generate(self, *args, **kwargs):
+            Counting.calls += 1
+            return super().generate(*args, **kwargs)
+
+    with pytest.raises(ConfigError, match="trajectories_path .* is a folder, not a file"):
+        evaluate(counter_env, Counting(), trajectories_path=tmp_path)
+    assert Counting.calls == 0
+
+
 def test_random_is_worse_than_oracle_and_pass_at_k_rises_with_k(counter_env):
     r = evaluate(counter_env, RandomPolicy(seed=1), split="heldout", episodes_per_task=6)
     assert 0.0 < r.success_rate < 0.8
