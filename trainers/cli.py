@@ -20,7 +20,7 @@ from agentgym.progress import output_console
 
 console = output_console()
 
-CONFIG_HELP = "a preset name (e.g. household-tiny, generic) or a YAML config file; optional with --env"
+CONFIG_HELP = "a preset name (e.g. household-tiny, generic) or a YAML config file"
 OVERRIDES_HELP = "dotted key=value overrides, e.g. estimator.name=grpo ppo.lr=1e-4 rollout.group_size=4"
 
 
@@ -137,7 +137,7 @@ def _summary_table(summary: dict) -> Table:
 
 
 def train_command(
-    config: Optional[str] = typer.Argument(None, help=CONFIG_HELP),
+    config: Optional[str] = typer.Argument(None, help=CONFIG_HELP + "; optional with --env"),
     overrides: Optional[List[str]] = typer.Argument(None, help=OVERRIDES_HELP),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help="where checkpoints and metrics go (default runs/<name>)"),
     resume: bool = typer.Option(False, "--resume", help="continue from the run dir's latest checkpoint"),

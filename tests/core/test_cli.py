@@ -169,3 +169,10 @@ def test_a_command_help_is_wrapped_by_the_terminal_not_by_the_docstring():
 
     from agentgym.cli import unwrap_help
     assert unwrap_help("First line.\n\n    one\n    two\n\n    - a\n    - b\n") == "First line.\n\none two\n\n- a\n- b"
+
+
+def test_sft_does_not_offer_an_env_option_it_lacks():
+    """sft's config help said "optional with --env", train's wording: sft has no --env."""
+    out = runner.invoke(app, ["sft", "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"}).output
+    assert "--env" not in out and "YAML config file" in out
+    assert "optional with --env" in runner.invoke(app, ["train", "--help"], env={"COLUMNS": "200"}).output
