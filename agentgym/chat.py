@@ -190,7 +190,8 @@ class ChatEnv(gym.Wrapper):
     def step(self, text: str | dict) -> tuple[Messages, float, bool, bool, dict]:
         """Play the model's reply: its text, or its assistant message ({"role": "assistant",
         "content": ...}, as chat APIs return it). A reply that is not text is an invalid turn."""
-        if isinstance(text, dict) and text.get("role", "assistant") == "assistant" and isinstance(text.get("content"), str):
+        if isinstance(text, dict) and text.get("role", "assistant") == "assistant" \
+                and isinstance(text.get("content"), str):
             text = text["content"]
         parsed = self.parser.parse(text)
         if self.memory_style == "marks" and parsed.action is not None and parsed.action.rstrip().endswith(TRIED_MARK):

@@ -178,7 +178,8 @@ class RolloutRequest:
     branch: BranchConfig | dict | int | None = None  # tree rollouts (BranchConfig); the env must snapshot
 
 
-def collect(env: str | Callable[[], ChatEnv], tasks: Sequence[TaskSpec | str | dict], policy: Policy, group_size: int = 1, *,
+def collect(env: str | Callable[[], ChatEnv], tasks: Sequence[TaskSpec | str | dict], policy: Policy,
+            group_size: int = 1, *,
             on_turn: Callable[[int, int], None] | None = None, episode_time_limit: float | None = None,
             keep_groups: int | None = None, monitors: Sequence[TurnMonitor] = (),
             session: Any = progress.CURRENT, **options: Any) -> list[Trajectory]:

@@ -102,7 +102,8 @@ def test_rollout_refuses_bad_episodes_and_an_unwritable_out_before_playing(tmp_p
     assert "--episodes must be >= 1, got 0" in _agentgym("rollout", "agentgym/Household-v0", "--episodes", "0").stderr
     in_the_way = tmp_path / "afile"
     in_the_way.write_text("x")
-    for out, words in ((in_the_way / "t.jsonl", "afile is a file, not a folder"), (tmp_path, "is a folder, not a file")):
+    for out, words in ((in_the_way / "t.jsonl", "afile is a file, not a folder"),
+                       (tmp_path, "is a folder, not a file")):
         result = runner.invoke(app, ["rollout", COUNTER_ID, "--out", str(out)], standalone_mode=False)
         assert isinstance(result.exception, agentgym.errors.ConfigError) and words in str(result.exception)
         assert "success" not in result.output
