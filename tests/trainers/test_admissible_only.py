@@ -43,7 +43,8 @@ def test_replies_are_admissible_actions_only_when_asked(chat, toy_env_id, tiny_p
     # recorded logprobs: the model renormalized over the ids allowed at each token (by hand here)
     for s in steps[:6]:
         assert len(s.response_allowed) == len(s.response_ids)
-        logits = policy.model(torch.tensor([s.prompt_ids + s.response_ids])).logits[0].float()
+        with torch.no_grad():
+            logits = policy.model(torch.tensor([s.prompt_ids + s.response_ids])).logits[0].float()
         raw = torch.log_softmax(logits[len(s.prompt_ids) - 1:-1], -1)
         for k, (token, ids) in enumerate(zip(s.response_ids, s.response_allowed)):
             assert token in ids
