@@ -202,10 +202,10 @@ def unwrap_help(text: str) -> str:
     """A docstring as --help should print it: each paragraph on one line, for the terminal to wrap.
     typer keeps a paragraph's line breaks, so a docstring wrapped at 100 columns came out in ragged
     half lines in an 80-column terminal. A list (lines led by "-") or click's no-rewrap mark stays."""
-    def paragraph(text: str) -> str:
-        lines = text.splitlines()
-        if text.startswith("\b") or any(line.lstrip().startswith("- ") for line in lines):
-            return text
+    def paragraph(part: str) -> str:
+        lines = part.splitlines()
+        if part.startswith("\b") or any(line.lstrip().startswith("- ") for line in lines):
+            return part
         return " ".join(line.strip() for line in lines)
 
     return "\n\n".join(paragraph(part) for part in inspect.cleandoc(text).split("\n\n"))

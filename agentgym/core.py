@@ -69,6 +69,15 @@ class AnyText(gym.spaces.Text):
         return isinstance(other, AnyText) and other.max_length == self.max_length
 
 
+def task_from_dict(task: dict, where: str) -> TaskSpec:
+    """A task given as a dict (TaskSpec.to_dict's shape); `where` names it in the one-line error."""
+    try:
+        return TaskSpec.from_dict(task)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TaskParamError(f"{where} is not a task ({type(exc).__name__}: {exc}): pass a TaskSpec, a task id, or "
+                             '{"env_id": ..., "params": {...}, "seed": N}') from None
+
+
 class TextEnv(gym.Env[str, str]):
     """The base class of every agentgym environment: a Gymnasium `Env` whose observations and
     actions are strings, one task (a `TaskSpec`) per episode.
@@ -269,12 +278,7 @@ class TextEnv(gym.Env[str, str]):
         if isinstance(task, str):
             return self.task_space.find(task)
         if isinstance(task, dict):
-            try:
-                task = TaskSpec.from_dict(task)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise TaskParamError(
-                    f"options['task'] is not a task ({type(exc).__name__}: {exc}): pass a TaskSpec, a task id, or "
-                    '{"env_id": ..., "params": {...}, "seed": N}') from None
+            task = task_from_dict(task, "options['task']")
         if isinstance(task, TaskSpec):
             return canonical(self.task_space, task)
         raise TaskParamError(f"options['task'] must be a TaskSpec, a task id, a task dict or None (pass one of those), "

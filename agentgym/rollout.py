@@ -29,6 +29,7 @@ from gymnasium.envs.registration import EnvSpec
 
 from agentgym import progress
 from agentgym.chat import ChatConfig, ChatEnv
+from agentgym.core import task_from_dict
 from agentgym.executors import EnvResult, make_executor
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Completion, Policy, SamplingParams, TurnContext
@@ -209,16 +210,15 @@ def _task_specs(tasks: Sequence[TaskSpec | str | dict], env_id: str | None) -> l
     options["task"] is), a dict is read as a TaskSpec; anything else is one line."""
     if isinstance(tasks, (str, dict, TaskSpec)):
         raise ConfigError(f"tasks must be a list of tasks, got one {type(tasks).__name__}: wrap it in a list")
+    space = None  # looked up once, and only when a task is given by id
     specs = []
     for task in tasks:
         if isinstance(task, str) and env_id is not None:
-            task = get_task_space(check_env_id(env_id)).find(task)
+            if space is None:
+                space = get_task_space(check_env_id(env_id))
+            task = space.find(task)
         elif isinstance(task, dict):
-            try:
-                task = TaskSpec.from_dict(task)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ConfigError(f"a task dict is not a task ({type(exc).__name__}: {exc}): pass TaskSpecs, task "
-                                  'ids, or {"env_id": ..., "params": {...}, "seed": N}') from None
+            task = task_from_dict(task, "a task dict")
         if not isinstance(task, TaskSpec):
             raise ConfigError(f"tasks must be TaskSpecs{', task ids' if env_id else ''} or task dicts (e.g. "
                               f"get_task_space(env_id).split('heldout')), got {type(task).__name__}")
