@@ -461,11 +461,13 @@ def _progress(episodes: list[_Episode], limit: int) -> RolloutProgress:
 
 
 def _action_formatter(pool, factory):
-    """How this env wants actions written (for scripted policies), from one ChatEnv's parser."""
-    envs = getattr(pool, "envs", None)
-    chat_env = envs[0] if envs else factory()
+    """How this env wants actions written (for scripted policies), from one ChatEnv's parser: an
+    in-process executor's own (`envs` is not part of the executor protocol: one of your own may
+    hold none yet, or keep its envs elsewhere), else a ChatEnv made and closed for it."""
+    built = next((env for env in getattr(pool, "envs", None) or () if isinstance(env, ChatEnv)), None)
+    chat_env = built or factory()
     parser = chat_env.parser
-    if not envs:
+    if built is None:
         chat_env.close()
     return parser.format
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import ConfigError
+from agentgym.registration import import_modules
 from agentgym.safe_files import UnsafeFileError, read_regular
 
 PRESET_DIR = Path(__file__).parent / "presets"
@@ -473,6 +474,8 @@ def load_config(source: str | Path | dict | None = None, overrides: list[str] | 
     data = _resolve_key_aliases(_merge(data, parse_overrides(overrides or [])))
     cfg = _build(TrainConfig, data)
     check_types(cfg)
+    # before the checks: the modules may register the env, executor, engine or estimator it names
+    import_modules(cfg.imports, "imports")
     check_ranges(cfg)
     validate_config(cfg)  # the rules across sections (trainers/checks.py), e.g. two settings naming the tasks
     check_section_rules(cfg)  # then what the env and its task space say of each setting
