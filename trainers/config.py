@@ -472,10 +472,13 @@ def _resolve_key_aliases(data: dict) -> dict:
 def load_config(source: str | Path | dict | None = None, overrides: list[str] | None = None) -> TrainConfig:
     data = {} if source is None else (dict(source) if isinstance(source, dict) else _read_yaml(source))
     data = _resolve_key_aliases(_merge(data, parse_overrides(overrides or [])))
+    imports = data.get("imports")
+    if isinstance(imports, list) and all(isinstance(name, str) for name in imports):
+        # before the config is built: its modules may register the env, executor, engine, estimator or
+        # reward kind it names (any other value is refused below as the field's type)
+        import_modules(imports, "imports")
     cfg = _build(TrainConfig, data)
     check_types(cfg)
-    # before the checks: the modules may register the env, executor, engine or estimator it names
-    import_modules(cfg.imports, "imports")
     check_ranges(cfg)
     validate_config(cfg)  # the rules across sections (trainers/checks.py), e.g. two settings naming the tasks
     check_section_rules(cfg)  # then what the env and its task space say of each setting

@@ -228,3 +228,24 @@ def test_the_docs_executor_and_engine_train_as_written(toy_config, tmp_path, tin
         engines._ENGINES.pop("copy", None)
         for name in ("my_executors", "my_engines"):
             __import__("sys").modules.pop(name, None)
+
+
+def test_a_config_files_imports_register_what_it_names_before_it_is_checked(tmp_path, monkeypatch):
+    """`imports: [my_module]` in a config file, with the estimator that module registers: the config
+    loads (it failed as an unknown estimator when the imports ran after the checks)."""
+    from agentgym.trainers import estimators
+    from agentgym.trainers.config import load_config
+
+    (tmp_path / "my_sign_estimator.py").write_text(
+        "import numpy as np\n"
+        "from agentgym.trainers.estimators import register_estimator\n\n"
+        "register_estimator('sign_of_outcome', lambda batch, cfg, values=None, progress=None: "
+        "np.zeros(len(batch.reward)), group_relative=True)\n")
+    (tmp_path / "config.yaml").write_text(
+        "imports: [my_sign_estimator]\nestimator:\n  name: sign_of_outcome\ntiny:\n  build: true\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert load_config(tmp_path / "config.yaml").estimator.name == "sign_of_outcome"
+    finally:
+        estimators.ESTIMATORS.pop("sign_of_outcome", None)
+        __import__("sys").modules.pop("my_sign_estimator", None)
