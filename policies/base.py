@@ -2,7 +2,9 @@
 
 LLM backends fill the token ids and logprobs they generated; scripted policies leave them
 None. `contexts` carries what the rollout engine knows about each prompt's episode (task,
-turn, env info): LLM policies ignore it, scripted ones (random, oracle) act on it.
+turn, env info): LLM policies ignore it, scripted ones (random, oracle) act on it. A policy that
+acts on the contexts alone, and so cannot answer a prompt that comes from no episode (a reward's
+judge), says so with a class attribute `acts_on_contexts = True`.
 """
 
 from __future__ import annotations

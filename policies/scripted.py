@@ -16,6 +16,8 @@ class RandomPolicy:
     """Picks uniformly among `info["admissible_actions"]`; with an open action space, writes a
     random short string (which the env will mostly reject: a lower bound for any agent)."""
 
+    acts_on_contexts = True  # no context, no action: it cannot judge (policies/base.py)
+
     def __init__(self, seed: int = 0):
         self.rng = np.random.default_rng(seed)
 
@@ -55,6 +57,8 @@ class OraclePolicy:
     oracle does (agentgym.rewards.meta_reasoning.demonstration_tag over the task space's
     `meta_tag`): reflection on the turn after a failed action, else explore / monitor / planning
     as the task space classes the command. SFT on such replies gives a warm start that tags."""
+
+    acts_on_contexts = True
 
     def __init__(self, task_space=None, slip_prob: float = 0.0, seed: int = 0, search: bool = False,
                  dawdle_prob: float = 0.0, tags: bool = False):

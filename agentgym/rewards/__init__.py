@@ -9,8 +9,9 @@ hacking guards, RLVMR's meta-reasoning rewards and SWE-RL's patch similarity.
     stats = apply_reward(trajectories, reward, how="replace")   # the env's score kept as verifiable_score
 
 In a training config: `env.reward: {kind: rubric, criteria: [...], judge: {...}, combine: replace}`.
-Kinds (REWARD_KINDS, extend with register_reward): rubric, judge, relative_judge. A judge is any of
-our policies (HF, vLLM, OpenAI-compatible, scripted), built by the caller and passed in.
+Kinds (REWARD_KINDS, extend with register_reward): rubric, judge, relative_judge. A judge is a
+language-model policy (HF, vLLM, OpenAI-compatible, or any object whose generate(prompts, sampling)
+answers chat prompts; a test's scripted judge is one), built by the caller and passed in.
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ def _judge(spec: dict, judge_policy: Any) -> JudgeReward:
         where = "pass judge_policy= to make_reward" if policy_name is not None else \
             "configure one (env.reward.judge.policy: hf:PATH or openai:URL:MODEL) or use checks only"
         raise ConfigError(f"this reward asks a judge model: {where}")
+    if getattr(judge_policy, "acts_on_contexts", False):
+        raise ConfigError(f"{type(judge_policy).__name__} acts on an env's admissible actions and cannot judge: "
+                          "judge with a language model (hf:PATH, openai:URL:MODEL, or any policy "
+                          "whose generate(prompts, sampling) answers chat prompts)")
     return JudgeReward(judge_policy, cache=cache, **extra, **{k: v for k, v in opts.items() if k in known})
 
 

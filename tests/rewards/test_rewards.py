@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from agentgym.errors import ConfigError
+from agentgym.policies import OraclePolicy, RandomPolicy
 from agentgym.policies.base import Completion, SamplingParams
 from agentgym.rewards import (Criterion, Guarded, JudgeCache, JudgeReward, RelativeJudge, Rubric, RubricStore,
                               apply_reward, divergence, generate_rubrics, make_reward, parse_group_scores,
@@ -269,6 +270,10 @@ def test_a_training_config_names_its_judge(monkeypatch):
     assert metrics["judged"] == 2 and metrics["judge_prompts"] == 2
     with pytest.raises(ConfigError, match="cannot judge"):
         load_judge({"kind": "judge", "judge": {"policy": "random"}})
+    for scripted in (RandomPolicy(), OraclePolicy()):  # in Python as in a config: one line, not a ValueError later
+        with pytest.raises(ConfigError, match=f"{type(scripted).__name__} acts on an env's admissible actions and "
+                                              "cannot judge"):
+            make_reward(spec, judge_policy=scripted)
     with pytest.raises(ConfigError, match="max_new_tokens"):
         make_reward({"kind": "judge", "judge": {"policy": "openai:http://h:1/v1:m", "max_new_tokens": 0}})
     with pytest.raises(ConfigError, match="unknown judge option 'model'"):
