@@ -198,7 +198,7 @@ def train_command(
         args = _argv(config, overrides, run_dir, imports, env) + (["--resume"] if resume else []) \
             + (["--overwrite"] if overwrite else [])
         sys.exit(launch(nproc, args))
-    from agentgym.trainers.training import train  # torch: once the config and the extras it names are checked
+    from agentgym.trainers.training import heldout_change, train  # torch: once the config and the extras it names are checked
 
     global console
     quiet_rank = world_from_env()[0] > 0
@@ -229,11 +229,9 @@ def train_command(
     if "evals" not in summary:  # a data-parallel rank other than 0
         return
     console.print(_summary_table(summary))
-    lo, hi = summary["heldout_gain_ci"]
-    console.print(f"held-out success {summary['heldout_success_before']:.3f} -> {summary['heldout_success_after']:.3f} "
-                  f"(gain {summary['heldout_gain']:+.3f}, 95% CI [{lo:+.3f}, {hi:+.3f}] over "
-                  f"{summary['heldout_tasks']} tasks x {summary['episodes_per_task']}) in "
-                  f"{summary['wall_seconds']:.0f}s; metrics: {summary['run_dir']}/metrics.jsonl")
+    console.print(f"held-out success {heldout_change(summary)} over {summary['heldout_tasks']} tasks x "
+                  f"{summary['episodes_per_task']} in {summary['wall_seconds']:.0f}s; metrics: "
+                  f"{summary['run_dir']}/metrics.jsonl")
     if summary.get("stopped_early"):
         # the last line a user sees: this run is not the configured experiment
         console.print(f"[bold red]STOPPED EARLY:[/] {summary['stopped_early']}")

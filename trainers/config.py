@@ -213,6 +213,9 @@ class SFTConfig:
 @dataclass
 class EvalConfig:
     every: int = 5  # iterations; 0 = only before and after training
+    # evaluate the start model before RL (verl's trainer.val_before_train): the summary's gain is measured
+    # against it. false: the final evaluation only, no gain; a real model's evaluation on a CPU takes an hour
+    before: bool = True
     split: str = "heldout"
     num_tasks: int = 50
     temperature: float = 0.0  # greedy by default

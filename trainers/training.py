@@ -379,11 +379,12 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                         otherwise=distributed.NullLogger())
     producer, finished = None, False
     try:
-        if not state["evals"]:  # every rank alike (a resumed run's state holds its evaluations on every rank)
+        # every rank alike (a resumed run's state holds its evaluations on every rank)
+        if not state["evals"] and state["iteration"] == 0 and cfg.eval.before:
             if (ev := _evaluate_now(evaluate, cfg.log, run_dir, policy, state, dp)) is not None:  # rank 0's
                 logger.log({"eval": ev}, step=0)
                 log(f"held-out success before RL: {ev['success_rate']:.3f}")
-            if cfg.checkpoint_every and state["iteration"] == 0:
+            if cfg.checkpoint_every:
                 # a real model's evaluation before RL can outlast many iterations (an hour on 2 cores): a run
                 # killed before its first periodic checkpoint resumes after that evaluation, not before it
                 state["wall_seconds"] = time.perf_counter() - started
@@ -421,7 +422,8 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
             if cfg.checkpoint_every and state["iteration"] % cfg.checkpoint_every == 0:
                 dp.save_checkpoint(save_checkpoint, run_dir, state["iteration"], policy, optimizer, scheduler, heads, state)
         # rank 0 holds the evaluations; every rank must enter full_weights together
-        if dp.agree(dp.on_main(lambda: state["evals"][-1]["iteration"] != state["iteration"], otherwise=False)):
+        if dp.agree(dp.on_main(lambda: not state["evals"] or state["evals"][-1]["iteration"] != state["iteration"],
+                               otherwise=False)):
             if (ev := _evaluate_now(evaluate, cfg.log, run_dir, policy, state, dp)) is not None:
                 logger.log({"eval": ev}, step=state["iteration"])
         state["wall_seconds"] = time.perf_counter() - started
@@ -442,11 +444,24 @@ def train(cfg: TrainConfig, resume: bool = False, log: Callable[[str], None] = p
                       otherwise={"run_dir": str(run_dir), "iterations": state["iteration"], "rank": dp.rank})
 
 
+def heldout_change(summary: dict) -> str:
+    """The summary's held-out figures in words: before -> after with the gain's interval, or the
+    final figure alone when nothing was evaluated before RL (eval.before=false)."""
+    if summary["heldout_success_before"] is None:
+        return f"{summary['heldout_success_after']:.3f} after RL (eval.before=false: no evaluation before it)"
+    lo, hi = summary["heldout_gain_ci"]
+    return (f"{summary['heldout_success_before']:.3f} -> {summary['heldout_success_after']:.3f} "
+            f"(gain {summary['heldout_gain']:+.3f}, 95% CI [{lo:+.3f}, {hi:+.3f}])")
+
+
 def _summarize(eval_cfg: EvalConfig, log_cfg: LogConfig, iterations: int, seed: int, run_dir: Path, state: dict,
                started: float, log) -> dict:
-    """summary.json: the held-out success before and after RL with the paired interval of the gain."""
-    first, last = state["evals"][0], state["evals"][-1]
-    gain = paired_gain(first.get("per_task_success", {}), last.get("per_task_success", {}), seed=seed)
+    """summary.json: the held-out success before and after RL with the paired interval of the gain
+    (None without an evaluation before RL: eval.before=false)."""
+    last = state["evals"][-1]
+    first = state["evals"][0] if state["evals"][0]["iteration"] == 0 else None
+    gain = paired_gain(first.get("per_task_success", {}), last.get("per_task_success", {}), seed=seed) \
+        if first is not None else None
     summary = {
         "run_dir": str(run_dir),
         "iterations": state["iteration"],
@@ -455,10 +470,10 @@ def _summarize(eval_cfg: EvalConfig, log_cfg: LogConfig, iterations: int, seed: 
         "heldout_tasks": len(last.get("per_task_success", {})),
         "episodes_per_task": eval_cfg.episodes_per_task,
         # the final evaluation, never the best one seen: the best of several noisy evals is biased upward
-        "heldout_success_before": first["success_rate"],
+        "heldout_success_before": first["success_rate"] if first is not None else None,
         "heldout_success_after": last["success_rate"],
-        "heldout_gain": gain.value,
-        "heldout_gain_ci": [gain.low, gain.high],  # paired per-task bootstrap, 95%
+        "heldout_gain": gain.value if gain is not None else None,
+        "heldout_gain_ci": [gain.low, gain.high] if gain is not None else None,  # paired per-task bootstrap, 95%
         "evals": [{"iteration": e["iteration"], "success_rate": e["success_rate"]} for e in state["evals"]],
         "wall_seconds": time.perf_counter() - started,
         "rl_seconds": state.get("rl_seconds", 0.0),

@@ -52,12 +52,12 @@ def register(app: typer.Typer) -> None:
         if train is not None:
             from agentgym.integrations.gateway.training import train_through_gateway
             from agentgym.trainers.config import load_config
+            from agentgym.trainers.training import heldout_change
 
             train_cfg = load_config(train, list(overrides or []))
             summary = train_through_gateway(train_cfg, cfg, episodes_per_iter, model_name, serve_during_update)
             print(f"trained {summary['iterations']} iterations in {summary['seconds']:.0f} s: held-out success "
-                  f"{summary['heldout_success_before']:.3f} -> {summary['heldout_success_after']:.3f}; "
-                  f"{summary['run_dir']} (agentgym eval {summary['run_dir']})")
+                  f"{heldout_change(summary)}; {summary['run_dir']} (agentgym eval {summary['run_dir']})")
             return
         from agentgym.policies.model_files import check_model_path
 

@@ -261,9 +261,10 @@ def train_through_gateway(cfg, gateway_cfg: GatewayConfig, episodes_per_iter: in
         return heldout_result(cfg.eval, cfg.env, engine, eval_path, cfg.seed, cfg.rollout, session)
 
     try:
-        ev = _evaluate_now(evaluate, cfg.log, run_dir, policy, state, dp)
-        logger.log({"eval": ev}, step=0)
-        log(f"held-out success before RL: {ev['success_rate']:.3f}")
+        if cfg.eval.before:
+            ev = _evaluate_now(evaluate, cfg.log, run_dir, policy, state, dp)
+            logger.log({"eval": ev}, step=0)
+            log(f"held-out success before RL: {ev['success_rate']:.3f}")
         with RunningGateway(recorder, gateway_cfg) as gateway:
             log(f"gateway serving {model_name!r} at {gateway.url}/v1 (episodes: POST {gateway.url}/episodes; the chat "
                 f"layout it trains: GET {gateway.url}/layout); training {cfg.iterations} iterations of "
