@@ -223,6 +223,14 @@ def test_the_docs_executor_and_engine_train_as_written(toy_config, tmp_path, tin
         summary = train(cfg, log=lambda _: None)
         assert summary["iterations"] == 1
         assert "serial" in executors.executor_names() and "copy" in engines.engine_names()
+
+        class Broken:  # an env whose step raises: that slot answers with an error, as the protocol asks
+            def step(self, text):
+                raise RuntimeError("backend gone")
+
+        pool = __import__("my_executors").SerialExecutor(Broken, 2)
+        pool.envs = [Broken(), Broken()]
+        assert [r.error for r in pool.step([(0, "look"), (1, "look")])] == ["RuntimeError('backend gone')"] * 2
     finally:
         executors._EXECUTORS.pop("serial", None)
         engines._ENGINES.pop("copy", None)
