@@ -402,3 +402,18 @@ def test_a_training_run_survives_a_hostile_client(tiny_model_dir, tmp_path, gate
     assert last["gateway/refused_413"] >= 1 and last.get("gateway/engine_errors", 0) == 0
     assert report["statuses"].count(500) == 0 and refusals[413] + report["statuses"].count(-1) >= 1
     assert result["heldout_success_before"] is not None and result["iterations"] == 3
+
+
+def test_gateway_training_without_the_evaluation_before(tiny_model_dir, tmp_path, gateway_training):
+    """eval.before=false: the gateway serves at once and the summary has the final evaluation alone."""
+    from agentgym.trainers.config import load_config
+
+    cfg = load_config("household-tiny", [f"policy.model={tiny_model_dir}", "tiny.build=false", "sft.enabled=false",
+                                          "iterations=1", f"run_dir={tmp_path / 'run'}", "torch_threads=1",
+                                          "rollout.max_new_tokens=4", "eval.num_tasks=2", "eval.before=false"])
+    thread, url, result, failed = gateway_training(cfg, episodes_per_iter=4, log=lambda line: None)
+    honest_clients(url, range(2), [])
+    thread.join(120)
+    assert not thread.is_alive() and not failed, failed
+    assert [e["iteration"] for e in result["evals"]] == [1]
+    assert result["heldout_success_before"] is None and result["heldout_gain"] is None
