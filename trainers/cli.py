@@ -42,8 +42,8 @@ def _load(config: Optional[str], overrides: Optional[List[str]], run_dir: Option
     else:
         cfg = load_config(config, extra)
         _note_foreign_env_settings(config, cfg.env, log or _note)
+    # recorded only: --import's modules were imported above, the config's own by load_config
     cfg.imports = list(dict.fromkeys([*cfg.imports, *(imports or [])]))
-    import_modules(cfg.imports)
     return cfg
 
 
